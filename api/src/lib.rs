@@ -1,0 +1,11 @@
+//! The `MyOwnShell` custom resource: its Rust types, the fixed names every other crate and the
+//! manifests rely on, the defaults shared by the webhook and the controller, and CRD generation.
+
+pub mod crd;
+pub mod defaults;
+pub mod names;
+mod types;
+
+pub use types::{
+    MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, ResourceList, SIZE_SCHEMA_MAX, ShellResources,
+};

@@ -1,0 +1,133 @@
+//! The `MyOwnShell` spec and status. Doc comments here become the schema descriptions that
+//! `kubectl explain mos.spec` prints, so they are written for users.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+/// The hard ceiling the schema enforces on `spec.size`; the webhook's `--max-size` (default 50)
+/// is the operational bound and sits below it.
+pub const SIZE_SCHEMA_MAX: i32 = 1000;
+
+/// A set of identical shell pods to `kubectl exec` into.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "myownshell.io",
+    version = "v1alpha1",
+    kind = "MyOwnShell",
+    plural = "myownshells",
+    singular = "myownshell",
+    shortname = "mos",
+    namespaced,
+    status = "MyOwnShellStatus",
+    derive = "PartialEq",
+    doc = "MyOwnShell runs `size` shell pods (one Deployment) that users `kubectl exec` into.",
+    scale(
+        spec_replicas_path = ".spec.size",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(
+        name = "Size",
+        type_ = "integer",
+        json_path = ".spec.size",
+        description = "Shell pods asked for"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "integer",
+        json_path = ".status.readyReplicas",
+        description = "Shell pods ready"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Available\")].status",
+        description = "Whether the shells are available"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MyOwnShellSpec {
+    /// Number of shell pods. 0 pauses the shell (keeps the object, runs no pods).
+    /// Defaults to 1; the admission webhook enforces the operator's maximum (50 by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub size: Option<i32>,
+
+    /// Container image of the shell, e.g. `busybox:1.37.0` or `registry.example.com/tools/shell@sha256:…`.
+    /// Defaults to a small pinned busybox tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+
+    /// Command the shell container runs (entrypoint and arguments). It must keep running:
+    /// the default prints a ready line and then sleeps forever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub command: Option<Vec<String>>,
+
+    /// CPU and memory requests and limits of the shell container. Requests must not exceed
+    /// limits. Defaults to small values (10m/16Mi requested, 200m/64Mi limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ShellResources>,
+}
+
+/// Resource names to quantities, e.g. `{cpu: 250m, memory: 64Mi}`.
+pub type ResourceList = BTreeMap<String, Quantity>;
+
+/// Compute resources of the shell container: a narrower `ResourceRequirements` (no claims).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ShellResources {
+    /// Minimum resources reserved for the shell, by name (`cpu`, `memory`, `ephemeral-storage`),
+    /// e.g. `{cpu: 10m, memory: 16Mi}`. Each must be at most the matching limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_map_schema")]
+    pub requests: Option<ResourceList>,
+
+    /// Maximum resources the shell may use, by name (`cpu`, `memory`, `ephemeral-storage`),
+    /// e.g. `{cpu: 200m, memory: 64Mi}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_map_schema")]
+    pub limits: Option<ResourceList>,
+}
+
+/// A map of Kubernetes quantities (`"250m"`, `"64Mi"`, or plain numbers), without the very long
+/// upstream `Quantity` description that would drown `kubectl explain`.
+fn quantity_map_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "additionalProperties": { "x-kubernetes-int-or-string": true }
+    })
+}
+
+/// Observed state, written by the controller through the status subresource.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MyOwnShellStatus {
+    /// Shell pods that exist (as reported by the Deployment).
+    #[serde(default)]
+    pub replicas: i32,
+
+    /// Shell pods that are ready to be exec'd into.
+    #[serde(default)]
+    pub ready_replicas: i32,
+
+    /// The `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// Label selector of the shell pods, in string form (used by the scale subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+
+    /// Latest observations: `Available`, `Progressing` and `Degraded`, one entry per type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,81 @@
+//! Where the control-plane binaries live. The lookup order follows controller-runtime's envtest:
+//! `TEST_ASSET_KUBE_APISERVER` / `TEST_ASSET_ETCD` for single binaries, then
+//! `KUBEBUILDER_ASSETS` for a directory holding both, then our cache
+//! (`~/.cache/myownshell/envtest/<version>/`) that `cargo xtask envtest` fills.
+
+use std::path::{Path, PathBuf};
+
+/// The pinned Kubernetes release the test control plane runs. It must share its minor version
+/// with the `k8s-openapi` feature in the workspace `Cargo.toml` (`v1_35`).
+pub const KUBERNETES_VERSION: &str = "1.35.4";
+/// The etcd that `etcd-bin-vendored` ships (pinned in the workspace `Cargo.toml`).
+pub const ETCD_VERSION: &str = "3.6.15";
+
+pub const KUBE_APISERVER: &str = "kube-apiserver";
+pub const ETCD: &str = "etcd";
+
+/// The two binaries the harness starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assets {
+    pub kube_apiserver: PathBuf,
+    pub etcd: PathBuf,
+}
+
+/// `~/.cache/myownshell` (or `$XDG_CACHE_HOME/myownshell`).
+pub fn cache_root() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("myownshell")
+}
+
+/// The cache directory for the pinned version, in the `KUBEBUILDER_ASSETS` layout.
+pub fn cache_dir() -> PathBuf {
+    cache_root().join("envtest").join(KUBERNETES_VERSION)
+}
+
+/// Which variable (or the cache) a binary was taken from, for messages.
+fn from_env(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
+}
+
+/// Resolve both binaries without building anything. The error says exactly what is missing
+/// and how to get it.
+pub fn locate() -> Result<Assets, String> {
+    let dir = from_env("KUBEBUILDER_ASSETS");
+    let pick = |single_var: &str, name: &str| -> Result<PathBuf, String> {
+        let (path, origin) = match (from_env(single_var), &dir) {
+            (Some(p), _) => (p, single_var.to_owned()),
+            (None, Some(d)) => (d.join(name), "KUBEBUILDER_ASSETS".to_owned()),
+            (None, None) => (cache_dir().join(name), "the envtest cache".to_owned()),
+        };
+        if is_executable(&path) {
+            Ok(path)
+        } else {
+            Err(format!(
+                "{name} not found at {} (from {origin}); run `cargo xtask envtest` to build it, \
+                 or set {single_var} / KUBEBUILDER_ASSETS",
+                path.display()
+            ))
+        }
+    };
+    Ok(Assets { kube_apiserver: pick("TEST_ASSET_KUBE_APISERVER", KUBE_APISERVER)?, etcd: pick("TEST_ASSET_ETCD", ETCD)? })
+}
+
+pub fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+}
+
+/// The workspace root (the tests crate sits one level below it).
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(Path::to_path_buf).unwrap_or_else(|| manifest.to_path_buf())
+}
+
+/// Cargo's target directory (respects `CARGO_TARGET_DIR`).
+pub fn target_dir() -> PathBuf {
+    from_env("CARGO_TARGET_DIR").unwrap_or_else(|| workspace_root().join("target"))
+}

@@ -1,0 +1,199 @@
+//! Child processes that cannot outlive us.
+//!
+//! Every child is started through `setpriv --pdeathsig KILL`, so the kernel kills it when its
+//! parent dies, whether the test process exits normally, panics or is SIGKILLed. The "parent"
+//! the kernel tracks is the *thread* that forked, so all children are forked from one thread
+//! that lives as long as the process (tests run on short-lived threads; forking there would kill
+//! the shared control plane when the first test finished). Each child also leads its own
+//! process group, so a stop reaches anything it started.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process_group};
+
+type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
+
+/// The channel to the one thread that forks children.
+fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
+    static SPAWNER: OnceLock<mpsc::Sender<SpawnRequest>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        let spawned = std::thread::Builder::new().name("child-spawner".into()).spawn(move || {
+            for (mut command, reply) in rx {
+                // The receiver only goes away if the caller gave up; nothing to do then.
+                let _ = reply.send(command.spawn());
+            }
+        });
+        if let Err(e) = spawned {
+            panic!("cannot start the child-spawner thread: {e}");
+        }
+        tx
+    })
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// Short name used in messages ("etcd", "kube-apiserver", …).
+    pub name: String,
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub envs: Vec<(OsString, OsString)>,
+    /// Where stdout and stderr go (appended).
+    pub log: PathBuf,
+}
+
+impl ProcessSpec {
+    pub fn new(name: impl Into<String>, program: impl Into<PathBuf>, log: impl Into<PathBuf>) -> Self {
+        Self { name: name.into(), program: program.into(), args: Vec::new(), envs: Vec::new(), log: log.into() }
+    }
+
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.envs.push((key.into(), value.into()));
+        self
+    }
+}
+
+/// A running child; killed (with its process group) when dropped.
+#[derive(Debug)]
+pub struct ManagedProcess {
+    spec: ProcessSpec,
+    child: Child,
+    exited: Option<ExitStatus>,
+}
+
+impl ManagedProcess {
+    pub fn spawn(spec: ProcessSpec) -> io::Result<Self> {
+        if let Some(parent) = spec.log.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let log = File::options().create(true).append(true).open(&spec.log)?;
+        let mut command = Command::new("setpriv");
+        command
+            .arg("--pdeathsig")
+            .arg("KILL")
+            .arg("--")
+            .arg(&spec.program)
+            .args(&spec.args)
+            .envs(spec.envs.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .process_group(0);
+        let (tx, rx) = mpsc::channel();
+        spawner()
+            .send((command, tx))
+            .map_err(|_| io::Error::other("the child-spawner thread is gone"))?;
+        let child = rx
+            .recv()
+            .map_err(|_| io::Error::other("the child-spawner thread did not answer"))?
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {} via setpriv (util-linux): {e}", spec.name)))?;
+        Ok(Self { spec, child, exited: None })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.spec.log
+    }
+
+    pub fn spec(&self) -> &ProcessSpec {
+        &self.spec
+    }
+
+    /// `Some(status)` once the process has exited.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait().ok().flatten();
+        }
+        self.exited
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.exit_status().is_none()
+    }
+
+    /// Send `signal` to the child's process group.
+    pub fn signal(&mut self, signal: Signal) -> io::Result<()> {
+        if !self.is_running() {
+            return Ok(());
+        }
+        let pid = Pid::from_raw(self.pid() as i32).ok_or_else(|| io::Error::other("child has pid 0"))?;
+        kill_process_group(pid, signal).map_err(io::Error::from)
+    }
+
+    /// SIGTERM, then SIGKILL if the process is still there after `grace`. Returns the exit status.
+    pub fn stop(&mut self, grace: Duration) -> io::Result<ExitStatus> {
+        self.signal(Signal::TERM)?;
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Some(status) = self.exit_status() {
+                return Ok(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill()
+    }
+
+    /// SIGKILL the process group and reap the child.
+    pub fn kill(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.exit_status() {
+            return Ok(status);
+        }
+        self.signal(Signal::KILL)?;
+        let status = self.child.wait()?;
+        self.exited = Some(status);
+        Ok(status)
+    }
+
+    /// The last `lines` lines of the log, for error messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        log_tail(&self.spec.log, lines)
+    }
+}
+
+impl Drop for ManagedProcess {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}
+
+/// The last `lines` lines of a log file (empty if unreadable).
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; the OS does not hand it out again at once).
+pub fn free_port() -> io::Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    Ok(listener.local_addr()?.port())
+}
