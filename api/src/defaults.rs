@@ -32,10 +32,7 @@ pub fn resources() -> ShellResources {
             ("memory".to_owned(), Quantity(memory.to_owned())),
         ])
     };
-    ShellResources {
-        requests: Some(quantities("10m", "16Mi")),
-        limits: Some(quantities("200m", "64Mi")),
-    }
+    ShellResources { requests: Some(quantities("10m", "16Mi")), limits: Some(quantities("200m", "64Mi")) }
 }
 
 #[cfg(test)]

@@ -6,6 +6,4 @@ pub mod defaults;
 pub mod names;
 mod types;
 
-pub use types::{
-    MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, ResourceList, SIZE_SCHEMA_MAX, ShellResources,
-};
+pub use types::{MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, ResourceList, SIZE_SCHEMA_MAX, ShellResources};

@@ -1,6 +1,9 @@
 //! The `MyOwnShell` spec and status. Doc comments here become the schema descriptions that
 //! `kubectl explain mos.spec` prints, so they are written for users.
 
+// kube-derive takes one `printcolumn(...)` per column; clippy reads the repeats as duplicates.
+#![allow(clippy::duplicated_attributes)]
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -31,12 +34,7 @@ pub const SIZE_SCHEMA_MAX: i32 = 1000;
         status_replicas_path = ".status.replicas",
         label_selector_path = ".status.selector"
     ),
-    printcolumn(
-        name = "Size",
-        type_ = "integer",
-        json_path = ".spec.size",
-        description = "Shell pods asked for"
-    ),
+    printcolumn(name = "Size", type_ = "integer", json_path = ".spec.size", description = "Shell pods asked for"),
     printcolumn(
         name = "Ready",
         type_ = "integer",

@@ -57,8 +57,20 @@ pub struct LeafSpec {
 }
 
 impl LeafSpec {
-    pub fn server(common_name: impl Into<String>, dns_names: Vec<String>, ip_addresses: Vec<IpAddr>, validity: Duration) -> Self {
-        Self { common_name: common_name.into(), organizations: Vec::new(), dns_names, ip_addresses, usage: Usage::Server, validity }
+    pub fn server(
+        common_name: impl Into<String>,
+        dns_names: Vec<String>,
+        ip_addresses: Vec<IpAddr>,
+        validity: Duration,
+    ) -> Self {
+        Self {
+            common_name: common_name.into(),
+            organizations: Vec::new(),
+            dns_names,
+            ip_addresses,
+            usage: Usage::Server,
+            validity,
+        }
     }
 
     pub fn client(common_name: impl Into<String>, organizations: Vec<String>, validity: Duration) -> Self {
@@ -99,7 +111,8 @@ impl CertificateAuthority {
         params.distinguished_name = DistinguishedName::new();
         params.distinguished_name.push(DnType::CommonName, common_name);
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         validity_window(&mut params, validity);
         let cert = params.self_signed(&key)?;
         let pem = CertifiedKeyPem { cert_pem: cert.pem(), key_pem: key.serialize_pem() };

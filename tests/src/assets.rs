@@ -61,7 +61,10 @@ pub fn locate() -> Result<Assets, String> {
             ))
         }
     };
-    Ok(Assets { kube_apiserver: pick("TEST_ASSET_KUBE_APISERVER", KUBE_APISERVER)?, etcd: pick("TEST_ASSET_ETCD", ETCD)? })
+    Ok(Assets {
+        kube_apiserver: pick("TEST_ASSET_KUBE_APISERVER", KUBE_APISERVER)?,
+        etcd: pick("TEST_ASSET_ETCD", ETCD)?,
+    })
 }
 
 pub fn is_executable(path: &Path) -> bool {

@@ -1,1 +1,15 @@
+//! The test harness: a real etcd + kube-apiserver per test binary (envtest-like), clients for
+//! the admin and for any identity, real `kubectl`, and polling helpers. `cargo xtask dev` uses
+//! the same code to run the operator locally.
 
+pub mod assets;
+pub mod control_plane;
+pub mod kubectl;
+pub mod namespace;
+pub mod process;
+pub mod wait;
+
+pub use control_plane::{ControlPlane, HarnessError, shared};
+pub use kubectl::Kubectl;
+pub use namespace::{create_namespace, service_account_token, service_account_user};
+pub use wait::eventually;

@@ -10,6 +10,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
@@ -102,13 +103,11 @@ impl ManagedProcess {
             .stderr(Stdio::from(log))
             .process_group(0);
         let (tx, rx) = mpsc::channel();
-        spawner()
-            .send((command, tx))
-            .map_err(|_| io::Error::other("the child-spawner thread is gone"))?;
-        let child = rx
-            .recv()
-            .map_err(|_| io::Error::other("the child-spawner thread did not answer"))?
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {} via setpriv (util-linux): {e}", spec.name)))?;
+        spawner().send((command, tx)).map_err(|_| io::Error::other("the child-spawner thread is gone"))?;
+        let child =
+            rx.recv().map_err(|_| io::Error::other("the child-spawner thread did not answer"))?.map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot start {} via setpriv (util-linux): {e}", spec.name))
+            })?;
         Ok(Self { spec, child, exited: None })
     }
 

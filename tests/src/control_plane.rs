@@ -1,0 +1,533 @@
+//! A real control plane (etcd + kube-apiserver) on free 127.0.0.1 ports, like
+//! controller-runtime's envtest: RBAC on, service-account tokens real, the CRD installed.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::{AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+use kube::{Client, Config};
+use myownshell_certs::pki::{CertificateAuthority, CertifiedKeyPem, LeafSpec, generate_signing_key};
+use rustls_pki_types::CertificateDer;
+use rustls_pki_types::pem::PemObject;
+use secrecy::SecretString;
+
+use crate::assets::{self, Assets, ETCD_VERSION, KUBERNETES_VERSION};
+use crate::kubectl::Kubectl;
+use crate::process::{ManagedProcess, ProcessSpec, free_port, log_tail};
+use crate::wait::eventually;
+
+const CERT_VALIDITY: Duration = Duration::from_secs(7 * 86_400);
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// The admin identity: `system:masters` bypasses RBAC, like envtest's admin user.
+pub const ADMIN_USER: &str = "myownshell-envtest-admin";
+/// Field manager the harness uses for its own server-side applies.
+const HARNESS_MANAGER: &str = "myownshell-envtest";
+
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    #[error("{0}")]
+    Assets(String),
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+    #[error("certificates: {0}")]
+    Pki(#[from] myownshell_certs::pki::PkiError),
+    #[error("kube client: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Start(String),
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
+    let context = context.into();
+    move |source| HarnessError::Io { context, source }
+}
+
+/// PEM material of one control plane.
+#[derive(Debug)]
+struct Pki {
+    serving_ca: CertificateAuthority,
+    client_ca: CertificateAuthority,
+    admin: CertifiedKeyPem,
+}
+
+/// Files of one run, under `target/envtest/run-<pid>-<n>/` (kept for post-mortems).
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+    pub fn etcd_data(&self) -> PathBuf {
+        self.path("etcd-data")
+    }
+    pub fn etcd_log(&self) -> PathBuf {
+        self.path("etcd.log")
+    }
+    pub fn apiserver_log(&self) -> PathBuf {
+        self.path("kube-apiserver.log")
+    }
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.path("kubeconfig")
+    }
+}
+
+/// Ports and files kube-apiserver is started with.
+#[derive(Debug, Clone)]
+pub struct ApiserverConfig {
+    pub port: u16,
+    pub etcd_url: String,
+    pub pki_dir: PathBuf,
+}
+
+/// The kube-apiserver command line (a pure function so it can be read and tested).
+pub fn apiserver_args(cfg: &ApiserverConfig) -> Vec<String> {
+    let pki = |f: &str| cfg.pki_dir.join(f).display().to_string();
+    let issuer = format!("https://127.0.0.1:{}", cfg.port);
+    vec![
+        format!("--etcd-servers={}", cfg.etcd_url),
+        "--bind-address=127.0.0.1".into(),
+        "--advertise-address=127.0.0.1".into(),
+        format!("--secure-port={}", cfg.port),
+        format!("--cert-dir={}", cfg.pki_dir.display()),
+        format!("--tls-cert-file={}", pki("apiserver.crt")),
+        format!("--tls-private-key-file={}", pki("apiserver.key")),
+        format!("--client-ca-file={}", pki("client-ca.crt")),
+        "--authorization-mode=RBAC".into(),
+        // Real bound service-account tokens: TokenRequest signs with this key, TokenReview
+        // verifies with it, and the default audience is the issuer.
+        format!("--service-account-issuer={issuer}"),
+        format!("--service-account-key-file={}", pki("sa.pub")),
+        format!("--service-account-signing-key-file={}", pki("sa.key")),
+        format!("--api-audiences={issuer}"),
+        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        "--allow-privileged=true".into(),
+        // No controller-manager runs here, so nothing would create the `default` ServiceAccount
+        // that this plugin insists on (envtest disables it for the same reason).
+        "--disable-admission-plugins=ServiceAccount".into(),
+        "--profiling=false".into(),
+        "--v=1".into(),
+    ]
+}
+
+/// The etcd command line.
+pub fn etcd_args(data_dir: &Path, client_port: u16, peer_port: u16) -> Vec<String> {
+    let client = format!("http://127.0.0.1:{client_port}");
+    let peer = format!("http://127.0.0.1:{peer_port}");
+    vec![
+        format!("--data-dir={}", data_dir.display()),
+        "--name=envtest".into(),
+        format!("--listen-client-urls={client}"),
+        format!("--advertise-client-urls={client}"),
+        format!("--listen-peer-urls={peer}"),
+        format!("--initial-advertise-peer-urls={peer}"),
+        format!("--initial-cluster=envtest={peer}"),
+        // Test data is thrown away; fsync would only slow every write down.
+        "--unsafe-no-fsync=true".into(),
+        "--log-level=warn".into(),
+    ]
+}
+
+/// One running control plane. Children die with the process (see [`crate::process`]).
+#[derive(Debug)]
+pub struct ControlPlane {
+    layout: Layout,
+    assets: Assets,
+    pki: Pki,
+    apiserver_config: ApiserverConfig,
+    url: String,
+    etcd: Mutex<ManagedProcess>,
+    apiserver: Mutex<Option<ManagedProcess>>,
+    startup: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking test must not poison the shared control plane for the others.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn pem_to_der(pem: &str) -> Result<Vec<u8>, HarnessError> {
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .map(|der| der.to_vec())
+        .map_err(|e| HarnessError::Start(format!("bad PEM certificate: {e}")))
+}
+
+impl ControlPlane {
+    /// Start etcd and kube-apiserver, wait for `/readyz`, write a kubeconfig, install the CRD.
+    pub async fn start() -> Result<Self, HarnessError> {
+        let started = Instant::now();
+        let assets = assets::locate().map_err(HarnessError::Assets)?;
+        let layout = Layout { dir: new_run_dir()? };
+        let pki_dir = layout.path("pki");
+        std::fs::create_dir_all(&pki_dir).map_err(io_err("creating the pki directory"))?;
+        let pki = write_pki(&pki_dir)?;
+
+        let (etcd_port, etcd_peer) =
+            (free_port().map_err(io_err("free port"))?, free_port().map_err(io_err("free port"))?);
+        let etcd = ManagedProcess::spawn(ProcessSpec::new("etcd", &assets.etcd, layout.etcd_log()).args(etcd_args(
+            &layout.etcd_data(),
+            etcd_port,
+            etcd_peer,
+        )))
+        .map_err(io_err("starting etcd"))?;
+
+        let port = free_port().map_err(io_err("free port"))?;
+        let apiserver_config = ApiserverConfig { port, etcd_url: format!("http://127.0.0.1:{etcd_port}"), pki_dir };
+        let url = format!("https://127.0.0.1:{port}");
+        let mut cp = Self {
+            layout,
+            assets,
+            pki,
+            apiserver_config,
+            url,
+            etcd: Mutex::new(etcd),
+            apiserver: Mutex::new(None),
+            startup: Duration::ZERO,
+        };
+        cp.write_kubeconfig()?;
+        cp.start_apiserver().await?;
+        cp.install_crds().await?;
+        cp.startup = started.elapsed();
+        Ok(cp)
+    }
+
+    /// (Re)start kube-apiserver on the same port and etcd, and wait until it is ready.
+    pub async fn start_apiserver(&self) -> Result<(), HarnessError> {
+        let spec = ProcessSpec::new("kube-apiserver", &self.assets.kube_apiserver, self.layout.apiserver_log())
+            .args(apiserver_args(&self.apiserver_config));
+        let process = ManagedProcess::spawn(spec).map_err(io_err("starting kube-apiserver"))?;
+        *lock(&self.apiserver) = Some(process);
+        self.wait_ready().await
+    }
+
+    /// Stop kube-apiserver (SIGTERM, then SIGKILL), leaving etcd and all data in place.
+    pub fn stop_apiserver(&self) -> Result<(), HarnessError> {
+        if let Some(mut process) = lock(&self.apiserver).take() {
+            process.stop(STOP_GRACE).map_err(io_err("stopping kube-apiserver"))?;
+        }
+        Ok(())
+    }
+
+    async fn wait_ready(&self) -> Result<(), HarnessError> {
+        let client = self.client()?;
+        let result = eventually("kube-apiserver /readyz", START_TIMEOUT, || {
+            let client = client.clone();
+            async move {
+                if let Some(exit) = self.exited_child() {
+                    // Not worth polling further; surface it through the same error path.
+                    return Ok(Err(exit));
+                }
+                let request = http::Request::get("/readyz").body(Vec::new()).map_err(|e| e.to_string())?;
+                client.request_text(request).await.map(|_| Ok(())).map_err(|e| e.to_string())
+            }
+        })
+        .await;
+        match result {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(exit)) | Err(exit) => Err(HarnessError::Start(format!(
+                "kube-apiserver did not become ready: {exit}\n--- etcd log ({}) ---\n{}\n--- kube-apiserver log ({}) ---\n{}",
+                self.layout.etcd_log().display(),
+                log_tail(&self.layout.etcd_log(), 15),
+                self.layout.apiserver_log().display(),
+                log_tail(&self.layout.apiserver_log(), 30),
+            ))),
+        }
+    }
+
+    /// A description of a child that has exited, if any.
+    fn exited_child(&self) -> Option<String> {
+        if let Some(status) = lock(&self.etcd).exit_status() {
+            return Some(format!("etcd exited ({status})"));
+        }
+        lock(&self.apiserver)
+            .as_mut()
+            .and_then(|p| p.exit_status())
+            .map(|status| format!("kube-apiserver exited ({status})"))
+    }
+
+    fn write_kubeconfig(&self) -> Result<(), HarnessError> {
+        let yaml = serde_saphyr::to_string(&self.kubeconfig())
+            .map_err(|e| HarnessError::Start(format!("serializing the kubeconfig: {e}")))?;
+        write_private(&self.layout.kubeconfig(), &yaml)
+    }
+
+    /// An admin kubeconfig (client certificate in `system:masters`).
+    pub fn kubeconfig(&self) -> Kubeconfig {
+        let name = "envtest".to_owned();
+        Kubeconfig {
+            clusters: vec![NamedCluster {
+                name: name.clone(),
+                cluster: Some(Cluster {
+                    server: Some(self.url.clone()),
+                    certificate_authority_data: Some(BASE64.encode(self.pki.serving_ca.cert_pem())),
+                    ..Cluster::default()
+                }),
+                ..NamedCluster::default()
+            }],
+            auth_infos: vec![NamedAuthInfo {
+                name: name.clone(),
+                auth_info: Some(AuthInfo {
+                    client_certificate_data: Some(BASE64.encode(&self.pki.admin.cert_pem)),
+                    client_key_data: Some(SecretString::from(BASE64.encode(&self.pki.admin.key_pem))),
+                    ..AuthInfo::default()
+                }),
+                ..NamedAuthInfo::default()
+            }],
+            contexts: vec![NamedContext {
+                name: name.clone(),
+                context: Some(Context { cluster: name.clone(), user: Some(name.clone()), ..Context::default() }),
+                ..NamedContext::default()
+            }],
+            current_context: Some(name),
+            ..Kubeconfig::default()
+        }
+    }
+
+    fn base_config(&self) -> Result<Config, HarnessError> {
+        let uri = self.url.parse().map_err(|e| HarnessError::Start(format!("bad apiserver url {}: {e}", self.url)))?;
+        let mut config = Config::new(uri);
+        config.root_cert = Some(vec![pem_to_der(self.pki.serving_ca.cert_pem())?]);
+        config.connect_timeout = Some(Duration::from_secs(5));
+        config.read_timeout = Some(Duration::from_secs(30));
+        Ok(config)
+    }
+
+    /// A client acting as the cluster admin. Needs a tokio runtime (each test has its own).
+    pub fn client(&self) -> Result<Client, HarnessError> {
+        let mut config = self.base_config()?;
+        config.auth_info.client_certificate_data = Some(BASE64.encode(&self.pki.admin.cert_pem));
+        config.auth_info.client_key_data = Some(SecretString::from(BASE64.encode(&self.pki.admin.key_pem)));
+        Ok(Client::try_from(config)?)
+    }
+
+    /// A client that authenticates with a bearer token (e.g. a ServiceAccount's).
+    pub fn client_with_token(&self, token: &str) -> Result<Client, HarnessError> {
+        let mut config = self.base_config()?;
+        config.auth_info.token = Some(SecretString::from(token.to_owned()));
+        Ok(Client::try_from(config)?)
+    }
+
+    /// A client with a client certificate for `user` in `groups`, issued by the apiserver's client CA.
+    pub fn client_as_user(&self, user: &str, groups: &[&str]) -> Result<Client, HarnessError> {
+        let cert = self.pki.client_ca.issue(&LeafSpec::client(
+            user,
+            groups.iter().map(|g| (*g).to_owned()).collect(),
+            CERT_VALIDITY,
+        ))?;
+        let mut config = self.base_config()?;
+        config.auth_info.client_certificate_data = Some(BASE64.encode(&cert.cert_pem));
+        config.auth_info.client_key_data = Some(SecretString::from(BASE64.encode(&cert.key_pem)));
+        Ok(Client::try_from(config)?)
+    }
+
+    async fn install_crds(&self) -> Result<(), HarnessError> {
+        let dir = assets::workspace_root().join("config/crd/bases");
+        let client = self.client()?;
+        let api: Api<CustomResourceDefinition> = Api::all(client);
+        let entries = std::fs::read_dir(&dir).map_err(io_err(format!("reading {}", dir.display())))?;
+        let mut names = Vec::new();
+        for entry in entries {
+            let path = entry.map_err(io_err("listing CRDs"))?.path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).map_err(io_err(format!("reading {}", path.display())))?;
+            let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)
+                .map_err(|e| HarnessError::Start(format!("{} is not a CRD: {e}", path.display())))?;
+            let name = crd.metadata.name.clone().unwrap_or_default();
+            api.patch(&name, &PatchParams::apply(HARNESS_MANAGER).force(), &Patch::Apply(&crd)).await?;
+            names.push(name);
+        }
+        for name in names {
+            eventually(&format!("CRD {name} to be Established"), START_TIMEOUT, || {
+                let api = api.clone();
+                let name = name.clone();
+                async move {
+                    let crd = api.get(&name).await.map_err(|e| e.to_string())?;
+                    let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+                    match conditions.iter().find(|c| c.type_ == "Established") {
+                        Some(c) if c.status == "True" => Ok(()),
+                        other => Err(format!("{other:?}")),
+                    }
+                }
+            })
+            .await
+            .map_err(HarnessError::Start)?;
+        }
+        Ok(())
+    }
+
+    /// Process ids of etcd and (if running) kube-apiserver.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = vec![lock(&self.etcd).pid()];
+        pids.extend(lock(&self.apiserver).as_ref().map(ManagedProcess::pid));
+        pids
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn port(&self) -> u16 {
+        self.apiserver_config.port
+    }
+
+    /// PEM of the CA that signed the apiserver's serving certificate.
+    pub fn ca_pem(&self) -> &str {
+        self.pki.serving_ca.cert_pem()
+    }
+
+    /// The service-account issuer (also the default token audience).
+    pub fn service_account_issuer(&self) -> String {
+        self.url.clone()
+    }
+
+    pub fn kubeconfig_path(&self) -> PathBuf {
+        self.layout.kubeconfig()
+    }
+
+    pub fn kubectl(&self) -> Kubectl {
+        Kubectl::new(self.layout.kubeconfig())
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// How long [`ControlPlane::start`] took.
+    pub fn startup_time(&self) -> Duration {
+        self.startup
+    }
+
+    /// One line describing this control plane.
+    pub fn summary(&self) -> String {
+        format!(
+            "control plane ready in {:.1?}: kube-apiserver v{KUBERNETES_VERSION} at {}, etcd v{ETCD_VERSION}; logs in {}",
+            self.startup,
+            self.url,
+            self.layout.dir.display()
+        )
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // apiserver first, so it does not log a storm of etcd errors.
+        if let Some(mut p) = lock(&self.apiserver).take() {
+            let _ = p.stop(STOP_GRACE);
+        }
+        let _ = lock(&self.etcd).stop(STOP_GRACE);
+    }
+}
+
+fn write_private(path: &Path, contents: &str) -> Result<(), HarnessError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io_err(format!("writing {}", path.display())))?;
+    file.write_all(contents.as_bytes()).map_err(io_err(format!("writing {}", path.display())))
+}
+
+fn write_pki(dir: &Path) -> Result<Pki, HarnessError> {
+    let serving_ca = CertificateAuthority::generate("myownshell-envtest-serving-ca", CERT_VALIDITY)?;
+    let client_ca = CertificateAuthority::generate("myownshell-envtest-client-ca", CERT_VALIDITY)?;
+    let serving = serving_ca.issue(&LeafSpec::server(
+        "kube-apiserver",
+        vec!["localhost".into(), "kubernetes".into(), "kubernetes.default".into(), "kubernetes.default.svc".into()],
+        vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
+        CERT_VALIDITY,
+    ))?;
+    let admin = client_ca.issue(&LeafSpec::client(ADMIN_USER, vec!["system:masters".into()], CERT_VALIDITY))?;
+    let (sa_key, sa_pub) = generate_signing_key()?;
+    for (name, contents) in [
+        ("serving-ca.crt", serving_ca.cert_pem()),
+        ("apiserver.crt", serving.cert_pem.as_str()),
+        ("apiserver.key", serving.key_pem.as_str()),
+        ("client-ca.crt", client_ca.cert_pem()),
+        ("sa.key", sa_key.as_str()),
+        ("sa.pub", sa_pub.as_str()),
+    ] {
+        write_private(&dir.join(name), contents)?;
+    }
+    Ok(Pki { serving_ca, client_ca, admin })
+}
+
+/// Runs kept under `target/envtest/` for post-mortems; older ones of dead processes are pruned.
+const RUNS_KEPT: usize = 8;
+
+fn new_run_dir() -> Result<PathBuf, HarnessError> {
+    static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let root = assets::target_dir().join("envtest");
+    std::fs::create_dir_all(&root).map_err(io_err(format!("creating {}", root.display())))?;
+    prune_runs(&root);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = root.join(format!("run-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+    Ok(dir)
+}
+
+/// Remove the oldest run directories whose process is gone, keeping the newest [`RUNS_KEPT`].
+fn prune_runs(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    let mut dead: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid: u32 = name.strip_prefix("run-")?.split('-').next()?.parse().ok()?;
+            let alive = Path::new(&format!("/proc/{pid}")).exists();
+            let modified = e.metadata().and_then(|m| m.modified()).ok()?;
+            (!alive).then(|| (modified, e.path()))
+        })
+        .collect();
+    dead.sort();
+    let excess = dead.len().saturating_sub(RUNS_KEPT);
+    for (_, path) in dead.into_iter().take(excess) {
+        let _ = std::fs::remove_dir_all(path);
+    }
+}
+
+/// The control plane shared by every test in this test binary, started on first use. If it
+/// cannot start, every test that asks for it fails with the same reason: no test skips.
+pub fn shared() -> &'static ControlPlane {
+    static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
+    let result = SHARED.get_or_init(|| {
+        // Tests run inside their own tokio runtimes; start on a thread with a runtime of its own.
+        let started = std::thread::spawn(|| {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .enable_all()
+                .build()
+                .map_err(|e| format!("tokio runtime: {e}"))?;
+            runtime.block_on(ControlPlane::start()).map_err(|e| e.to_string())
+        })
+        .join()
+        .unwrap_or_else(|_| Err("the control-plane start thread panicked".to_owned()));
+        // Straight to stderr, past the test harness's output capture: once per test binary.
+        use std::io::Write;
+        let line = match &started {
+            Ok(cp) => format!("envtest: {}\n", cp.summary()),
+            Err(e) => format!("envtest: control plane failed to start: {e}\n"),
+        };
+        let _ = std::io::stderr().write_all(line.as_bytes());
+        started
+    });
+    match result {
+        Ok(cp) => cp,
+        Err(e) => panic!("envtest control plane unavailable: {e}"),
+    }
+}

@@ -1,0 +1,75 @@
+//! The real `kubectl` (`$KUBECTL`, else `/usr/bin/kubectl`, else the one on `PATH`), pointed at a
+//! kubeconfig file.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+
+/// The kubectl binary the tests and `cargo xtask dev` use.
+pub fn kubectl_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("KUBECTL").filter(|v| !v.is_empty()) {
+        return PathBuf::from(path);
+    }
+    let system = Path::new("/usr/bin/kubectl");
+    if system.exists() { system.to_path_buf() } else { PathBuf::from("kubectl") }
+}
+
+/// What a kubectl run printed.
+#[derive(Debug, Clone)]
+pub struct KubectlOutput {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl KubectlOutput {
+    /// `Ok(stdout)` if kubectl succeeded, else an error holding everything it printed.
+    pub fn ok(self) -> Result<String, String> {
+        if self.success { Ok(self.stdout) } else { Err(format!("kubectl failed: {}{}", self.stderr, self.stdout)) }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Kubectl {
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    pub fn new(kubeconfig: impl Into<PathBuf>) -> Self {
+        Self { kubeconfig: kubeconfig.into() }
+    }
+
+    /// Run kubectl with `args`, feeding `stdin` if given.
+    pub async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Result<KubectlOutput, String> {
+        let binary = kubectl_binary();
+        let mut child = tokio::process::Command::new(&binary)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e} (install kubectl or set KUBECTL)", binary.display()))?;
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input.as_bytes()).await.map_err(|e| format!("writing kubectl stdin: {e}"))?;
+        }
+        let out = child.wait_with_output().await.map_err(|e| format!("waiting for kubectl: {e}"))?;
+        Ok(KubectlOutput {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    pub async fn run(&self, args: &[&str]) -> Result<KubectlOutput, String> {
+        self.run_with_stdin(args, None).await
+    }
+
+    /// `kubectl apply -n NS -f -` with `manifest` on stdin.
+    pub async fn apply(&self, namespace: &str, manifest: &str) -> Result<KubectlOutput, String> {
+        self.run_with_stdin(&["apply", "-n", namespace, "-f", "-"], Some(manifest)).await
+    }
+}

@@ -1,0 +1,50 @@
+//! Project tasks: `cargo xtask <command>` (the alias lives in `.cargo/config.toml`).
+
+mod crdgen;
+mod envtest;
+mod progress;
+mod test;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "MyOwnShell project tasks")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the CRD generated from `api/` to `config/crd/` (or, with --check, fail on drift).
+    Crdgen {
+        /// Compare instead of writing; exit non-zero with a diff when the files are stale.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Make sure kube-apiserver and etcd exist (building kube-apiserver once if needed) and
+    /// print, as the last line, the directory that holds them (for KUBEBUILDER_ASSETS).
+    Envtest,
+    /// Everything CI runs: envtest binaries, crdgen --check, fmt, clippy, all tests.
+    Test {
+        /// Extra arguments for `cargo test` (e.g. a test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        cargo_test_args: Vec<String>,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Crdgen { check } => crdgen::run(check),
+        Command::Envtest => envtest::ensure().map(|dir| println!("{}", dir.display())),
+        Command::Test { cargo_test_args } => test::run(&cargo_test_args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
