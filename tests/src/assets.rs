@@ -82,3 +82,23 @@ pub fn workspace_root() -> PathBuf {
 pub fn target_dir() -> PathBuf {
     from_env("CARGO_TARGET_DIR").unwrap_or_else(|| workspace_root().join("target"))
 }
+
+/// A binary of this workspace (`myownshell-controller`, …) in the same profile as the running
+/// test. `cargo xtask test` builds every binary before the tests; run `cargo build --bins` first
+/// when calling `cargo test` directly.
+pub fn workspace_binary(name: &str) -> Result<PathBuf, String> {
+    // Test executables live in target/<profile>/deps/; binaries one level up.
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let profile_dir = exe
+        .parent()
+        .filter(|p| p.ends_with("deps"))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| target_dir().join("debug"));
+    let path = profile_dir.join(name);
+    if is_executable(&path) {
+        Ok(path)
+    } else {
+        Err(format!("{} not found: run `cargo build --bins` (cargo xtask test does)", path.display()))
+    }
+}

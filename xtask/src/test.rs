@@ -82,6 +82,11 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
     clippy.args(["clippy", "--workspace", "--all-targets"]).args(locked).args(["--", "-D", "warnings"]);
     run_step("cargo clippy -D warnings", clippy)?;
 
+    // Tests run the real binaries as processes (signals, restarts), so build them first.
+    let mut bins = cargo();
+    bins.args(["build", "--workspace", "--bins"]).args(locked);
+    run_step("cargo build --bins", bins)?;
+
     let step = Step::start("cargo test --workspace");
     let mut test = cargo();
     test.args(["test", "--workspace"])
