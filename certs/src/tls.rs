@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn bad_pem_is_an_error() {
-        let cases = [("", "", "no certificate"), ("-----BEGIN CERTIFICATE-----\nnot base64\n", "", "invalid PEM")];
+        let cases = [("", "", "no certificate"), ("-----BEGIN CERTIFICATE-----\nnot base64\n", "", "invalid pem")];
         for (cert, key, want) in cases {
             let err = certified_key_from_pem(cert, key).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.to_lowercase().contains(want), "{err}");
