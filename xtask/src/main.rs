@@ -1,5 +1,6 @@
 //! Project tasks: `cargo xtask <command>` (the alias lives in `.cargo/config.toml`).
 
+mod bench;
 mod crdgen;
 mod envtest;
 mod progress;
@@ -25,6 +26,11 @@ enum Command {
     /// Make sure kube-apiserver and etcd exist (building kube-apiserver once if needed) and
     /// print, as the last line, the directory that holds them (for KUBEBUILDER_ASSETS).
     Envtest,
+    /// Benchmarks (release build): figures and a ratio against a floor measured in the same run.
+    Bench {
+        #[command(subcommand)]
+        target: bench::Target,
+    },
     /// Everything CI runs: envtest binaries, crdgen --check, fmt, clippy, all tests.
     Test {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
@@ -38,6 +44,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Crdgen { check } => crdgen::run(check),
         Command::Envtest => envtest::ensure().map(|dir| println!("{}", dir.display())),
+        Command::Bench { target } => bench::run(target),
         Command::Test { cargo_test_args } => test::run(&cargo_test_args),
     };
     match result {
