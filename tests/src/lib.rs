@@ -5,6 +5,7 @@
 pub mod assets;
 pub mod control_plane;
 pub mod kubectl;
+pub mod kustomize;
 pub mod namespace;
 pub mod process;
 pub mod wait;
