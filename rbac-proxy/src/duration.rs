@@ -1,0 +1,73 @@
+//! Durations on the command line, as Go tools write them: `500ms`, `30s`, `2m`, `1h`, `1m30s`.
+
+use std::time::Duration;
+
+/// Parse a Go-style duration (units `ms`, `s`, `m`, `h`; at least one; no sign).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = |why: &str| format!("invalid duration {text:?}: {why} (examples: 500ms, 30s, 2m, 1m30s)");
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad("empty"));
+    }
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(bad("expected a number"));
+        }
+        let value: u64 = rest[..digits].parse().map_err(|_| bad("number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let part = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(value),
+            "s" => Duration::from_secs(value),
+            "m" => Duration::from_secs(value.saturating_mul(60)),
+            "h" => Duration::from_secs(value.saturating_mul(3600)),
+            "" => return Err(bad("missing unit")),
+            _ => return Err(bad("unknown unit")),
+        };
+        total = total.saturating_add(part);
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_style_durations_parse() {
+        let cases = [
+            ("500ms", Duration::from_millis(500)),
+            ("30s", Duration::from_secs(30)),
+            ("2m", Duration::from_secs(120)),
+            ("1h", Duration::from_secs(3600)),
+            ("1m30s", Duration::from_secs(90)),
+            ("0", Duration::ZERO),
+            (" 5s ", Duration::from_secs(5)),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_duration(text), Ok(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_durations_say_why() {
+        let cases = [
+            ("", "empty"),
+            ("5", "missing unit"),
+            ("5d", "unknown unit"),
+            ("-5s", "expected a number"),
+            ("s", "expected a number"),
+            ("99999999999999999999s", "too large"),
+        ];
+        for (text, want) in cases {
+            let err = parse_duration(text).unwrap_err();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! An axum `Router` served over TLS behind the auth layer: what the controller and the webhook
+//! use for `/metrics`, and what the standalone proxy runs with its forwarding handler.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use kube::Client;
+use rustls_pki_types::CertificateDer;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::layer::{AuthOptions, RbacAuth};
+use crate::transport::{ServingTls, TlsFiles, TransportError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("binding {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("serving: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How the secure endpoint serves and authorizes.
+#[derive(Debug, Clone)]
+pub struct SecureServingOptions {
+    /// Certificate files; none means a self-signed certificate.
+    pub tls: TlsFiles,
+    /// Extra DNS names for the self-signed certificate (e.g. the Service name).
+    pub self_signed_names: Vec<String>,
+    /// How often the certificate files are checked for changes.
+    pub cert_reload_interval: Duration,
+    pub auth: AuthOptions,
+}
+
+impl Default for SecureServingOptions {
+    fn default() -> Self {
+        Self {
+            tls: TlsFiles::default(),
+            self_signed_names: Vec::new(),
+            cert_reload_interval: Duration::from_secs(10),
+            auth: AuthOptions::default(),
+        }
+    }
+}
+
+/// A bound, not yet running, secure server. [`SecureServer::run`] serves until shutdown.
+pub struct SecureServer {
+    listener: TcpListener,
+    tls: ServingTls,
+    auth: RbacAuth,
+    app: Router,
+    reload_interval: Duration,
+}
+
+impl SecureServer {
+    /// Bind `addr` and prepare TLS and the auth layer around `app`. Fails on a busy port or
+    /// unusable certificate files, before anything is served.
+    pub async fn bind(
+        addr: SocketAddr,
+        client: Client,
+        app: Router,
+        options: SecureServingOptions,
+    ) -> Result<Self, ServeError> {
+        let tls = ServingTls::new(&options.tls, &options.self_signed_names)?;
+        let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+        let auth = RbacAuth::new(client, options.auth);
+        Ok(Self { listener, tls, auth, app, reload_interval: options.cert_reload_interval })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// The auth layer (clones share its caches and counters).
+    pub fn auth(&self) -> RbacAuth {
+        self.auth.clone()
+    }
+
+    /// The leaf certificate currently served (lets tests pin a self-signed certificate).
+    pub fn serving_certificate(&self) -> Option<CertificateDer<'static>> {
+        self.tls.resolver.leaf_der()
+    }
+
+    /// Serve until `shutdown` is cancelled, then drain in-flight requests.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
+        let Self { listener, tls, auth, app, reload_interval } = self;
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, cert_files = tls.files.is_some(), "serving with authentication and authorization");
+        let config = tls.config.clone();
+        let watcher = {
+            let shutdown = shutdown.clone();
+            async move { tls.watch_files(reload_interval, shutdown).await }
+        };
+        let serve = myownshell_certs::server::serve_tls(listener, config, app.layer(auth), shutdown);
+        let (served, ()) = tokio::join!(serve, watcher);
+        Ok(served?)
+    }
+}
+
+/// Serve `metrics` (e.g. `Router::new().route("/metrics", get(handler))`) on `bind` over TLS,
+/// for callers that the cluster authenticates (TokenReview, or a client certificate from
+/// `options.tls.client_ca_file`) and authorizes (SubjectAccessReview: `get` on the path), until
+/// `shutdown` is cancelled.
+pub async fn serve_secure_metrics(
+    bind: SocketAddr,
+    client: Client,
+    metrics: Router,
+    options: SecureServingOptions,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    SecureServer::bind(bind, client, metrics, options).await?.run(shutdown).await
+}

@@ -1,0 +1,225 @@
+//! The standalone proxy: kube-rbac-proxy's flags, TLS in front of an HTTP upstream, `/healthz`
+//! on its own port.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::Router;
+use clap::Parser;
+use http::HeaderName;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::authn::AuthnCacheOptions;
+use crate::authz::AuthzCacheOptions;
+use crate::config::{ConfigError, ProxyConfig};
+use crate::duration::parse_duration;
+use crate::layer::{AuthOptions, IdentityHeaders};
+use crate::paths::{PathPatternError, PathPatterns};
+use crate::proxy::{Upstream, UpstreamError, UpstreamUrl, forward};
+use crate::secure_server::{SecureServer, SecureServingOptions, ServeError};
+use crate::transport::TlsFiles;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Command-line flags (named and meant as kube-rbac-proxy's).
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "myownshell-rbac-proxy",
+    version,
+    about = "Authenticating, authorizing TLS proxy (kube-rbac-proxy style)"
+)]
+pub struct Args {
+    /// Address the TLS endpoint listens on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub secure_listen_address: SocketAddr,
+    /// The HTTP upstream requests are forwarded to, e.g. http://127.0.0.1:8080/.
+    #[arg(long)]
+    pub upstream: String,
+    /// Comma-separated paths that may be proxied (exact, or a prefix ending in `*`); others get 404.
+    #[arg(long, value_delimiter = ',')]
+    pub allow_paths: Vec<String>,
+    /// Comma-separated paths proxied without authentication or authorization.
+    #[arg(long, value_delimiter = ',')]
+    pub ignore_paths: Vec<String>,
+    /// kube-rbac-proxy style configuration (resource attributes, static authorization).
+    #[arg(long)]
+    pub config_file: Option<PathBuf>,
+    /// Serving certificate (PEM); reloaded when it changes. Self-signed when not given.
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Serving key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA bundle for client certificates (user = CN, groups = O); checked before any token.
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// Comma-separated audiences a token must be valid for (default: the apiserver's).
+    #[arg(long, value_delimiter = ',')]
+    pub auth_token_audiences: Vec<String>,
+    /// Forward the authenticated user and groups to the upstream in headers.
+    #[arg(long)]
+    pub auth_header_fields_enabled: bool,
+    #[arg(long, default_value = "x-remote-user")]
+    pub auth_header_user_field_name: String,
+    #[arg(long, default_value = "x-remote-groups")]
+    pub auth_header_groups_field_name: String,
+    #[arg(long, default_value = "|")]
+    pub auth_header_groups_field_separator: String,
+    /// Plain-HTTP address for `/healthz` ("0" disables it).
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    pub health_probe_bind_address: String,
+    /// kubeconfig for TokenReview/SubjectAccessReview (default: in-cluster, then $KUBECONFIG).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// How long an accepted token is cached (never past its expiry).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub auth_cache_ttl: Duration,
+    /// How long an allow decision is cached.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub authz_allow_cache_ttl: Duration,
+    /// How long a deny decision is cached.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub authz_deny_cache_ttl: Duration,
+    /// How often the certificate files are checked for changes.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub tls_reload_interval: Duration,
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("--allow-paths and --ignore-paths cannot be used together")]
+    AllowAndIgnore,
+    #[error("--allow-paths: {0}")]
+    AllowPaths(PathPatternError),
+    #[error("--ignore-paths: {0}")]
+    IgnorePaths(PathPatternError),
+    #[error("--auth-header-{field}-field-name {value:?}: not a valid header name")]
+    HeaderName { field: &'static str, value: String },
+    #[error("--health-probe-bind-address {0:?}: not an address like 0.0.0.0:8081 (or 0 to disable)")]
+    HealthAddress(String),
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error("--config-file: {0}")]
+    Config(#[from] ConfigError),
+    #[error("kube client configuration: {0}")]
+    KubeConfig(String),
+    #[error("binding --health-probe-bind-address {addr}: {source}")]
+    HealthBind { addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+}
+
+/// Flags checked and turned into the parts the proxy is made of.
+#[derive(Debug)]
+pub struct Plan {
+    pub upstream: UpstreamUrl,
+    pub health: Option<SocketAddr>,
+    pub serving: SecureServingOptions,
+}
+
+fn header_name(field: &'static str, value: &str) -> Result<HeaderName, RunError> {
+    HeaderName::from_bytes(value.as_bytes()).map_err(|_| RunError::HeaderName { field, value: value.to_owned() })
+}
+
+impl Args {
+    /// Validate the flags (no I/O except reading `--config-file`).
+    pub fn plan(&self) -> Result<Plan, RunError> {
+        let allow_paths = PathPatterns::parse_list(&self.allow_paths).map_err(RunError::AllowPaths)?;
+        let ignore_paths = PathPatterns::parse_list(&self.ignore_paths).map_err(RunError::IgnorePaths)?;
+        if !allow_paths.is_empty() && !ignore_paths.is_empty() {
+            return Err(RunError::AllowAndIgnore);
+        }
+        let identity_headers = self
+            .auth_header_fields_enabled
+            .then(|| -> Result<_, RunError> {
+                Ok(IdentityHeaders {
+                    user: header_name("user", &self.auth_header_user_field_name)?,
+                    groups: header_name("groups", &self.auth_header_groups_field_name)?,
+                    groups_separator: self.auth_header_groups_field_separator.clone(),
+                })
+            })
+            .transpose()?;
+        let health = match self.health_probe_bind_address.trim() {
+            "0" | "" => None,
+            addr => Some(addr.parse().map_err(|_| RunError::HealthAddress(addr.to_owned()))?),
+        };
+        let config = self.config_file.as_deref().map(ProxyConfig::load).transpose()?.unwrap_or_default();
+        let auth = AuthOptions {
+            token_audiences: self.auth_token_audiences.iter().filter(|a| !a.is_empty()).cloned().collect(),
+            authn_cache: AuthnCacheOptions { ttl: self.auth_cache_ttl, ..AuthnCacheOptions::default() },
+            authz_cache: AuthzCacheOptions {
+                allow_ttl: self.authz_allow_cache_ttl,
+                deny_ttl: self.authz_deny_cache_ttl,
+                ..AuthzCacheOptions::default()
+            },
+            authorization: config.authorization,
+            allow_paths,
+            ignore_paths,
+            identity_headers,
+        };
+        let serving = SecureServingOptions {
+            tls: TlsFiles {
+                cert_file: self.tls_cert_file.clone(),
+                key_file: self.tls_private_key_file.clone(),
+                client_ca_file: self.client_ca_file.clone(),
+            },
+            self_signed_names: Vec::new(),
+            cert_reload_interval: self.tls_reload_interval,
+            auth,
+        };
+        Ok(Plan { upstream: UpstreamUrl::parse(&self.upstream)?, health, serving })
+    }
+}
+
+/// A kube client from `--kubeconfig`, or in-cluster / `$KUBECONFIG` / `~/.kube/config`.
+pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<Client, RunError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file =
+                Kubeconfig::read_from(path).map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::infer().await.map_err(|e| RunError::KubeConfig(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| RunError::KubeConfig(e.to_string()))
+}
+
+/// Run the proxy until `shutdown` is cancelled.
+pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
+    let plan = args.plan()?;
+    let client = kube_client(args.kubeconfig.as_deref()).await?;
+    let app = Router::new().fallback(forward).with_state(Upstream::new(plan.upstream.clone()));
+    let server = SecureServer::bind(args.secure_listen_address, client, app, plan.serving).await?;
+    let health = match plan.health {
+        Some(addr) => {
+            let listener = TcpListener::bind(addr).await.map_err(|source| RunError::HealthBind { addr, source })?;
+            tracing::info!(%addr, "serving /healthz");
+            Some(crate::health::serve(listener, shutdown.clone()))
+        }
+        None => None,
+    };
+    tracing::info!(upstream = %args.upstream, "proxying");
+    let serve = server.run(shutdown.clone());
+    match health {
+        Some(health) => {
+            let (served, probes) = tokio::join!(serve, health);
+            if let Err(e) = probes {
+                tracing::warn!(error = %e, "health endpoint stopped with an error");
+            }
+            Ok(served?)
+        }
+        None => Ok(serve.await?),
+    }
+}

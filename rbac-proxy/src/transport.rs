@@ -1,0 +1,160 @@
+//! TLS for the secure endpoint: the serving certificate (from files, reloaded when they change,
+//! or self-signed from the `certs` crate when none are given) and the optional client-certificate
+//! verifier for `--client-ca-file`. Clients without a certificate are still let through to
+//! token authentication; a certificate that does not chain to the CA fails the handshake.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use myownshell_certs::pki::{CertificateAuthority, LeafSpec, PkiError};
+use myownshell_certs::tls::{LiveResolver, TlsError, certified_key_from_pem, certs_from_pem, server_config};
+use rustls::RootCertStore;
+use rustls::ServerConfig;
+use rustls::server::WebPkiClientVerifier;
+use tokio_util::sync::CancellationToken;
+
+/// How long a self-signed serving certificate is valid.
+const SELF_SIGNED_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("--tls-cert-file and --tls-private-key-file must be given together")]
+    HalfAPair,
+    #[error("reading {path}: {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Pem { path: String, source: TlsError },
+    #[error("--client-ca-file {path}: {message}")]
+    ClientCa { path: String, message: String },
+    #[error("generating a self-signed certificate: {0}")]
+    SelfSigned(#[from] PkiError),
+    #[error("TLS configuration: {0}")]
+    Config(#[from] TlsError),
+}
+
+/// Certificate files; all optional.
+#[derive(Debug, Clone, Default)]
+pub struct TlsFiles {
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// A ready rustls configuration and the resolver behind it (for reloads and for tests).
+#[derive(Debug)]
+pub struct ServingTls {
+    pub config: Arc<ServerConfig>,
+    pub resolver: Arc<LiveResolver>,
+    /// The certificate and key files, when they were given (they are watched).
+    pub files: Option<(PathBuf, PathBuf)>,
+}
+
+fn read(path: &Path) -> Result<String, TransportError> {
+    std::fs::read_to_string(path).map_err(|source| TransportError::Read { path: path.display().to_string(), source })
+}
+
+fn load_pair(cert: &Path, key: &Path) -> Result<rustls::sign::CertifiedKey, TransportError> {
+    certified_key_from_pem(&read(cert)?, &read(key)?)
+        .map_err(|source| TransportError::Pem { path: cert.display().to_string(), source })
+}
+
+fn self_signed(names: &[String]) -> Result<rustls::sign::CertifiedKey, TransportError> {
+    let ca = CertificateAuthority::generate("myownshell-rbac-proxy-self-signed-ca", SELF_SIGNED_VALIDITY)?;
+    let mut dns = vec!["localhost".to_owned()];
+    dns.extend(names.iter().filter(|n| myownshell_certs::pki::is_dns_name(n)).cloned());
+    let ips = vec![IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V6(Ipv6Addr::LOCALHOST)];
+    let leaf = ca.issue(&LeafSpec::server("myownshell-rbac-proxy", dns, ips, SELF_SIGNED_VALIDITY))?;
+    Ok(certified_key_from_pem(&leaf.cert_pem, &leaf.key_pem)?)
+}
+
+fn client_verifier(path: &Path) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TransportError> {
+    let origin = path.display().to_string();
+    let pem = read(path)?;
+    let certs =
+        certs_from_pem(&pem).map_err(|e| TransportError::ClientCa { path: origin.clone(), message: e.to_string() })?;
+    let mut roots = RootCertStore::empty();
+    for cert in certs {
+        roots.add(cert).map_err(|e| TransportError::ClientCa { path: origin.clone(), message: e.to_string() })?;
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::new(rustls::crypto::ring::default_provider()))
+        // No certificate: fall through to bearer tokens. A bad certificate: handshake fails.
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TransportError::ClientCa { path: origin, message: e.to_string() })
+}
+
+impl ServingTls {
+    /// TLS from `files`, or self-signed for `localhost`, the loopback addresses and `names`.
+    pub fn new(files: &TlsFiles, names: &[String]) -> Result<Self, TransportError> {
+        let (key, pair) = match (&files.cert_file, &files.key_file) {
+            (Some(cert), Some(key)) => (load_pair(cert, key)?, Some((cert.clone(), key.clone()))),
+            (None, None) => (self_signed(names)?, None),
+            _ => return Err(TransportError::HalfAPair),
+        };
+        let resolver = LiveResolver::new(key);
+        let verifier = files.client_ca_file.as_deref().map(client_verifier).transpose()?;
+        let config = server_config(resolver.clone(), verifier)?;
+        Ok(Self { config: Arc::new(config), resolver, files: pair })
+    }
+
+    /// Reload the certificate files whenever they change, until `shutdown`. A broken update
+    /// (half-written file, mismatched key) is logged and the current certificate kept.
+    pub async fn watch_files(&self, interval: Duration, shutdown: CancellationToken) {
+        let Some((cert, key)) = self.files.clone() else { return };
+        let stamp = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let mut seen: (Option<SystemTime>, Option<SystemTime>) = (stamp(&cert), stamp(&key));
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            let now = (stamp(&cert), stamp(&key));
+            if now == seen {
+                continue;
+            }
+            match load_pair(&cert, &key) {
+                Ok(next) => {
+                    self.resolver.swap(next);
+                    seen = now;
+                    tracing::info!(cert = %cert.display(), "serving certificate reloaded");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "serving certificate changed but could not be loaded; keeping the old one")
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_a_pair_is_refused() {
+        let files = TlsFiles { cert_file: Some("/x.crt".into()), ..TlsFiles::default() };
+        let err = ServingTls::new(&files, &[]).unwrap_err().to_string();
+        assert!(err.contains("--tls-cert-file and --tls-private-key-file"), "{err}");
+    }
+
+    #[test]
+    fn missing_files_are_named() {
+        let files = TlsFiles {
+            cert_file: Some("/nonexistent/tls.crt".into()),
+            key_file: Some("/nonexistent/tls.key".into()),
+            ..TlsFiles::default()
+        };
+        let err = ServingTls::new(&files, &[]).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/tls.crt"), "{err}");
+    }
+
+    #[test]
+    fn self_signed_by_default_with_http1_only() {
+        let tls = ServingTls::new(&TlsFiles::default(), &["metrics.example".into()]).unwrap();
+        assert!(tls.resolver.leaf_der().is_some());
+        assert_eq!(tls.config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        assert!(tls.files.is_none());
+    }
+}
