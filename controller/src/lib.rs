@@ -1,1 +1,22 @@
+//! The MyOwnShell controller: reconciles each `MyOwnShell` into a Deployment, reports status and
+//! conditions, cleans up through the finalizer, and runs as one elected leader among replicas.
+//!
+//! Pure logic (the Deployment, the status, labels, leader decisions, backoff) lives in plain
+//! functions with table-driven tests; API calls sit in `reconcile`, `leader` and `manager`.
 
+pub mod args;
+pub mod cache;
+pub mod deployment;
+pub mod error;
+pub mod events;
+pub mod labels;
+pub mod leader;
+pub mod manager;
+pub mod metrics;
+pub mod probes;
+pub mod reconcile;
+pub mod status;
+pub mod telemetry;
+
+pub use args::Args;
+pub use manager::{RunError, run, run_with_client};

@@ -1,0 +1,167 @@
+//! Command-line flags, named as kubebuilder-generated managers name them.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Where to serve something, or nowhere (`0`, as in controller-runtime).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindAddress {
+    Disabled,
+    At(SocketAddr),
+}
+
+pub fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
+    if value == "0" {
+        return Ok(BindAddress::Disabled);
+    }
+    value
+        .parse()
+        .map(BindAddress::At)
+        .map_err(|_| format!("expected HOST:PORT (e.g. 0.0.0.0:8081) or 0 to disable, got {value:?}"))
+}
+
+/// Go-style durations as controller-runtime flags take them: `15s`, `500ms`, `2m`, `1m30s`.
+pub fn parse_duration(value: &str) -> Result<Duration, String> {
+    let bad = || format!("expected a duration such as 15s, 500ms or 1m30s, got {value:?}");
+    if value.is_empty() {
+        return Err(bad());
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = value;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        if digits == 0 {
+            return Err(bad());
+        }
+        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(number),
+            "s" => Duration::from_secs(number),
+            "m" => Duration::from_secs(number.saturating_mul(60)),
+            "h" => Duration::from_secs(number.saturating_mul(3600)),
+            _ => return Err(bad()),
+        };
+        total = total.saturating_add(unit);
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+/// Reconciles `MyOwnShell` objects into Deployments.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "myownshell-controller", version, about)]
+pub struct Args {
+    /// Address of the /metrics endpoint (plain HTTP until it is wrapped in the rbac-proxy
+    /// layer, hence loopback by default), or 0 to disable it.
+    #[arg(long, default_value = "127.0.0.1:8443", value_parser = parse_bind_address)]
+    pub metrics_bind_address: BindAddress,
+
+    /// Address of the /healthz and /readyz probes, or 0 to disable them.
+    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: BindAddress,
+
+    /// Elect a leader on a Lease, so only one replica reconciles at a time.
+    #[arg(long)]
+    pub leader_elect: bool,
+
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "myownshell-controller.myownshell.io")]
+    pub leader_election_id: String,
+
+    /// Namespace of the leader-election Lease (default: $POD_NAMESPACE, else myownshell-system).
+    #[arg(long)]
+    pub leader_election_namespace: Option<String>,
+
+    /// How long a lease is valid after its last renewal; standbys wait this long after a
+    /// leader stops renewing.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+
+    /// How long the leader keeps trying to renew before it gives up leadership.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub renew_deadline: Duration,
+
+    /// How often candidates try to acquire or renew the lease.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub retry_period: Duration,
+
+    /// Reconciles running at once (at most one per object).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub concurrency: u16,
+
+    /// Watch one namespace only (default: all namespaces).
+    #[arg(long)]
+    pub namespace: Option<String>,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+}
+
+impl Args {
+    /// The Lease namespace: the flag, else the namespace the pod runs in, else the default.
+    pub fn lease_namespace(&self) -> String {
+        self.leader_election_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
+            .unwrap_or_else(|| "myownshell-system".to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let ok = [("15s", 15_000), ("500ms", 500), ("2m", 120_000), ("1m30s", 90_000), ("1h", 3_600_000), ("0s", 0)];
+        for (text, millis) in ok {
+            assert_eq!(parse_duration(text), Ok(Duration::from_millis(millis)), "{text}");
+        }
+        for bad in ["", "15", "s", "1.5s", "-1s", "10 s", "3d"] {
+            let err = parse_duration(bad).unwrap_err();
+            assert!(err.contains("expected a duration"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn bind_addresses() {
+        assert_eq!(parse_bind_address("0"), Ok(BindAddress::Disabled));
+        assert_eq!(parse_bind_address("127.0.0.1:8080"), Ok(BindAddress::At("127.0.0.1:8080".parse().unwrap())));
+        assert!(parse_bind_address(":8080").unwrap_err().contains("HOST:PORT"));
+    }
+
+    #[test]
+    fn defaults_follow_controller_runtime() {
+        let args = Args::parse_from(["myownshell-controller"]);
+        assert_eq!(args.lease_duration, Duration::from_secs(15));
+        assert_eq!(args.renew_deadline, Duration::from_secs(10));
+        assert_eq!(args.retry_period, Duration::from_secs(2));
+        assert_eq!(args.health_probe_bind_address, BindAddress::At("0.0.0.0:8081".parse().unwrap()));
+        assert!(!args.leader_elect);
+        assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(args.namespace, None);
+    }
+
+    #[test]
+    fn bad_flags_name_the_flag() {
+        let err = Args::try_parse_from(["c", "--lease-duration", "soon"]).unwrap_err().to_string();
+        assert!(err.contains("--lease-duration") && err.contains("expected a duration"), "{err}");
+        let err = Args::try_parse_from(["c", "--concurrency", "0"]).unwrap_err().to_string();
+        assert!(err.contains("--concurrency"), "{err}");
+    }
+}

@@ -1,0 +1,166 @@
+//! The two watch caches the controller keeps, and what it keeps in them.
+//!
+//! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
+//! are dropped before objects reach the stores. Deployments are watched only if they carry the
+//! managed-by label, so the controller never caches the rest of the cluster's Deployments.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::{Stream, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Resource};
+use myownshell_api::MyOwnShell;
+
+use crate::deployment::SPEC_HASH_ANNOTATION;
+use crate::labels;
+
+/// Drop what reconcile never reads from a cached `MyOwnShell`.
+pub fn prune_shell(shell: &mut MyOwnShell) {
+    let meta = shell.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.labels = None;
+}
+
+/// Drop what reconcile never reads from a cached Deployment. The spec stays: it is compared with
+/// the desired one to skip applies that would change nothing.
+pub fn prune_deployment(deployment: &mut Deployment) {
+    let meta = deployment.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|k, _| k == SPEC_HASH_ANNOTATION);
+    }
+}
+
+/// The `MyOwnShell` watch: pruned objects into `writer`, each applied object out.
+pub fn shell_stream(
+    api: Api<MyOwnShell>,
+    writer: reflector::store::Writer<MyOwnShell>,
+) -> impl Stream<Item = Result<MyOwnShell, watcher::Error>> + Send + 'static {
+    watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(prune_shell)
+        .reflect(writer)
+        .applied_objects()
+}
+
+/// The owned-Deployment watch: pruned objects into the cache, each touched object out (so a
+/// change or deletion of a Deployment triggers a reconcile of its owner).
+pub fn deployment_stream(
+    api: Api<Deployment>,
+    cache: DeploymentCache,
+    writer: reflector::store::Writer<Deployment>,
+) -> impl Stream<Item = Result<Deployment, watcher::Error>> + Send + 'static {
+    let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
+    watcher(api, config)
+        .default_backoff()
+        .modify(prune_deployment)
+        .map_ok(move |event| {
+            cache.observe(&event);
+            event
+        })
+        .reflect(writer)
+        .touched_objects()
+}
+
+/// Owned Deployments as last seen: the watch cache, overlaid with what this controller applied
+/// and the watch has not delivered yet. Without the overlay, a reconcile that runs between an
+/// apply and its watch event would see no Deployment, apply again and report a second "Created".
+#[derive(Clone)]
+pub struct DeploymentCache {
+    store: Store<Deployment>,
+    recent: Arc<Mutex<HashMap<ObjectRef<Deployment>, Arc<Deployment>>>>,
+}
+
+impl DeploymentCache {
+    pub fn new(store: Store<Deployment>) -> Self {
+        Self { store, recent: Arc::default() }
+    }
+
+    fn recent(&self) -> MutexGuard<'_, HashMap<ObjectRef<Deployment>, Arc<Deployment>>> {
+        self.recent.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The Deployment `namespace/name`, newest known version.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
+        let key = ObjectRef::new(name).within(namespace);
+        let recent = self.recent().get(&key).cloned();
+        recent.or_else(|| self.store.get(&key))
+    }
+
+    /// Remember a Deployment this controller just wrote (the apply response).
+    pub fn record_applied(&self, mut deployment: Deployment) -> Arc<Deployment> {
+        prune_deployment(&mut deployment);
+        let deployment = Arc::new(deployment);
+        self.recent().insert(ObjectRef::from_obj(&*deployment), deployment.clone());
+        deployment
+    }
+
+    /// Once the watch reports on a Deployment, the store is at least as new as our own write.
+    /// A relist replaces the store wholesale (deletions during a disconnect produce no event),
+    /// so it clears the overlay too.
+    fn observe(&self, event: &watcher::Event<Deployment>) {
+        match event {
+            watcher::Event::Apply(d) | watcher::Event::Delete(d) | watcher::Event::InitApply(d) => {
+                self.recent().remove(&ObjectRef::from_obj(d));
+            }
+            watcher::Event::Init | watcher::Event::InitDone => self.recent().clear(),
+        }
+    }
+
+    /// Resolves once the first list of Deployments is in the store.
+    pub async fn wait_until_ready(&self) -> bool {
+        self.store.wait_until_ready().await.is_ok()
+    }
+
+    pub fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.store.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use myownshell_api::MyOwnShellSpec;
+
+    use super::*;
+
+    #[test]
+    fn pruning_keeps_what_reconcile_reads() {
+        let mut shell = MyOwnShell::new("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() });
+        shell.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        shell.metadata.annotations =
+            Some(BTreeMap::from([("kubectl.kubernetes.io/last-applied-configuration".into(), "{…}".into())]));
+        shell.metadata.finalizers = Some(vec!["myownshell.io/finalizer".into()]);
+        shell.metadata.generation = Some(4);
+        prune_shell(&mut shell);
+        assert_eq!(shell.metadata.managed_fields, None);
+        assert_eq!(shell.metadata.annotations, None);
+        assert_eq!(
+            shell.metadata.finalizers,
+            Some(vec!["myownshell.io/finalizer".into()]),
+            "the finalizer helper reads them"
+        );
+        assert_eq!(shell.metadata.generation, Some(4));
+        assert_eq!(shell.spec.size, Some(2));
+
+        let mut d = Deployment::default();
+        d.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        d.metadata.annotations = Some(BTreeMap::from([
+            (SPEC_HASH_ANNOTATION.into(), "abc".into()),
+            ("deployment.kubernetes.io/revision".into(), "3".into()),
+        ]));
+        prune_deployment(&mut d);
+        assert_eq!(d.metadata.managed_fields, None);
+        assert_eq!(d.metadata.annotations, Some(BTreeMap::from([(SPEC_HASH_ANNOTATION.into(), "abc".into())])));
+    }
+}

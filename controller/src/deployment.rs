@@ -1,0 +1,329 @@
+//! The Deployment a `MyOwnShell` asks for, as a pure function of the object, and the check that
+//! tells whether the live Deployment already matches it (so an unchanged object costs no write).
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{
+    Capabilities, Container, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile,
+    SecurityContext,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::{Resource, ResourceExt};
+use myownshell_api::{MyOwnShell, defaults};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::labels;
+
+/// Name of the one container in each shell pod.
+pub const SHELL_CONTAINER: &str = "shell";
+/// Annotation holding a hash of the whole desired Deployment. A field dropped from the desired
+/// object changes the hash, so [`needs_apply`] notices removals, not only changed values.
+pub const SPEC_HASH_ANNOTATION: &str = "myownshell.io/spec-hash";
+/// `nobody`: busybox runs as root unless told otherwise, and `runAsNonRoot` alone would then
+/// keep the pod from ever starting.
+pub const NON_ROOT_ID: i64 = 65534;
+
+/// Why a Deployment cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error("metadata.{0} is missing")]
+    MissingMetadata(&'static str),
+}
+
+/// The desired Deployment for `shell`: spec fields that are unset take `myownshell_api::defaults`.
+pub fn desired(shell: &MyOwnShell) -> Result<Deployment, BuildError> {
+    let name = shell.metadata.name.clone().ok_or(BuildError::MissingMetadata("name"))?;
+    let namespace = shell.metadata.namespace.clone().ok_or(BuildError::MissingMetadata("namespace"))?;
+    let mut owner = shell.controller_owner_ref(&()).ok_or(BuildError::MissingMetadata("uid"))?;
+    // As controller-runtime's SetControllerReference: a foreground deletion of the MyOwnShell
+    // waits for the Deployment (needs `update` on `myownshells/finalizers` in RBAC).
+    owner.block_owner_deletion = Some(true);
+    let spec = &shell.spec;
+    let resources = spec.resources.clone().unwrap_or_else(defaults::resources);
+    let labels = labels::labels(&name);
+
+    let container = Container {
+        name: SHELL_CONTAINER.to_owned(),
+        image: Some(spec.image.clone().unwrap_or_else(|| defaults::IMAGE.to_owned())),
+        command: Some(spec.command.clone().unwrap_or_else(defaults::command)),
+        resources: Some(ResourceRequirements {
+            requests: resources.requests,
+            limits: resources.limits,
+            ..ResourceRequirements::default()
+        }),
+        security_context: Some(SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_owned()]), add: None }),
+            read_only_root_filesystem: Some(true),
+            run_as_non_root: Some(true),
+            run_as_user: Some(NON_ROOT_ID),
+            run_as_group: Some(NON_ROOT_ID),
+            seccomp_profile: Some(runtime_default_seccomp()),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+    let pod = PodSpec {
+        containers: vec![container],
+        // A shell has no business talking to the API server with the namespace's default identity.
+        automount_service_account_token: Some(false),
+        security_context: Some(PodSecurityContext {
+            run_as_non_root: Some(true),
+            run_as_user: Some(NON_ROOT_ID),
+            run_as_group: Some(NON_ROOT_ID),
+            seccomp_profile: Some(runtime_default_seccomp()),
+            ..PodSecurityContext::default()
+        }),
+        ..PodSpec::default()
+    };
+    let mut deployment = Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace),
+            labels: Some(labels.clone()),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(spec.size.unwrap_or(defaults::SIZE)),
+            selector: LabelSelector { match_labels: Some(labels::selector_labels(&name)), match_expressions: None },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),
+                spec: Some(pod),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    };
+    let hash = content_hash(&deployment);
+    deployment.annotations_mut().insert(SPEC_HASH_ANNOTATION.to_owned(), hash);
+    Ok(deployment)
+}
+
+fn runtime_default_seccomp() -> SeccompProfile {
+    SeccompProfile { type_: "RuntimeDefault".to_owned(), localhost_profile: None }
+}
+
+/// First 16 hex characters of the SHA-256 of the object's JSON (k8s-openapi serializes maps in
+/// key order, so equal objects hash equally).
+fn content_hash(deployment: &Deployment) -> String {
+    let json = serde_json::to_vec(deployment).unwrap_or_default();
+    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether server-side applying `desired` could change `live`: true unless every field of
+/// `desired` already has the same value in `live`. Fields others added (and the apiserver's
+/// defaults) are ignored, exactly as a forced apply would leave them; the hash annotation
+/// catches fields dropped from `desired`. Lists must match in length and element by element.
+pub fn needs_apply(desired: &Deployment, live: Option<&Deployment>) -> bool {
+    let Some(live) = live else { return true };
+    if live.meta().deletion_timestamp.is_some() {
+        return true;
+    }
+    match (serde_json::to_value(desired), serde_json::to_value(live)) {
+        (Ok(d), Ok(l)) => !is_subset(&d, &l),
+        _ => true,
+    }
+}
+
+fn is_subset(want: &Value, have: &Value) -> bool {
+    match (want, have) {
+        (Value::Object(w), Value::Object(h)) => {
+            w.iter().all(|(k, wv)| wv.is_null() || h.get(k).is_some_and(|hv| is_subset(wv, hv)))
+        }
+        (Value::Array(w), Value::Array(h)) => w.len() == h.len() && w.iter().zip(h).all(|(a, b)| is_subset(a, b)),
+        (w, h) => w == h,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use myownshell_api::{MyOwnShellSpec, ShellResources};
+    use serde_json::json;
+
+    use super::*;
+
+    fn shell(name: &str, spec: MyOwnShellSpec) -> MyOwnShell {
+        let mut shell = MyOwnShell::new(name, spec);
+        shell.metadata.namespace = Some("team".into());
+        shell.metadata.uid = Some("uid-1".into());
+        shell
+    }
+
+    fn json_of(d: &Deployment) -> Value {
+        serde_json::to_value(d).unwrap()
+    }
+
+    #[test]
+    fn defaults_fill_an_empty_spec() {
+        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default())).unwrap());
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(d["spec"]["replicas"], json!(defaults::SIZE));
+        assert_eq!(c["image"], json!(defaults::IMAGE));
+        assert_eq!(c["command"], json!(defaults::command()));
+        assert_eq!(c["resources"], serde_json::to_value(defaults::resources()).unwrap());
+        assert_eq!(c["name"], json!("shell"));
+    }
+
+    #[test]
+    fn the_spec_decides_each_field() {
+        let resources =
+            ShellResources { requests: Some(BTreeMap::from([("cpu".to_owned(), Quantity("1".into()))])), limits: None };
+        let spec = MyOwnShellSpec {
+            size: Some(0),
+            image: Some("registry.example.com/tools:1".into()),
+            command: Some(vec!["sleep".into(), "infinity".into()]),
+            resources: Some(resources),
+        };
+        let d = json_of(&desired(&shell("web", spec)).unwrap());
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        let cases = [
+            (&d["spec"]["replicas"], json!(0)),
+            (&c["image"], json!("registry.example.com/tools:1")),
+            (&c["command"], json!(["sleep", "infinity"])),
+            (&c["resources"], json!({"requests": {"cpu": "1"}})),
+        ];
+        for (got, want) in cases {
+            assert_eq!(*got, want);
+        }
+    }
+
+    #[test]
+    fn metadata_labels_selector_and_owner() {
+        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default())).unwrap());
+        let labels = json!({
+            "app.kubernetes.io/name": "myownshell",
+            "app.kubernetes.io/instance": "web",
+            "app.kubernetes.io/managed-by": "myownshell-operator",
+        });
+        assert_eq!(d["metadata"]["name"], json!("web"));
+        assert_eq!(d["metadata"]["namespace"], json!("team"));
+        assert_eq!(d["metadata"]["labels"], labels);
+        assert_eq!(d["spec"]["template"]["metadata"]["labels"], labels);
+        assert_eq!(
+            d["spec"]["selector"],
+            json!({"matchLabels": {"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": "web"}})
+        );
+        assert_eq!(
+            d["metadata"]["ownerReferences"],
+            json!([{
+                "apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "name": "web", "uid": "uid-1",
+                "controller": true, "blockOwnerDeletion": true,
+            }])
+        );
+    }
+
+    #[test]
+    fn pods_run_locked_down() {
+        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default())).unwrap());
+        let pod = &d["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["containers"][0]["securityContext"],
+            json!({
+                "allowPrivilegeEscalation": false,
+                "capabilities": {"drop": ["ALL"]},
+                "readOnlyRootFilesystem": true,
+                "runAsNonRoot": true,
+                "runAsUser": 65534,
+                "runAsGroup": 65534,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            })
+        );
+        assert_eq!(
+            pod["securityContext"],
+            json!({"runAsNonRoot": true, "runAsUser": 65534, "runAsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}})
+        );
+        assert_eq!(pod["automountServiceAccountToken"], json!(false));
+    }
+
+    #[test]
+    fn long_names_get_a_hashed_instance_label_everywhere() {
+        let name = "n".repeat(100);
+        let d = json_of(&desired(&shell(&name, MyOwnShellSpec::default())).unwrap());
+        let value = labels::instance_value(&name);
+        assert_eq!(value.len(), 63);
+        assert_eq!(d["metadata"]["name"], json!(name), "the Deployment keeps the full name");
+        for labels in [
+            &d["metadata"]["labels"],
+            &d["spec"]["template"]["metadata"]["labels"],
+            &d["spec"]["selector"]["matchLabels"],
+        ] {
+            assert_eq!(labels["app.kubernetes.io/instance"], json!(value));
+        }
+    }
+
+    #[test]
+    fn objects_without_identity_are_refused() {
+        let mut no_uid = shell("web", MyOwnShellSpec::default());
+        no_uid.metadata.uid = None;
+        let mut no_ns = shell("web", MyOwnShellSpec::default());
+        no_ns.metadata.namespace = None;
+        assert_eq!(desired(&no_uid), Err(BuildError::MissingMetadata("uid")));
+        assert_eq!(desired(&no_ns), Err(BuildError::MissingMetadata("namespace")));
+    }
+
+    #[test]
+    fn the_hash_follows_the_spec() {
+        let hash = |size| {
+            let d = desired(&shell("web", MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() })).unwrap();
+            d.annotations().get(SPEC_HASH_ANNOTATION).cloned().unwrap()
+        };
+        assert_eq!(hash(2), hash(2));
+        assert_ne!(hash(2), hash(3));
+        assert_eq!(hash(2).len(), 16);
+    }
+
+    #[test]
+    fn needs_apply_cases() {
+        let want = desired(&shell("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() })).unwrap();
+        let with = |f: &dyn Fn(&mut Value)| {
+            let mut v = json_of(&want);
+            f(&mut v);
+            serde_json::from_value::<Deployment>(v).unwrap()
+        };
+        let cases: Vec<(&str, Option<Deployment>, bool)> = vec![
+            ("missing", None, true),
+            ("identical", Some(want.clone()), false),
+            (
+                "apiserver defaults and status added",
+                Some(with(&|v| {
+                    v["spec"]["strategy"] = json!({"type": "RollingUpdate"});
+                    v["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = json!("IfNotPresent");
+                    v["metadata"]["resourceVersion"] = json!("42");
+                    v["status"] = json!({"replicas": 2, "readyReplicas": 2});
+                })),
+                false,
+            ),
+            ("replicas edited by hand", Some(with(&|v| v["spec"]["replicas"] = json!(5))), true),
+            (
+                "image edited by hand",
+                Some(with(&|v| v["spec"]["template"]["spec"]["containers"][0]["image"] = json!("evil:1"))),
+                true,
+            ),
+            (
+                "a container added by hand",
+                Some(with(&|v| {
+                    let c = v["spec"]["template"]["spec"]["containers"][0].clone();
+                    v["spec"]["template"]["spec"]["containers"].as_array_mut().unwrap().push(c);
+                })),
+                true,
+            ),
+            (
+                "an older spec hash",
+                Some(with(&|v| v["metadata"]["annotations"][SPEC_HASH_ANNOTATION] = json!("0000"))),
+                true,
+            ),
+            (
+                "being deleted",
+                Some(with(&|v| v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z"))),
+                true,
+            ),
+        ];
+        for (case, live, want_apply) in cases {
+            assert_eq!(needs_apply(&want, live.as_ref()), want_apply, "{case}");
+        }
+    }
+}

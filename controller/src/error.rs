@@ -1,0 +1,74 @@
+//! The controller's one error type.
+
+use crate::deployment::BuildError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot build the Deployment: {0}")]
+    Build(#[from] BuildError),
+
+    #[error("applying Deployment {name}: {source}")]
+    ApplyDeployment { name: String, source: kube::Error },
+
+    #[error("writing the status: {0}")]
+    WriteStatus(#[source] kube::Error),
+
+    #[error("reading Deployment {name}: {source}")]
+    ReadDeployment { name: String, source: kube::Error },
+
+    #[error("deleting Deployment {name}: {source}")]
+    DeleteDeployment { name: String, source: kube::Error },
+
+    /// Not a failure: cleanup waits for the Deployment to disappear before the finalizer goes.
+    #[error("Deployment {0} is still being deleted")]
+    DeploymentTerminating(String),
+
+    #[error("the Deployment cache stopped")]
+    CacheStopped,
+
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// The CamelCase reason shown in the `Degraded` condition and in the Warning event.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Build(_) => "InvalidObject",
+            Error::ApplyDeployment { .. } => "DeploymentApplyFailed",
+            Error::WriteStatus(_) => "StatusWriteFailed",
+            Error::ReadDeployment { .. } => "DeploymentReadFailed",
+            Error::DeleteDeployment { .. } => "DeploymentDeleteFailed",
+            Error::DeploymentTerminating(_) => "DeploymentTerminating",
+            Error::CacheStopped => "CacheStopped",
+            Error::Finalizer(_) => "FinalizerFailed",
+        }
+    }
+
+    /// A short label for the reconcile metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Finalizer(inner) => match inner.as_ref() {
+                kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
+                    e.metric_label()
+                }
+                _ => "finalizer",
+            },
+            Error::DeploymentTerminating(_) => "waiting",
+            _ => "error",
+        }
+    }
+
+    /// Whether this is the expected wait during cleanup rather than a failure.
+    pub fn is_waiting(&self) -> bool {
+        self.metric_label() == "waiting"
+    }
+}
+
+/// The message of an API error without the `ApiError` wrapper noise, for conditions and events.
+pub fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,102 @@
+//! Labels on everything the controller creates for a `MyOwnShell`, and the selector that finds
+//! its pods.
+
+use std::collections::BTreeMap;
+
+use myownshell_api::names;
+use sha2::{Digest, Sha256};
+
+/// Kubernetes caps label values at 63 characters.
+pub const MAX_LABEL_VALUE: usize = 63;
+/// Hex characters of the name's SHA-256 kept in a shortened instance label.
+const HASH_CHARS: usize = 10;
+
+/// The `app.kubernetes.io/instance` value for a `MyOwnShell` name.
+///
+/// Object names may be up to 253 characters but label values only 63. A longer name becomes its
+/// first 52 characters, `-`, and 10 hex characters of its SHA-256: stable across restarts (the
+/// Deployment selector is immutable, so it must never change), readable, and unique in practice.
+/// Every use of the instance label goes through this function, so they always agree.
+pub fn instance_value(name: &str) -> String {
+    if name.len() <= MAX_LABEL_VALUE {
+        return name.to_owned();
+    }
+    let digest = Sha256::digest(name.as_bytes());
+    let hash: String = digest.iter().map(|b| format!("{b:02x}")).collect::<String>().chars().take(HASH_CHARS).collect();
+    // Object names are ASCII (DNS subdomains), so a byte index is a char boundary.
+    let prefix = &name[..MAX_LABEL_VALUE - HASH_CHARS - 1];
+    format!("{prefix}-{hash}")
+}
+
+/// The labels selecting the shell pods of one `MyOwnShell`. The name label is included next to
+/// the instance label so the selector cannot match another application's pods that happen to
+/// use the same instance value (Helm sets `app.kubernetes.io/instance` to its release name).
+pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (names::LABEL_NAME.to_owned(), names::LABEL_NAME_VALUE.to_owned()),
+        (names::LABEL_INSTANCE.to_owned(), instance_value(name)),
+    ])
+}
+
+/// All labels put on the Deployment and its pod template.
+pub fn labels(name: &str) -> BTreeMap<String, String> {
+    let mut labels = selector_labels(name);
+    labels.insert(names::LABEL_MANAGED_BY.to_owned(), names::LABEL_MANAGED_BY_VALUE.to_owned());
+    labels
+}
+
+/// The selector in the string form `status.selector` (and so the scale subresource) uses.
+pub fn selector_string(name: &str) -> String {
+    selector_labels(name).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+}
+
+/// The label selector the controller's Deployment watch uses.
+pub fn managed_by_selector() -> String {
+    format!("{}={}", names::LABEL_MANAGED_BY, names::LABEL_MANAGED_BY_VALUE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_valid_label_value(v: &str) -> bool {
+        v.len() <= MAX_LABEL_VALUE
+            && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && v.chars().next().is_none_or(|c| c.is_ascii_alphanumeric())
+            && v.chars().last().is_none_or(|c| c.is_ascii_alphanumeric())
+    }
+
+    #[test]
+    fn instance_values() {
+        let long_a = "a".repeat(64);
+        let long_b = format!("{}b", "a".repeat(63));
+        let dotted = format!("team.{}", "x".repeat(80));
+        let cases: [(&str, Option<&str>); 5] =
+            [("shell", Some("shell")), ("a", Some("a")), (&"s".repeat(63), None), (&long_a, None), (&dotted, None)];
+        for (name, want) in cases {
+            let got = instance_value(name);
+            assert!(is_valid_label_value(&got), "{name:?} -> {got:?} is not a label value");
+            if let Some(want) = want {
+                assert_eq!(got, want);
+            }
+            if name.len() <= MAX_LABEL_VALUE {
+                assert_eq!(got, name, "short names are used as they are");
+            } else {
+                assert_eq!(got.len(), MAX_LABEL_VALUE);
+                assert!(got.starts_with(&name[..52]), "{got}");
+            }
+            assert_eq!(got, instance_value(name), "stable");
+        }
+        assert_ne!(instance_value(&long_a), instance_value(&long_b), "names sharing a prefix stay distinct");
+    }
+
+    #[test]
+    fn selector_and_labels() {
+        assert_eq!(selector_string("web"), "app.kubernetes.io/instance=web,app.kubernetes.io/name=myownshell");
+        let labels = labels("web");
+        assert_eq!(labels.get("app.kubernetes.io/managed-by").map(String::as_str), Some("myownshell-operator"));
+        assert_eq!(labels.len(), 3);
+        assert!(selector_labels("web").iter().all(|(k, v)| labels.get(k) == Some(v)), "pods match the selector");
+        assert_eq!(managed_by_selector(), "app.kubernetes.io/managed-by=myownshell-operator");
+    }
+}

@@ -1,0 +1,220 @@
+//! `run`: the controller process minus `main` — servers, leader election, the Controller loop and
+//! an orderly shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector;
+use kube::{Api, Client};
+use myownshell_api::MyOwnShell;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::args::{Args, BindAddress};
+use crate::cache::{self, DeploymentCache};
+use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
+use crate::metrics::Metrics;
+use crate::probes::{self, Readiness};
+use crate::reconcile::{self, Context};
+
+/// The name this controller reports in Events.
+pub const REPORTER: &str = "myownshell-controller";
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("leader election: {0}")]
+    LeaderConfig(#[from] crate::leader::ConfigError),
+    #[error("cannot listen on {addr} for {what}: {source}")]
+    Bind { what: &'static str, addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("leadership lost: stopped reconciling so another replica can take over")]
+    LeadershipLost,
+}
+
+/// Build a client from `--kubeconfig`, else the usual inference (env, ~/.kube, in-cluster).
+pub async fn client(args: &Args) -> Result<Client, RunError> {
+    let Some(path) = &args.kubeconfig else {
+        return Client::try_default().await.map_err(RunError::Client);
+    };
+    let kubeconfig_error = |message: String| RunError::Kubeconfig { path: path.display().to_string(), message };
+    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(e.to_string()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| kubeconfig_error(e.to_string()))?;
+    Client::try_from(config).map_err(RunError::Client)
+}
+
+/// Run until `shutdown` is cancelled (then finish in-flight reconciles, release the lease and
+/// return `Ok`) or leadership is lost (then stop at once and return `Err`).
+pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
+    let client = client(&args).await?;
+    run_with_client(args, client, shutdown).await
+}
+
+/// [`run`] with a ready client (tests and `cargo xtask dev` pass their own).
+pub async fn run_with_client(args: Args, client: Client, shutdown: CancellationToken) -> Result<(), RunError> {
+    let metrics = Metrics::new();
+    let readiness = Readiness::default();
+    let servers = CancellationToken::new();
+    let mut tasks = Vec::new();
+    if let BindAddress::At(addr) = args.health_probe_bind_address {
+        tasks.push(serve("health probes", addr, probes::router(readiness.clone()), servers.clone()).await?);
+    }
+    if let BindAddress::At(addr) = args.metrics_bind_address {
+        tasks.push(serve("metrics", addr, metrics.router(), servers.clone()).await?);
+    }
+
+    let result = elect_and_reconcile(&args, client, metrics, readiness, shutdown).await;
+
+    servers.cancel();
+    for task in tasks {
+        let _ = task.await;
+    }
+    info!(ok = result.is_ok(), "controller stopped");
+    result
+}
+
+async fn elect_and_reconcile(
+    args: &Args,
+    client: Client,
+    metrics: Metrics,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) -> Result<(), RunError> {
+    if !args.leader_elect {
+        metrics.leader.set(1);
+        reconcile_until(args, client, metrics, readiness, shutdown.clone().cancelled_owned()).await;
+        return Ok(());
+    }
+    let config = LeaderConfig {
+        lease_name: args.leader_election_id.clone(),
+        namespace: args.lease_namespace(),
+        identity: default_identity(),
+        lease_duration: args.lease_duration,
+        renew_deadline: args.renew_deadline,
+        retry_period: args.retry_period,
+    };
+    config.validate()?;
+    let mut elector = LeaderElector::new(client.clone(), config);
+    // A standby is ready: it serves its purpose by waiting.
+    readiness.set(true);
+    if !elector.acquire(&shutdown).await {
+        return Ok(());
+    }
+    readiness.set(false);
+    metrics.leader.set(1);
+
+    let stop_holding = CancellationToken::new();
+    let lost = CancellationToken::new();
+    let holder = {
+        let (stop_holding, lost) = (stop_holding.clone(), lost.clone());
+        tokio::spawn(async move {
+            let outcome = elector.hold(&stop_holding).await;
+            if outcome == HoldOutcome::Lost {
+                lost.cancel();
+            }
+            (elector, outcome)
+        })
+    };
+    let graceful = shutdown.clone().cancelled_owned();
+    tokio::select! {
+        () = reconcile_until(args, client, metrics.clone(), readiness.clone(), graceful) => {}
+        // A leader that cannot renew must stop before its lease can expire: in-flight
+        // reconciles are dropped, not awaited.
+        () = lost.cancelled() => {}
+    }
+    metrics.leader.set(0);
+    readiness.set(false);
+    stop_holding.cancel();
+    match holder.await {
+        Ok((_, HoldOutcome::Lost)) => {
+            error!("leadership lost");
+            Err(RunError::LeadershipLost)
+        }
+        Ok((mut elector, HoldOutcome::Stopped)) => {
+            elector.release().await;
+            Ok(())
+        }
+        Err(e) => {
+            error!(error = %e, "the lease holder task failed");
+            Err(RunError::LeadershipLost)
+        }
+    }
+}
+
+/// Run the Controller until `stop` resolves; in-flight reconciles finish first.
+async fn reconcile_until(
+    args: &Args,
+    client: Client,
+    metrics: Metrics,
+    readiness: Readiness,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (shells_api, deployments_api): (Api<MyOwnShell>, Api<Deployment>) = match &args.namespace {
+        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let (shells, shell_writer) = reflector::store();
+    let (deployments, deployment_writer) = reflector::store();
+    let deployment_cache = DeploymentCache::new(deployments);
+    let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
+    let ctx = Arc::new(Context::new(client, deployment_cache.clone(), shells.clone(), recorder, metrics));
+
+    let ready_when_synced = {
+        let (shells, deployments) = (shells.clone(), deployment_cache.clone());
+        tokio::spawn(async move {
+            if shells.wait_until_ready().await.is_ok() && deployments.wait_until_ready().await {
+                readiness.set(true);
+                info!(shells = shells.len(), deployments = deployments.len(), "caches synced");
+            }
+        })
+    };
+
+    Controller::for_stream(cache::shell_stream(shells_api, shell_writer), shells)
+        .owns_stream(cache::deployment_stream(deployments_api, deployment_cache, deployment_writer))
+        .with_config(controller::Config::default().concurrency(args.concurrency))
+        .graceful_shutdown_on(stop)
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                log_controller_error(&e);
+            }
+        })
+        .await;
+    ready_when_synced.abort();
+}
+
+fn log_controller_error(e: &controller::Error<crate::error::Error, kube::runtime::watcher::Error>) {
+    match e {
+        // The reconcile error itself was logged by the error policy.
+        controller::Error::ReconcilerFailed(..) => {}
+        controller::Error::ObjectNotFound(obj) => tracing::debug!(object = %obj, "object gone before its reconcile"),
+        other => warn!(error = %other, "controller"),
+    }
+}
+
+/// Serve `router` on `addr` until `stop` is cancelled.
+async fn serve(
+    what: &'static str,
+    addr: std::net::SocketAddr,
+    router: axum::Router,
+    stop: CancellationToken,
+) -> Result<JoinHandle<()>, RunError> {
+    let listener = TcpListener::bind(addr).await.map_err(|source| RunError::Bind { what, addr, source })?;
+    let local = listener.local_addr().unwrap_or(addr);
+    info!(%local, "serving {what}");
+    Ok(tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await {
+            warn!(error = %e, "{what} server stopped");
+        }
+    }))
+}

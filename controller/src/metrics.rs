@@ -1,0 +1,144 @@
+//! Prometheus metrics (prometheus-client) and the `/metrics` router. The router is plain HTTP
+//! on its own listener so the operator can wrap it in the rbac-proxy auth layer.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use myownshell_api::names;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `success`, `error`, `waiting` (cleanup waits for the Deployment to go) or `finalizer`.
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriteLabels {
+    /// `deployment`, `status`, `deployment_delete` or `event`.
+    pub kind: String,
+}
+
+/// Every metric the controller exports.
+#[derive(Clone)]
+pub struct Metrics {
+    pub reconciles: Family<ResultLabels, Counter>,
+    pub reconcile_duration: Histogram,
+    pub writes: Family<WriteLabels, Counter>,
+    pub managed_objects: Gauge,
+    pub leader: Gauge,
+    pub in_flight: Gauge,
+    registry: Arc<Registry>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        // 1 ms .. ~16 s: a reconcile is a handful of API calls.
+        let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
+        let writes = Family::<WriteLabels, Counter>::default();
+        let managed_objects = Gauge::default();
+        let leader = Gauge::default();
+        let in_flight = Gauge::default();
+        let mut registry = Registry::with_prefix("myownshell_controller");
+        registry.register("reconciles", "Reconciles of MyOwnShell objects, by result", reconciles.clone());
+        registry.register_with_unit(
+            "reconcile_duration",
+            "Time one reconcile took",
+            prometheus_client::registry::Unit::Seconds,
+            reconcile_duration.clone(),
+        );
+        registry.register("writes", "Write requests sent to the API server, by kind", writes.clone());
+        registry.register("managed_objects", "MyOwnShell objects in the controller's cache", managed_objects.clone());
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease (or runs without election)",
+            leader.clone(),
+        );
+        // kube-runtime does not expose its scheduler queue; reconciles running now is the
+        // honest load figure it allows.
+        registry.register("reconciles_in_flight", "Reconciles running right now", in_flight.clone());
+        Self {
+            reconciles,
+            reconcile_duration,
+            writes,
+            managed_objects,
+            leader,
+            in_flight,
+            registry: Arc::new(registry),
+        }
+    }
+
+    pub fn reconciled(&self, result: &str, took: Duration) {
+        self.reconciles.get_or_create(&ResultLabels { result: result.to_owned() }).inc();
+        self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    pub fn wrote(&self, kind: &str) {
+        self.writes.get_or_create(&WriteLabels { kind: kind.to_owned() }).inc();
+    }
+
+    /// The registry in the Prometheus text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
+        Ok(text)
+    }
+
+    /// `GET /metrics`, to be served on its own listener.
+    pub fn router(&self) -> Router {
+        Router::new().route(names::METRICS_PATH, get(serve)).with_state(self.clone())
+    }
+}
+
+async fn serve(State(metrics): State<Metrics>) -> impl IntoResponse {
+    match metrics.encode() {
+        Ok(text) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+            text,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding metrics failed").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_named_for_the_controller() {
+        let m = Metrics::new();
+        m.reconciled("success", Duration::from_millis(3));
+        m.wrote("status");
+        m.leader.set(1);
+        let text = m.encode().unwrap();
+        for line in [
+            "myownshell_controller_reconciles_total{result=\"success\"} 1",
+            "myownshell_controller_writes_total{kind=\"status\"} 1",
+            "myownshell_controller_leader 1",
+            "myownshell_controller_reconcile_duration_seconds_count 1",
+            "myownshell_controller_managed_objects 0",
+            "myownshell_controller_reconciles_in_flight 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! One reconcile of one `MyOwnShell`: finalizer, Deployment, status, events; and the error policy.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, ResourceExt};
+use myownshell_api::{MyOwnShell, defaults, names};
+use serde_json::json;
+use tracing::{debug, info, warn};
+
+use crate::cache::DeploymentCache;
+use crate::deployment;
+use crate::error::{Error, api_message};
+use crate::events::{self, actions, reasons};
+use crate::metrics::Metrics;
+use crate::status::{self, Failure};
+
+/// Everything a reconcile needs, shared by all of them.
+pub struct Context {
+    pub client: Client,
+    pub deployments: DeploymentCache,
+    pub shells: Store<MyOwnShell>,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    /// Consecutive failures per object, for the per-object exponential backoff.
+    failures: Mutex<HashMap<ObjectRef<MyOwnShell>, u32>>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        deployments: DeploymentCache,
+        shells: Store<MyOwnShell>,
+        recorder: Recorder,
+        metrics: Metrics,
+    ) -> Self {
+        Self { client, deployments, shells, recorder, metrics, failures: Mutex::default() }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<MyOwnShell>, u32>> {
+        self.failures.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// How long to wait before retrying an object that failed `failures` times in a row:
+/// 500 ms doubling up to 5 minutes.
+pub fn backoff_delay(failures: u32) -> Duration {
+    const BASE: Duration = Duration::from_millis(500);
+    const MAX: Duration = Duration::from_secs(300);
+    BASE.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1))).min(MAX)
+}
+
+/// How often cleanup looks again while the Deployment is terminating (its deletion event
+/// usually triggers the owner first).
+const TERMINATING_RECHECK: Duration = Duration::from_secs(2);
+
+/// The reconcile entry point for `kube::runtime::Controller`.
+pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.metrics.in_flight.inc();
+    let key = ObjectRef::from_obj(&*shell);
+    let result = reconcile_inner(shell, &ctx).await;
+    ctx.metrics.in_flight.dec();
+    ctx.metrics.managed_objects.set(ctx.shells.len() as i64);
+    let label = match &result {
+        Ok(_) => {
+            ctx.failures().remove(&key);
+            "success"
+        }
+        Err(e) => e.metric_label(),
+    };
+    ctx.metrics.reconciled(label, started.elapsed());
+    result
+}
+
+async fn reconcile_inner(shell: Arc<MyOwnShell>, ctx: &Context) -> Result<Action, Error> {
+    let namespace = shell.namespace().unwrap_or_default();
+    let api: Api<MyOwnShell> = Api::namespaced(ctx.client.clone(), &namespace);
+    finalizer(&api, names::FINALIZER, shell, |event| async {
+        match event {
+            FinalizerEvent::Apply(shell) => apply(&shell, &api, ctx).await,
+            FinalizerEvent::Cleanup(shell) => cleanup(&shell, ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+/// Bring the Deployment and the status in line with the spec.
+async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Result<Action, Error> {
+    if !ctx.deployments.wait_until_ready().await {
+        return Err(Error::CacheStopped);
+    }
+    let name = shell.name_any();
+    let namespace = shell.namespace().unwrap_or_default();
+    let live = ctx.deployments.get(&namespace, &name);
+    let outcome = ensure_deployment(shell, live.as_deref(), ctx).await;
+    let (current, error) = match outcome {
+        Ok(current) => (current, None),
+        Err(e) => (live, Some(e)),
+    };
+    let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
+    let status = status::compute(shell, current.as_deref(), failure.as_ref(), &Time(Timestamp::now()));
+    let status_written = if shell.status.as_ref() != Some(&status) {
+        ctx.metrics.wrote("status");
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+            .await
+            .map(|_| ())
+            .map_err(Error::WriteStatus)
+    } else {
+        Ok(())
+    };
+    if let Some(e) = error {
+        // The recorder folds repeats of the same event into one series, so a failure that
+        // persists through the backoff does not flood the namespace with events.
+        let note = failure_message(&e);
+        events::publish(
+            &ctx.recorder,
+            &ctx.metrics,
+            shell,
+            EventType::Warning,
+            reasons::RECONCILE_FAILED,
+            actions::RECONCILE,
+            note,
+        )
+        .await;
+        return Err(e);
+    }
+    status_written?;
+    Ok(Action::await_change())
+}
+
+fn failure_message(e: &Error) -> String {
+    match e {
+        Error::ApplyDeployment { name, source } => format!("applying Deployment {name}: {}", api_message(source)),
+        other => other.to_string(),
+    }
+}
+
+/// Server-side apply the desired Deployment unless the live one already matches it. Returns the
+/// Deployment as it is now.
+async fn ensure_deployment(
+    shell: &MyOwnShell,
+    live: Option<&Deployment>,
+    ctx: &Context,
+) -> Result<Option<Arc<Deployment>>, Error> {
+    let desired = deployment::desired(shell)?;
+    if !deployment::needs_apply(&desired, live) {
+        debug!(shell = %shell.name_any(), "Deployment up to date; nothing to write");
+        return Ok(live.map(|d| Arc::new(d.clone())));
+    }
+    let name = shell.name_any();
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
+    ctx.metrics.wrote("deployment");
+    let applied = api
+        .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
+        .await
+        .map_err(|source| Error::ApplyDeployment { name: name.clone(), source })?;
+    let wanted = shell.spec.size.unwrap_or(defaults::SIZE);
+    let (reason, note) = match live.and_then(|d| d.spec.as_ref()).map(|s| s.replicas.unwrap_or(1)) {
+        None => (reasons::CREATED, format!("Created Deployment {name} with {wanted} shell pod(s)")),
+        Some(before) if before != wanted => {
+            (reasons::SCALED, format!("Scaled Deployment {name} from {before} to {wanted} shell pod(s)"))
+        }
+        Some(_) => (reasons::UPDATED, format!("Updated Deployment {name} to match the spec")),
+    };
+    info!(shell = %name, reason, "{note}");
+    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reason, actions::APPLY, note).await;
+    Ok(Some(ctx.deployments.record_applied(applied)))
+}
+
+/// Delete the Deployment and wait until it is gone; then the finalizer helper removes the
+/// finalizer. Idempotent: a Deployment already gone, a restart half-way, a second delete of the
+/// `MyOwnShell` all end the same way.
+async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
+    let name = shell.name_any();
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
+    // Read from the API server, not the cache: after a restart the cache may be behind, and
+    // deleting is the one step where acting on stale data would hurt.
+    let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name: name.clone(), source })?;
+    let owned = live.as_ref().filter(|d| is_controlled_by(d, shell));
+    match owned {
+        None => {
+            if live.is_some() {
+                warn!(shell = %name, "a Deployment of this name exists but is not ours; leaving it alone");
+            }
+        }
+        Some(d) if d.metadata.deletion_timestamp.is_some() => {
+            debug!(shell = %name, "Deployment still terminating");
+            return Err(Error::DeploymentTerminating(name));
+        }
+        Some(d) => {
+            // Background propagation: the Deployment goes at once; a garbage collector (if the
+            // cluster runs one) removes its ReplicaSets and pods after. Foreground would hang
+            // on a cluster without one. The uid precondition keeps us from deleting a newer
+            // Deployment of the same name.
+            let params = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Background),
+                preconditions: Some(Preconditions { uid: d.metadata.uid.clone(), resource_version: None }),
+                ..DeleteParams::default()
+            };
+            ctx.metrics.wrote("deployment_delete");
+            match api.delete(&name, &params).await {
+                Ok(either) if either.is_left() => {
+                    // Someone else's finalizer holds it: wait for the deletion event.
+                    return Err(Error::DeploymentTerminating(name));
+                }
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(source) => return Err(Error::DeleteDeployment { name, source }),
+            }
+        }
+    }
+    let note = format!("Deleted Deployment {name} and its shell pods");
+    info!(shell = %name, "{note}");
+    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reasons::DELETED, actions::DELETE, note)
+        .await;
+    Ok(Action::await_change())
+}
+
+fn is_controlled_by(deployment: &Deployment, shell: &MyOwnShell) -> bool {
+    let uid = shell.metadata.uid.as_deref();
+    deployment
+        .owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid && o.kind == names::KIND)
+}
+
+/// What to do after a failed reconcile: wait during cleanup, back off exponentially per object
+/// on real failures.
+pub fn error_policy(shell: Arc<MyOwnShell>, error: &Error, ctx: Arc<Context>) -> Action {
+    if error.is_waiting() {
+        return Action::requeue(TERMINATING_RECHECK);
+    }
+    let failures = {
+        let mut map = ctx.failures();
+        let n = map.entry(ObjectRef::from_obj(&*shell)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let delay = backoff_delay(failures);
+    warn!(shell = %shell.name_any(), namespace = ?shell.namespace(), error = %error, failures, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_failure_and_is_capped() {
+        let cases = [
+            (0, 500),
+            (1, 500),
+            (2, 1_000),
+            (3, 2_000),
+            (4, 4_000),
+            (10, 256_000),
+            (11, 300_000),
+            (40, 300_000),
+            (u32::MAX, 300_000),
+        ];
+        for (failures, millis) in cases {
+            assert_eq!(backoff_delay(failures), Duration::from_millis(millis), "after {failures} failures");
+        }
+    }
+}

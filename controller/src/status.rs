@@ -1,0 +1,347 @@
+//! `MyOwnShell` status as a pure function of the object, its Deployment and the outcome of the
+//! reconcile. Conditions follow the Kubernetes API conventions: one entry per type, CamelCase
+//! reasons, human messages, and `lastTransitionTime` that moves only when `status` flips.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING};
+use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
+
+use crate::labels;
+
+/// Condition reasons (CamelCase, stable: alerts and scripts match on them).
+pub mod reasons {
+    /// Available=True: every requested shell pod is ready.
+    pub const SHELLS_READY: &str = "ShellsReady";
+    /// Available=False: fewer shell pods are ready than requested.
+    pub const SHELLS_NOT_READY: &str = "ShellsNotReady";
+    /// Available=False, Progressing=False: `size` is 0.
+    pub const PAUSED: &str = "Paused";
+    /// Available=False: the Deployment does not exist (yet).
+    pub const DEPLOYMENT_MISSING: &str = "DeploymentMissing";
+    /// Progressing=True: the Deployment is being created, rolled out or scaled.
+    pub const ROLLING_OUT: &str = "RollingOut";
+    /// Progressing=False: the Deployment matches the spec and all its pods are ready.
+    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
+    /// Progressing=False, Degraded=True: the Deployment gave up on its rollout.
+    pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+    /// Degraded=True: the Deployment cannot create its pods (quota, admission, …).
+    pub const REPLICA_FAILURE: &str = "ReplicaFailure";
+    /// Degraded=False.
+    pub const AS_EXPECTED: &str = "AsExpected";
+}
+
+/// A failed reconcile, shown as `Degraded=True` with this reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The status `shell` should have, given its Deployment (if any) and the reconcile outcome.
+pub fn compute(
+    shell: &MyOwnShell,
+    deployment: Option<&Deployment>,
+    failure: Option<&Failure>,
+    now: &Time,
+) -> MyOwnShellStatus {
+    let name = shell.metadata.name.as_deref().unwrap_or_default();
+    let generation = shell.metadata.generation;
+    let wanted = shell.spec.size.unwrap_or(defaults::SIZE);
+    let observed = Observed::of(deployment);
+    let previous = shell.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+
+    let available = match (deployment, wanted) {
+        (None, _) => (false, reasons::DEPLOYMENT_MISSING, "the shell Deployment does not exist yet".to_owned()),
+        (Some(_), 0) => (false, reasons::PAUSED, "size is 0: no shell pods run".to_owned()),
+        (Some(_), _) if observed.ready >= wanted => {
+            (true, reasons::SHELLS_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
+        }
+        (Some(_), _) => {
+            (false, reasons::SHELLS_NOT_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
+        }
+    };
+    let progressing = if let Some(message) = &observed.deadline_exceeded {
+        (false, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
+    } else if wanted == 0 && observed.replicas == 0 && deployment.is_some() {
+        (false, reasons::PAUSED, "size is 0: nothing to roll out".to_owned())
+    } else if deployment.is_some() && observed.settled(wanted) {
+        (false, reasons::ROLLOUT_COMPLETE, format!("all {wanted} shell pods are up to date and ready"))
+    } else {
+        (
+            true,
+            reasons::ROLLING_OUT,
+            format!("{} of {wanted} shell pods are up to date and ready", observed.ready.min(observed.updated)),
+        )
+    };
+    let degraded = if let Some(f) = failure {
+        (true, f.reason, f.message.clone())
+    } else if let Some(message) = &observed.deadline_exceeded {
+        (true, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
+    } else if let Some(message) = &observed.replica_failure {
+        (true, reasons::REPLICA_FAILURE, message.clone())
+    } else {
+        (false, reasons::AS_EXPECTED, "the shells run as specified".to_owned())
+    };
+
+    let condition = |type_: &str, (status, reason, message): (bool, &str, String)| {
+        let status = if status { "True" } else { "False" }.to_owned();
+        let last_transition_time = previous
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or_else(|| now.clone());
+        Condition {
+            type_: type_.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message,
+            observed_generation: generation,
+            last_transition_time,
+        }
+    };
+    MyOwnShellStatus {
+        replicas: observed.replicas,
+        ready_replicas: observed.ready,
+        observed_generation: generation,
+        selector: Some(labels::selector_string(name)),
+        conditions: vec![
+            condition(AVAILABLE, available),
+            condition(PROGRESSING, progressing),
+            condition(DEGRADED, degraded),
+        ],
+    }
+}
+
+/// What the Deployment reports.
+#[derive(Debug, Default)]
+struct Observed {
+    replicas: i32,
+    ready: i32,
+    updated: i32,
+    /// The Deployment controller has seen the latest Deployment spec.
+    current: bool,
+    deadline_exceeded: Option<String>,
+    replica_failure: Option<String>,
+}
+
+impl Observed {
+    fn of(deployment: Option<&Deployment>) -> Self {
+        let Some(d) = deployment else { return Self::default() };
+        let Some(status) = &d.status else { return Self::default() };
+        let conditions = status.conditions.as_deref().unwrap_or_default();
+        let find = |type_: &str, status: &str, reason: Option<&str>| {
+            conditions
+                .iter()
+                .find(|c| {
+                    c.type_ == type_ && c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r))
+                })
+                .map(|c| c.message.clone().unwrap_or_else(|| format!("Deployment condition {type_} is {status}")))
+        };
+        Self {
+            replicas: status.replicas.unwrap_or(0),
+            ready: status.ready_replicas.unwrap_or(0),
+            updated: status.updated_replicas.unwrap_or(0),
+            current: status.observed_generation >= d.metadata.generation,
+            deadline_exceeded: find("Progressing", "False", Some(reasons::PROGRESS_DEADLINE_EXCEEDED)),
+            replica_failure: find("ReplicaFailure", "True", None),
+        }
+    }
+
+    /// Rolled out: the latest spec is observed, no old or surplus pods, all wanted pods ready.
+    fn settled(&self, wanted: i32) -> bool {
+        self.current && self.replicas == wanted && self.updated >= wanted && self.ready >= wanted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
+    use k8s_openapi::jiff::Timestamp;
+    use myownshell_api::MyOwnShellSpec;
+
+    use super::*;
+
+    fn time(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    fn shell(size: i32, previous: Option<MyOwnShellStatus>) -> MyOwnShell {
+        let mut s = MyOwnShell::new("web", MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() });
+        s.metadata.generation = Some(3);
+        s.status = previous;
+        s
+    }
+
+    fn deployment(generation: i64, status: Option<DeploymentStatus>) -> Deployment {
+        let mut d = Deployment::default();
+        d.metadata.generation = Some(generation);
+        d.status = status;
+        d
+    }
+
+    fn rolled(replicas: i32, updated: i32, ready: i32) -> Option<DeploymentStatus> {
+        Some(DeploymentStatus {
+            observed_generation: Some(1),
+            replicas: Some(replicas),
+            updated_replicas: Some(updated),
+            ready_replicas: Some(ready),
+            ..DeploymentStatus::default()
+        })
+    }
+
+    fn summary(status: &MyOwnShellStatus) -> Vec<(String, String, String)> {
+        status.conditions.iter().map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone())).collect()
+    }
+
+    fn triple(t: &str, s: &str, r: &str) -> (String, String, String) {
+        (t.to_owned(), s.to_owned(), r.to_owned())
+    }
+
+    #[test]
+    fn conditions_table() {
+        let failure = Failure { reason: "DeploymentApplyFailed", message: "nope".into() };
+        let deadline = Some(DeploymentStatus {
+            observed_generation: Some(1),
+            replicas: Some(2),
+            conditions: Some(vec![DeploymentCondition {
+                type_: "Progressing".into(),
+                status: "False".into(),
+                reason: Some("ProgressDeadlineExceeded".into()),
+                message: Some("ReplicaSet web-1 has timed out progressing.".into()),
+                ..DeploymentCondition::default()
+            }]),
+            ..DeploymentStatus::default()
+        });
+        type Case<'a> = (&'a str, i32, Option<Deployment>, Option<&'a Failure>, [(&'a str, &'a str, &'a str); 3]);
+        let cases: Vec<Case> = vec![
+            (
+                "no Deployment yet",
+                2,
+                None,
+                None,
+                [
+                    ("Available", "False", "DeploymentMissing"),
+                    ("Progressing", "True", "RollingOut"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "created, nothing ready",
+                2,
+                Some(deployment(1, None)),
+                None,
+                [
+                    ("Available", "False", "ShellsNotReady"),
+                    ("Progressing", "True", "RollingOut"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "all ready",
+                2,
+                Some(deployment(1, rolled(2, 2, 2))),
+                None,
+                [
+                    ("Available", "True", "ShellsReady"),
+                    ("Progressing", "False", "RolloutComplete"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "scaled up: old pods ready, new spec not yet observed",
+                3,
+                Some(deployment(2, rolled(2, 2, 2))),
+                None,
+                [
+                    ("Available", "False", "ShellsNotReady"),
+                    ("Progressing", "True", "RollingOut"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "scaled down: surplus pods still there",
+                1,
+                Some(deployment(1, rolled(2, 2, 2))),
+                None,
+                [
+                    ("Available", "True", "ShellsReady"),
+                    ("Progressing", "True", "RollingOut"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "paused",
+                0,
+                Some(deployment(1, rolled(0, 0, 0))),
+                None,
+                [
+                    ("Available", "False", "Paused"),
+                    ("Progressing", "False", "Paused"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "apply failed",
+                2,
+                Some(deployment(1, rolled(2, 2, 2))),
+                Some(&failure),
+                [
+                    ("Available", "True", "ShellsReady"),
+                    ("Progressing", "False", "RolloutComplete"),
+                    ("Degraded", "True", "DeploymentApplyFailed"),
+                ],
+            ),
+            (
+                "progress deadline exceeded",
+                2,
+                Some(deployment(1, deadline)),
+                None,
+                [
+                    ("Available", "False", "ShellsNotReady"),
+                    ("Progressing", "False", "ProgressDeadlineExceeded"),
+                    ("Degraded", "True", "ProgressDeadlineExceeded"),
+                ],
+            ),
+        ];
+        for (case, size, deployment, failure, want) in cases {
+            let status = compute(&shell(size, None), deployment.as_ref(), failure, &time(100));
+            let want: Vec<_> = want.iter().map(|(t, s, r)| triple(t, s, r)).collect();
+            assert_eq!(summary(&status), want, "{case}");
+            assert!(status.conditions.iter().all(|c| !c.message.is_empty()), "{case}: every condition explains itself");
+            assert!(status.conditions.iter().all(|c| c.observed_generation == Some(3)), "{case}");
+        }
+    }
+
+    #[test]
+    fn counts_selector_and_generation() {
+        let status = compute(&shell(2, None), Some(&deployment(1, rolled(2, 2, 1))), None, &time(100));
+        assert_eq!((status.replicas, status.ready_replicas), (2, 1));
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(
+            status.selector.as_deref(),
+            Some("app.kubernetes.io/instance=web,app.kubernetes.io/name=myownshell")
+        );
+        assert_eq!(status.conditions[0].message, "1 of 2 shell pods are ready");
+    }
+
+    #[test]
+    fn last_transition_time_moves_only_on_a_transition() {
+        let ready = Some(deployment(1, rolled(2, 2, 2)));
+        let first = compute(&shell(2, None), None, None, &time(100));
+        assert!(first.conditions.iter().all(|c| c.last_transition_time == time(100)));
+
+        // Same statuses later (a message may change): times stay.
+        let again = compute(&shell(2, Some(first.clone())), Some(&deployment(1, rolled(2, 2, 1))), None, &time(200));
+        let times: Vec<_> = again.conditions.iter().map(|c| c.last_transition_time.clone()).collect();
+        assert_eq!(times, vec![time(100), time(100), time(100)]);
+
+        // Available and Progressing flip; Degraded does not.
+        let flipped = compute(&shell(2, Some(again.clone())), ready.as_ref(), None, &time(300));
+        let times: Vec<_> = flipped.conditions.iter().map(|c| c.last_transition_time.clone()).collect();
+        assert_eq!(times, vec![time(300), time(300), time(100)]);
+
+        // Nothing changed at all: the status is equal, so the controller writes nothing.
+        assert_eq!(compute(&shell(2, Some(flipped.clone())), ready.as_ref(), None, &time(400)), flipped);
+    }
+}
