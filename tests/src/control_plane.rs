@@ -164,8 +164,12 @@ fn pem_to_der(pem: &str) -> Result<Vec<u8>, HarnessError> {
 impl ControlPlane {
     /// Start etcd and kube-apiserver, wait for `/readyz`, write a kubeconfig, install the CRD.
     pub async fn start() -> Result<Self, HarnessError> {
+        Self::start_with(assets::locate().map_err(HarnessError::Assets)?).await
+    }
+
+    /// [`ControlPlane::start`] with explicitly given binaries.
+    pub async fn start_with(assets: Assets) -> Result<Self, HarnessError> {
         let started = Instant::now();
-        let assets = assets::locate().map_err(HarnessError::Assets)?;
         let layout = Layout { dir: new_run_dir()? };
         let pki_dir = layout.path("pki");
         std::fs::create_dir_all(&pki_dir).map_err(io_err("creating the pki directory"))?;
@@ -255,9 +259,7 @@ impl ControlPlane {
     }
 
     fn write_kubeconfig(&self) -> Result<(), HarnessError> {
-        let yaml = serde_saphyr::to_string(&self.kubeconfig())
-            .map_err(|e| HarnessError::Start(format!("serializing the kubeconfig: {e}")))?;
-        write_private(&self.layout.kubeconfig(), &yaml)
+        write_kubeconfig(&self.layout.kubeconfig(), &self.kubeconfig())
     }
 
     /// An admin kubeconfig (client certificate in `system:masters`).
@@ -290,6 +292,17 @@ impl ControlPlane {
             current_context: Some(name),
             ..Kubeconfig::default()
         }
+    }
+
+    /// A kubeconfig for this control plane that authenticates with a bearer token (e.g. a
+    /// ServiceAccount's), for running a binary as that identity.
+    pub fn kubeconfig_for_token(&self, token: &str) -> Kubeconfig {
+        let mut kubeconfig = self.kubeconfig();
+        for named in &mut kubeconfig.auth_infos {
+            named.auth_info =
+                Some(AuthInfo { token: Some(SecretString::from(token.to_owned())), ..AuthInfo::default() });
+        }
+        kubeconfig
     }
 
     fn base_config(&self) -> Result<Config, HarnessError> {
@@ -427,6 +440,13 @@ impl Drop for ControlPlane {
         }
         let _ = lock(&self.etcd).stop(STOP_GRACE);
     }
+}
+
+/// Write a kubeconfig file readable by its owner only (it holds credentials).
+pub fn write_kubeconfig(path: &Path, kubeconfig: &Kubeconfig) -> Result<(), HarnessError> {
+    let yaml = serde_saphyr::to_string(kubeconfig)
+        .map_err(|e| HarnessError::Start(format!("serializing the kubeconfig: {e}")))?;
+    write_private(path, &yaml)
 }
 
 fn write_private(path: &Path, contents: &str) -> Result<(), HarnessError> {

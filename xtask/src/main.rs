@@ -2,6 +2,7 @@
 
 mod bench;
 mod crdgen;
+mod dev;
 mod envtest;
 mod progress;
 mod test;
@@ -31,6 +32,9 @@ enum Command {
         #[command(subcommand)]
         target: bench::Target,
     },
+    /// Run the operator locally: its own control plane, the webhook and the controller as real
+    /// processes; writes target/dev/env when ready; Ctrl-C stops everything.
+    Dev(dev::DevArgs),
     /// Everything CI runs: envtest binaries, crdgen --check, fmt, clippy, all tests.
     Test {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
@@ -44,6 +48,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Crdgen { check } => crdgen::run(check),
         Command::Envtest => envtest::ensure().map(|dir| println!("{}", dir.display())),
+        Command::Dev(args) => dev::run(args),
         Command::Bench { target } => bench::run(target),
         Command::Test { cargo_test_args } => test::run(&cargo_test_args),
     };

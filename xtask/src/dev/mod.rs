@@ -1,0 +1,340 @@
+//! `cargo xtask dev`: the operator on this machine, no cluster needed.
+//!
+//! Starts the harness's control plane (the very code the tests use), installs the CRD, RBAC and
+//! webhook configurations, runs `myownshell-webhook` (self-managed certificates) and
+//! `myownshell-controller` (leader election, authenticated metrics) as real processes, each
+//! with its own ServiceAccount's token, and when all is ready writes `<state dir>/env`. Ctrl-C or
+//! SIGTERM stops everything it started and removes the env file. With `--kubeconfig` or
+//! `--use-current-context` the two binaries run against that cluster instead.
+
+mod cluster;
+mod lock;
+mod logs;
+mod probe;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::Api;
+use myownshell_api::names;
+use myownshell_tests::ControlPlane;
+use myownshell_tests::assets::{self, workspace_binary};
+use myownshell_tests::process::{ManagedProcess, ProcessSpec, free_port};
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::progress::Step;
+
+const CONTROLLER: &str = "myownshell-controller";
+const WEBHOOK: &str = "myownshell-webhook";
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+#[derive(clap::Args, Debug)]
+pub struct DevArgs {
+    /// Run the two binaries against the cluster of this kubeconfig instead of a local control plane.
+    #[arg(long, conflicts_with = "use_current_context")]
+    kubeconfig: Option<PathBuf>,
+    /// Run against the current context of $KUBECONFIG (or ~/.kube/config).
+    #[arg(long)]
+    use_current_context: bool,
+    /// Where the env file, logs, kubeconfigs and the lock go.
+    #[arg(long, default_value_os_t = assets::target_dir().join("dev"))]
+    state_dir: PathBuf,
+    /// Skip `cargo build` (use binaries already built).
+    #[arg(long)]
+    no_build: bool,
+}
+
+/// A process plus what `dev` needs to know about it.
+struct Running {
+    process: ManagedProcess,
+    probe: SocketAddr,
+}
+
+pub fn run(args: DevArgs) -> anyhow::Result<()> {
+    let state_dir = std::path::absolute(&args.state_dir)?;
+    let _lock = lock::DevLock::acquire(&state_dir)?;
+    if !args.no_build {
+        build_binaries()?;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let result = runtime.block_on(run_async(&args, &state_dir));
+    let _ = std::fs::remove_file(state_dir.join("env"));
+    result
+}
+
+fn build_binaries() -> anyhow::Result<()> {
+    let step = Step::start("cargo build (controller, webhook)");
+    let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["build", "-p", CONTROLLER, "-p", WEBHOOK, "--bins"])
+        .status()
+        .context("running cargo build")?;
+    if !status.success() {
+        bail!("cargo build failed ({status})");
+    }
+    step.done();
+    Ok(())
+}
+
+async fn run_async(args: &DevArgs, state_dir: &Path) -> anyhow::Result<()> {
+    let remote = args.kubeconfig.clone().or_else(|| args.use_current_context.then(default_kubeconfig));
+    match remote {
+        Some(kubeconfig) => run_remote(&kubeconfig, state_dir).await,
+        None => run_local(state_dir).await,
+    }
+}
+
+fn default_kubeconfig() -> PathBuf {
+    std::env::var_os("KUBECONFIG")
+        .and_then(|v| std::env::split_paths(&v).next())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube/config")))
+        .unwrap_or_else(|| PathBuf::from(".kube/config"))
+}
+
+fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    // xtask runs from target/debug/xtask: its siblings are the binaries just built.
+    let exe = std::env::current_exe()?;
+    let path = exe.parent().map(|d| d.join(name)).filter(|p| assets::is_executable(p));
+    match path {
+        Some(p) => Ok(p),
+        None => workspace_binary(name).map_err(anyhow::Error::msg),
+    }
+}
+
+fn spawn(
+    name: &'static str,
+    state_dir: &Path,
+    kubeconfig: &Path,
+    args: Vec<String>,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<ManagedProcess> {
+    let log = state_dir.join(format!("{name}.log"));
+    let _ = std::fs::remove_file(&log);
+    std::fs::write(&log, "")?;
+    logs::follow(name, log.clone(), stop.clone());
+    let spec = ProcessSpec::new(name, binary(name)?, log)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("POD_NAMESPACE", cluster::SYSTEM_NAMESPACE);
+    ManagedProcess::spawn(spec).with_context(|| format!("starting {name}"))
+}
+
+async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
+    let assets_dir = tokio::task::spawn_blocking(crate::envtest::ensure).await??;
+    let found = myownshell_tests::assets::Assets {
+        kube_apiserver: assets_dir.join(myownshell_tests::assets::KUBE_APISERVER),
+        etcd: assets_dir.join(myownshell_tests::assets::ETCD),
+    };
+    let step = Step::start("starting the control plane (etcd + kube-apiserver)");
+    let cp = ControlPlane::start_with(found).await?;
+    step.done();
+
+    let port = || free_port().context("finding a free port");
+    let (webhook_port, webhook_probe, webhook_metrics) = (port()?, port()?, port()?);
+    let (controller_probe, controller_metrics) = (port()?, port()?);
+    let ids = cluster::install(&cp, state_dir, webhook_port).await?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let local = |p: u16| format!("127.0.0.1:{p}");
+    let webhook = Running {
+        process: spawn(
+            WEBHOOK,
+            state_dir,
+            &ids.webhook_kubeconfig,
+            vec![
+                format!("--webhook-port={webhook_port}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--health-probe-bind-address={}", local(webhook_probe)),
+                format!("--metrics-bind-address={}", local(webhook_metrics)),
+                format!("--namespace={}", cluster::SYSTEM_NAMESPACE),
+                // The local apiserver calls https://127.0.0.1:PORT, so the serving cert needs that SAN.
+                "--extra-san=127.0.0.1".into(),
+            ],
+            &stop,
+        )?,
+        probe: local(webhook_probe).parse()?,
+    };
+    let controller = Running {
+        process: spawn(
+            CONTROLLER,
+            state_dir,
+            &ids.controller_kubeconfig,
+            vec![
+                "--leader-elect".into(),
+                format!("--leader-election-namespace={}", cluster::SYSTEM_NAMESPACE),
+                format!("--health-probe-bind-address={}", local(controller_probe)),
+                format!("--metrics-bind-address={}", local(controller_metrics)),
+            ],
+            &stop,
+        )?,
+        probe: local(controller_probe).parse()?,
+    };
+    let mut running = vec![webhook, controller];
+    wait_ready(&mut running).await?;
+
+    let env = [
+        ("KUBECONFIG", ids.admin_kubeconfig.display().to_string()),
+        ("MYOWNSHELL_WEBHOOK_URL", format!("https://127.0.0.1:{webhook_port}")),
+        ("MYOWNSHELL_METRICS_URL", format!("https://127.0.0.1:{controller_metrics}{}", names::METRICS_PATH)),
+        ("MYOWNSHELL_WEBHOOK_METRICS_URL", format!("https://127.0.0.1:{webhook_metrics}{}", names::METRICS_PATH)),
+        ("MYOWNSHELL_METRICS_TOKEN", ids.metrics_token.clone()),
+    ];
+    write_env(state_dir, &env)?;
+    let mut pids = cp.pids();
+    pids.extend(running.iter().map(|r| r.process.pid()));
+    write_pids(state_dir, &pids)?;
+    announce(state_dir, &env, &cp);
+    let outcome = wait_for_stop(&mut running).await;
+    shutdown(running, stop);
+    drop(cp);
+    eprintln!("xtask: dev stopped; every process it started is gone");
+    outcome
+}
+
+async fn run_remote(kubeconfig: &Path, state_dir: &Path) -> anyhow::Result<()> {
+    let options = kube::config::KubeConfigOptions::default();
+    let config = kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::read_from(kubeconfig)?, &options)
+        .await
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let client = kube::Client::try_from(config)?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
+    if crds.get_opt(names::CRD_NAME).await?.is_none() {
+        bail!(
+            "the cluster in {} has no {} CRD: install it first with `kubectl apply -k config/crd`",
+            kubeconfig.display(),
+            names::CRD_NAME
+        );
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let port = || free_port().context("finding a free port");
+    let (controller_probe, controller_metrics) = (port()?, port()?);
+    let local = |p: u16| format!("127.0.0.1:{p}");
+    let controller = Running {
+        process: spawn(
+            CONTROLLER,
+            state_dir,
+            kubeconfig,
+            vec![
+                format!("--health-probe-bind-address={}", local(controller_probe)),
+                format!("--metrics-bind-address={}", local(controller_metrics)),
+            ],
+            &stop,
+        )?,
+        probe: local(controller_probe).parse()?,
+    };
+    eprintln!(
+        "xtask: the cluster's apiserver cannot call a webhook on this machine, so only the controller runs here; \
+         deploy the webhook with `kubectl apply -k config/default`"
+    );
+    let mut running = vec![controller];
+    wait_ready(&mut running).await?;
+    let env = [
+        ("KUBECONFIG", kubeconfig.display().to_string()),
+        ("MYOWNSHELL_METRICS_URL", format!("https://127.0.0.1:{controller_metrics}{}", names::METRICS_PATH)),
+    ];
+    write_env(state_dir, &env)?;
+    eprintln!("xtask: ready; `source {}/env`", state_dir.display());
+    let outcome = wait_for_stop(&mut running).await;
+    shutdown(running, stop);
+    outcome
+}
+
+async fn wait_ready(running: &mut [Running]) -> anyhow::Result<()> {
+    let step = Step::start("waiting for /readyz of every process");
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
+    loop {
+        let mut not_ready = Vec::new();
+        for r in running.iter_mut() {
+            if let Some(status) = r.process.exit_status() {
+                bail!(
+                    "{} exited ({status}) before it was ready; its log: {}\n{}",
+                    r.process.name(),
+                    r.process.log_path().display(),
+                    r.process.log_tail(20)
+                );
+            }
+            match probe::http_status(r.probe, names::READYZ_PATH).await {
+                Ok(200) => {}
+                Ok(code) => not_ready.push(format!("{}: HTTP {code}", r.process.name())),
+                Err(e) => not_ready.push(format!("{}: {e}", r.process.name())),
+            }
+        }
+        if not_ready.is_empty() {
+            step.done();
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!("not ready after {READY_TIMEOUT:?}: {}", not_ready.join(", "));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every process this run started, for whoever wants to check they are gone afterwards.
+fn write_pids(state_dir: &Path, pids: &[u32]) -> anyhow::Result<()> {
+    let text: Vec<String> = pids.iter().map(u32::to_string).collect();
+    std::fs::write(state_dir.join("pids"), text.join("\n") + "\n")?;
+    Ok(())
+}
+
+/// `export` lines; the file is private because it holds a token.
+fn write_env(state_dir: &Path, env: &[(&str, String)]) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = state_dir.join("env");
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
+    for (key, value) in env {
+        writeln!(file, "export {key}='{}'", value.replace('\'', r"'\''"))?;
+    }
+    Ok(())
+}
+
+fn announce(state_dir: &Path, env: &[(&str, String)], cp: &ControlPlane) {
+    eprintln!("\nxtask: MyOwnShell is running ({})", cp.summary());
+    for (key, value) in env {
+        let shown = if key.ends_with("TOKEN") { "<in the env file>" } else { value.as_str() };
+        eprintln!("  export {key}={shown}");
+    }
+    eprintln!(
+        "\n  source {}/env\n  kubectl apply -f config/samples/myownshell_v1alpha1_myownshell.yaml\n  \
+         curl -sk -H \"Authorization: Bearer $MYOWNSHELL_METRICS_TOKEN\" $MYOWNSHELL_METRICS_URL\n\n\
+         Logs: {}/*.log. Ctrl-C stops everything.\n",
+        state_dir.display(),
+        state_dir.display()
+    );
+}
+
+/// Until Ctrl-C / SIGTERM (Ok) or a process dies on its own (Err).
+async fn wait_for_stop(running: &mut [Running]) -> anyhow::Result<()> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ok(()),
+            _ = int.recv() => return Ok(()),
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                for r in running.iter_mut() {
+                    if let Some(status) = r.process.exit_status() {
+                        bail!("{} exited ({status}); see {}", r.process.name(), r.process.log_path().display());
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn shutdown(running: Vec<Running>, stop: Arc<AtomicBool>) {
+    // Controller first (it releases its lease), then the webhook.
+    for mut r in running.into_iter().rev() {
+        match r.process.stop(STOP_GRACE) {
+            Ok(status) => eprintln!("xtask: {} stopped ({status})", r.process.name()),
+            Err(e) => eprintln!("xtask: stopping {}: {e}", r.process.name()),
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+}
