@@ -8,6 +8,7 @@ pub mod kubectl;
 pub mod kustomize;
 pub mod namespace;
 pub mod process;
+pub mod readme;
 pub mod wait;
 
 pub use control_plane::{ControlPlane, HarnessError, shared};

@@ -3,6 +3,7 @@
 mod bench;
 mod crdgen;
 mod dev;
+mod docs;
 mod envtest;
 mod progress;
 mod test;
@@ -21,6 +22,12 @@ enum Command {
     /// Write the CRD generated from `api/` to `config/crd/` (or, with --check, fail on drift).
     Crdgen {
         /// Compare instead of writing; exit non-zero with a diff when the files are stale.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Regenerate the README's flag reference from the binaries' --help (or check it).
+    Docs {
+        /// Fail instead of writing when the README is stale.
         #[arg(long)]
         check: bool,
     },
@@ -47,6 +54,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Crdgen { check } => crdgen::run(check),
+        Command::Docs { check } => docs::run(check),
         Command::Envtest => envtest::ensure().map(|dir| println!("{}", dir.display())),
         Command::Dev(args) => dev::run(args),
         Command::Bench { target } => bench::run(target),

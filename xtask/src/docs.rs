@@ -1,0 +1,39 @@
+//! `cargo xtask docs [--check]`: regenerate the README's flag reference from each binary's
+//! `--help` (tests/tests/readme.rs fails when it drifts).
+
+use anyhow::{Context, bail};
+use myownshell_tests::assets::{workspace_binary, workspace_root};
+use myownshell_tests::readme::{DOCUMENTED_BINARIES, help_text, with_flags};
+
+pub fn run(check: bool) -> anyhow::Result<()> {
+    if !check {
+        let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["build", "--workspace", "--bins"])
+            .status()?;
+        if !status.success() {
+            bail!("cargo build failed ({status})");
+        }
+    }
+    let path = workspace_root().join("README.md");
+    let current = std::fs::read_to_string(&path).context("reading README.md")?;
+    let mut updated = current.clone();
+    for binary in DOCUMENTED_BINARIES {
+        let exe = std::env::current_exe()?.parent().map(|d| d.join(binary)).filter(|p| p.exists());
+        let exe = match exe {
+            Some(p) => p,
+            None => workspace_binary(binary).map_err(anyhow::Error::msg)?,
+        };
+        let help = help_text(&exe).map_err(anyhow::Error::msg)?;
+        updated = with_flags(&updated, binary, &help)
+            .with_context(|| format!("README.md has no <!-- flags:{binary}:start/end --> markers"))?;
+    }
+    if updated == current {
+        eprintln!("xtask: README flag reference is up to date");
+    } else if check {
+        bail!("README flag reference is stale: run `cargo xtask docs`");
+    } else {
+        std::fs::write(&path, updated)?;
+        eprintln!("xtask: README flag reference regenerated");
+    }
+    Ok(())
+}
