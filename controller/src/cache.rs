@@ -13,6 +13,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource};
 use myownshell_api::MyOwnShell;
+use tokio::sync::watch;
 
 use crate::deployment::SPEC_HASH_ANNOTATION;
 use crate::labels;
@@ -35,15 +36,44 @@ pub fn prune_deployment(deployment: &mut Deployment) {
     }
 }
 
+/// Whether a watch cache holds its first full list. kube's `Store::wait_until_ready` wakes only
+/// one waiter (the Controller already is one), so the controller keeps its own signal.
+#[derive(Clone)]
+pub struct Synced(watch::Receiver<bool>);
+
+impl Synced {
+    pub fn new() -> (watch::Sender<bool>, Self) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Self(rx))
+    }
+
+    /// Resolves once synced (`true`), or `false` if the watch was dropped before that.
+    pub async fn wait(&self) -> bool {
+        let mut rx = self.0.clone();
+        rx.wait_for(|synced| *synced).await.is_ok()
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+
 /// The `MyOwnShell` watch: pruned objects into `writer`, each applied object out.
 pub fn shell_stream(
     api: Api<MyOwnShell>,
     writer: reflector::store::Writer<MyOwnShell>,
+    synced: watch::Sender<bool>,
 ) -> impl Stream<Item = Result<MyOwnShell, watcher::Error>> + Send + 'static {
     watcher(api, watcher::Config::default().any_semantic())
         .default_backoff()
         .modify(prune_shell)
         .reflect(writer)
+        .map_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                synced.send_replace(true);
+            }
+            event
+        })
         .applied_objects()
 }
 
@@ -53,16 +83,21 @@ pub fn deployment_stream(
     api: Api<Deployment>,
     cache: DeploymentCache,
     writer: reflector::store::Writer<Deployment>,
+    synced: watch::Sender<bool>,
 ) -> impl Stream<Item = Result<Deployment, watcher::Error>> + Send + 'static {
     let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
     watcher(api, config)
         .default_backoff()
         .modify(prune_deployment)
+        .reflect(writer)
+        // After `reflect`: the store already holds what the event carries.
         .map_ok(move |event| {
             cache.observe(&event);
+            if matches!(event, watcher::Event::InitDone) {
+                synced.send_replace(true);
+            }
             event
         })
-        .reflect(writer)
         .touched_objects()
 }
 
@@ -72,12 +107,13 @@ pub fn deployment_stream(
 #[derive(Clone)]
 pub struct DeploymentCache {
     store: Store<Deployment>,
+    synced: Synced,
     recent: Arc<Mutex<HashMap<ObjectRef<Deployment>, Arc<Deployment>>>>,
 }
 
 impl DeploymentCache {
-    pub fn new(store: Store<Deployment>) -> Self {
-        Self { store, recent: Arc::default() }
+    pub fn new(store: Store<Deployment>, synced: Synced) -> Self {
+        Self { store, synced, recent: Arc::default() }
     }
 
     fn recent(&self) -> MutexGuard<'_, HashMap<ObjectRef<Deployment>, Arc<Deployment>>> {
@@ -101,19 +137,20 @@ impl DeploymentCache {
 
     /// Once the watch reports on a Deployment, the store is at least as new as our own write.
     /// A relist replaces the store wholesale (deletions during a disconnect produce no event),
-    /// so it clears the overlay too.
+    /// so its end clears the overlay too.
     fn observe(&self, event: &watcher::Event<Deployment>) {
         match event {
             watcher::Event::Apply(d) | watcher::Event::Delete(d) | watcher::Event::InitApply(d) => {
                 self.recent().remove(&ObjectRef::from_obj(d));
             }
-            watcher::Event::Init | watcher::Event::InitDone => self.recent().clear(),
+            watcher::Event::InitDone => self.recent().clear(),
+            watcher::Event::Init => {}
         }
     }
 
     /// Resolves once the first list of Deployments is in the store.
     pub async fn wait_until_ready(&self) -> bool {
-        self.store.wait_until_ready().await.is_ok()
+        self.synced.wait().await
     }
 
     pub fn len(&self) -> usize {

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::args::{Args, BindAddress};
-use crate::cache::{self, DeploymentCache};
+use crate::cache::{self, DeploymentCache, Synced};
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::metrics::Metrics;
 use crate::probes::{self, Readiness};
@@ -165,22 +165,29 @@ async fn reconcile_until(
     };
     let (shells, shell_writer) = reflector::store();
     let (deployments, deployment_writer) = reflector::store();
-    let deployment_cache = DeploymentCache::new(deployments);
+    let (shells_synced_tx, shells_synced) = Synced::new();
+    let (deployments_synced_tx, deployments_synced) = Synced::new();
+    let deployment_cache = DeploymentCache::new(deployments, deployments_synced.clone());
     let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
     let ctx = Arc::new(Context::new(client, deployment_cache.clone(), shells.clone(), recorder, metrics));
 
     let ready_when_synced = {
         let (shells, deployments) = (shells.clone(), deployment_cache.clone());
         tokio::spawn(async move {
-            if shells.wait_until_ready().await.is_ok() && deployments.wait_until_ready().await {
+            if shells_synced.wait().await && deployments_synced.wait().await {
                 readiness.set(true);
                 info!(shells = shells.len(), deployments = deployments.len(), "caches synced");
             }
         })
     };
 
-    Controller::for_stream(cache::shell_stream(shells_api, shell_writer), shells)
-        .owns_stream(cache::deployment_stream(deployments_api, deployment_cache, deployment_writer))
+    Controller::for_stream(cache::shell_stream(shells_api, shell_writer, shells_synced_tx), shells)
+        .owns_stream(cache::deployment_stream(
+            deployments_api,
+            deployment_cache,
+            deployment_writer,
+            deployments_synced_tx,
+        ))
         .with_config(controller::Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)

@@ -1,0 +1,129 @@
+//! Running the real `myownshell-controller` binary against a test control plane, and reading
+//! its probes and metrics over plain HTTP.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::assets::workspace_binary;
+use crate::control_plane::ControlPlane;
+use crate::process::{ManagedProcess, ProcessSpec, free_port};
+
+/// A controller process with its probe and metrics ports; killed when dropped.
+#[derive(Debug)]
+pub struct ControllerProcess {
+    pub process: ManagedProcess,
+    pub metrics_port: u16,
+    pub probe_port: u16,
+}
+
+impl ControllerProcess {
+    /// Start the controller binary with the control plane's admin kubeconfig, free loopback
+    /// ports, and `extra` flags (e.g. `--namespace`, `--leader-elect`). `name` names the log
+    /// file under the control plane's run directory.
+    pub fn start(cp: &ControlPlane, name: &str, extra: &[&str]) -> Result<Self, String> {
+        let binary = workspace_binary("myownshell-controller")?;
+        let metrics_port = free_port().map_err(|e| format!("free port: {e}"))?;
+        let probe_port = free_port().map_err(|e| format!("free port: {e}"))?;
+        let log = cp.layout().dir.join(format!("controller-{name}.log"));
+        let spec = ProcessSpec::new(format!("controller-{name}"), binary, log)
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig_path())
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+            .arg(format!("--health-probe-bind-address=127.0.0.1:{probe_port}"))
+            .args(extra.iter().copied())
+            .env("RUST_LOG", "info,myownshell_controller=debug");
+        let process = ManagedProcess::spawn(spec).map_err(|e| format!("starting the controller: {e}"))?;
+        Ok(Self { process, metrics_port, probe_port })
+    }
+
+    /// `GET path` on the probe port: (status code, body).
+    pub async fn probe(&self, path: &str) -> Result<(u16, String), String> {
+        http_get(self.probe_port, path).await
+    }
+
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> Result<String, String> {
+        match http_get(self.metrics_port, "/metrics").await? {
+            (200, body) => Ok(body),
+            (code, body) => Err(format!("/metrics answered {code}: {body}")),
+        }
+    }
+
+    /// One sample of `/metrics` (exact series, e.g. `myownshell_controller_leader`), 0 if absent.
+    pub async fn metric(&self, series: &str) -> Result<f64, String> {
+        Ok(metric_value(&self.metrics().await?, series).unwrap_or(0.0))
+    }
+
+    /// The last lines of the controller's log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.process.log_tail(lines)
+    }
+}
+
+/// The value of one series in Prometheus text output.
+pub fn metric_value(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let (name, value) = line.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().ok()).flatten()
+    })
+}
+
+/// A minimal HTTP/1.1 GET to 127.0.0.1:`port` (the servers under test speak plain HTTP; the
+/// harness has no HTTP client of its own).
+pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(response)
+    };
+    let response = tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| format!("GET {path} on port {port} timed out"))?
+        .map_err(|e| format!("GET {path} on port {port}: {e}"))?;
+    let text = String::from_utf8_lossy(&response);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("malformed response: {text}"))?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no status code in: {head}"))?;
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    Ok((code, if chunked { dechunk(body) } else { body.to_owned() }))
+}
+
+/// Undo `Transfer-Encoding: chunked`.
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_values() {
+        let text =
+            "# HELP x y\nmyownshell_controller_leader 1\nmyownshell_controller_writes_total{kind=\"status\"} 3\n";
+        assert_eq!(metric_value(text, "myownshell_controller_leader"), Some(1.0));
+        assert_eq!(metric_value(text, "myownshell_controller_writes_total{kind=\"status\"}"), Some(3.0));
+        assert_eq!(metric_value(text, "myownshell_controller_writes_total{kind=\"deployment\"}"), None);
+    }
+
+    #[test]
+    fn chunked_bodies() {
+        assert_eq!(dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), "hello world");
+    }
+}
