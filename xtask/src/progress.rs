@@ -26,7 +26,7 @@ impl Step {
     pub fn tick(&mut self, detail: impl FnOnce() -> String) {
         if self.last_tick.elapsed() >= self.every {
             self.last_tick = Instant::now();
-            eprintln!("xtask: {} ... {} ({})", self.name, detail(), format_duration(self.elapsed()));
+            eprintln!("xtask:   ... {} ({})", detail(), format_duration(self.elapsed()));
         }
     }
 
