@@ -6,10 +6,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource};
 use myownshell_api::MyOwnShell;
@@ -33,6 +35,42 @@ pub fn prune_deployment(deployment: &mut Deployment) {
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.retain(|k, _| k == SPEC_HASH_ANNOTATION);
+    }
+}
+
+/// Delays between watch retries: 250 ms doubling to 5 s, back to the start after any success.
+/// kube's default climbs to 30 s, which after an apiserver restart (a failed connect, then
+/// "resource version too old" while etcd compacts) left the controller blind for ~20 s; one
+/// controller relisting every 5 s at worst is no burden to an apiserver.
+#[derive(Debug, Clone)]
+pub struct WatchBackoff {
+    next: Duration,
+}
+
+impl WatchBackoff {
+    pub const MIN: Duration = Duration::from_millis(250);
+    pub const MAX: Duration = Duration::from_secs(5);
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        Self { next: Self::MIN }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let now = self.next;
+        self.next = (now * 2).min(Self::MAX);
+        Some(now)
+    }
+}
+
+impl Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        self.next = Self::MIN;
     }
 }
 
@@ -65,7 +103,7 @@ pub fn shell_stream(
     synced: watch::Sender<bool>,
 ) -> impl Stream<Item = Result<MyOwnShell, watcher::Error>> + Send + 'static {
     watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .modify(prune_shell)
         .reflect(writer)
         .map_ok(move |event| {
@@ -87,7 +125,7 @@ pub fn deployment_stream(
 ) -> impl Stream<Item = Result<Deployment, watcher::Error>> + Send + 'static {
     let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
     watcher(api, config)
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .modify(prune_deployment)
         .reflect(writer)
         // After `reflect`: the store already holds what the event carries.
@@ -170,6 +208,15 @@ mod tests {
     use myownshell_api::MyOwnShellSpec;
 
     use super::*;
+
+    #[test]
+    fn watch_backoff_doubles_to_a_cap_and_resets() {
+        let mut b = WatchBackoff::default();
+        let millis: Vec<u128> = b.by_ref().take(7).map(|d| d.as_millis()).collect();
+        assert_eq!(millis, vec![250, 500, 1000, 2000, 4000, 5000, 5000]);
+        b.reset();
+        assert_eq!(b.next(), Some(Duration::from_millis(250)));
+    }
 
     #[test]
     fn pruning_keeps_what_reconcile_reads() {

@@ -188,6 +188,8 @@ async fn reconcile_until(
             deployment_writer,
             deployments_synced_tx,
         ))
+        // The Controller backs its trigger streams off on errors too, by default up to 30 s.
+        .trigger_backoff(cache::WatchBackoff::default())
         .with_config(controller::Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)

@@ -1,0 +1,109 @@
+//! The controller process's life: killed in the middle of a cleanup and restarted, and stopped
+//! with SIGTERM.
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
+use myownshell_tests::controller_helpers::ControllerProcess;
+use myownshell_tests::{create_namespace, eventually, shared};
+use serde_json::json;
+
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// A finalizer the test puts on the Deployment to hold its deletion open, so the controller can
+/// be killed exactly between "Deployment deleted" and "finalizer removed".
+const HOLD: &str = "test.myownshell.io/hold";
+
+fn shell(name: &str) -> MyOwnShell {
+    MyOwnShell::new(name, MyOwnShellSpec { size: Some(1), ..MyOwnShellSpec::default() })
+}
+
+#[tokio::test]
+async fn a_controller_killed_mid_cleanup_is_finished_by_the_next_one() {
+    let cp = shared();
+    let client = cp.client().unwrap();
+    let ns = create_namespace(&client, "ctrl-midcleanup").await.unwrap();
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let mut first = ControllerProcess::start(cp, "midcleanup-1", &["--namespace", &ns]).unwrap();
+
+    shells.create(&PostParams::default(), &shell("iota")).await.unwrap();
+    eventually("the Deployment and the finalizer", TIMEOUT, || async {
+        let d = deployments.get_opt("iota").await.map_err(|e| e.to_string())?;
+        let s = shells.get("iota").await.map_err(|e| e.to_string())?;
+        if d.is_some() && s.finalizers().iter().any(|f| f == names::FINALIZER) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", s.finalizers()))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", first.log_tail(30)));
+    deployments
+        .patch("iota", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": [HOLD]}})))
+        .await
+        .unwrap();
+
+    shells.delete("iota", &DeleteParams::default()).await.unwrap();
+    // The controller has deleted the Deployment (it is terminating, held by HOLD) and waits.
+    eventually("the Deployment to be terminating", TIMEOUT, || async {
+        let d = deployments.get("iota").await.map_err(|e| e.to_string())?;
+        if d.metadata.deletion_timestamp.is_some() { Ok(()) } else { Err("not deleted yet".into()) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", first.log_tail(30)));
+    first.process.kill().unwrap();
+
+    // Release the Deployment: it goes; the MyOwnShell stays, its finalizer still on.
+    deployments
+        .patch("iota", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}})))
+        .await
+        .unwrap();
+    eventually("the Deployment to be gone", TIMEOUT, || async {
+        match deployments.get_opt("iota").await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(_) => Err("still there".into()),
+        }
+    })
+    .await
+    .unwrap();
+    let stuck = shells.get("iota").await.unwrap();
+    assert!(stuck.metadata.deletion_timestamp.is_some());
+    assert_eq!(stuck.finalizers(), [names::FINALIZER.to_owned()], "nobody removed the finalizer yet");
+
+    let second = ControllerProcess::start(cp, "midcleanup-2", &["--namespace", &ns]).unwrap();
+    eventually("the MyOwnShell to be gone", TIMEOUT, || async {
+        match shells.get_opt("iota").await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(s) => Err(format!("finalizers {:?}", s.finalizers())),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", second.log_tail(30)));
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_controller_with_exit_code_zero() {
+    let cp = shared();
+    let client = cp.client().unwrap();
+    let ns = create_namespace(&client, "ctrl-sigterm").await.unwrap();
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let mut controller = ControllerProcess::start(cp, "sigterm", &["--namespace", &ns]).unwrap();
+    shells.create(&PostParams::default(), &shell("kappa")).await.unwrap();
+    eventually("the Deployment", TIMEOUT, || async {
+        deployments.get_opt("kappa").await.map_err(|e| e.to_string())?.map(|_| ()).ok_or_else(|| "none".to_owned())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
+
+    // SIGTERM, and SIGKILL only if it has not exited 10 s later.
+    let status = controller.process.stop(Duration::from_secs(10)).unwrap();
+    assert!(status.success(), "exit status {status}\n{}", controller.log_tail(30));
+    assert!(controller.log_tail(5).contains("controller stopped"), "{}", controller.log_tail(30));
+}
