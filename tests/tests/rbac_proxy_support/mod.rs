@@ -264,16 +264,33 @@ impl Https {
         Self::build(None, Some(ca_pem), Some(cert))
     }
 
-    pub async fn send(&self, addr: SocketAddr, req: Request<Full<Bytes>>) -> Result<Reply, String> {
+    async fn connect<B>(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<(hyper::client::conn::http1::SendRequest<B>, tokio::task::JoinHandle<hyper::Result<()>>), String>
+    where
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
         let tls = tokio_rustls::TlsConnector::from(self.config.clone())
             .connect(ServerName::try_from("localhost").unwrap(), tcp)
             .await
             .map_err(|e| format!("TLS handshake: {e}"))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
             .await
             .map_err(|e| format!("HTTP handshake: {e}"))?;
-        let driver = tokio::spawn(conn);
+        Ok((sender, tokio::spawn(conn)))
+    }
+
+    pub async fn send<B>(&self, addr: SocketAddr, req: Request<B>) -> Result<Reply, String>
+    where
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let (mut sender, driver) = self.connect(addr).await?;
         let response = sender.send_request(req).await.map_err(|e| format!("request: {e}"))?;
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map_err(|e| format!("reading the body: {e}"))?.to_bytes();
@@ -301,6 +318,33 @@ impl Https {
             builder = builder.header(*k, *v);
         }
         self.send(addr, builder.body(Full::new(Bytes::new())).unwrap()).await
+    }
+
+    /// GET a possibly huge body without holding it: each data frame goes to `sink`.
+    pub async fn get_streaming(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        token: &str,
+        mut sink: impl FnMut(&[u8]),
+    ) -> Result<StatusCode, String> {
+        let (mut sender, driver) = self.connect(addr).await?;
+        let req = Request::get(path)
+            .header("host", "localhost")
+            .header("authorization", format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = sender.send_request(req).await.map_err(|e| format!("request: {e}"))?;
+        let status = response.status();
+        let mut body = response.into_body();
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.map_err(|e| format!("reading the body: {e}"))?.into_data() {
+                sink(&data);
+            }
+        }
+        drop(sender);
+        let _ = driver.await;
+        Ok(status)
     }
 
     /// The status of a GET, or the error text (for polling).
@@ -460,4 +504,19 @@ pub async fn wait_for_rbac(admin: &kube::Client, user: &str, groups: &[&str], pa
     })
     .await
     .unwrap();
+}
+
+/// A plain-HTTP GET (for the health port): status and body.
+pub async fn plain_get(addr: SocketAddr, path: &str) -> Result<(StatusCode, String), String> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
+    let driver = tokio::spawn(conn);
+    let req = Request::get(path).header("host", "localhost").body(Full::new(Bytes::new())).unwrap();
+    let response = sender.send_request(req).await.map_err(|e| format!("request: {e}"))?;
+    let status = response.status();
+    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+    drop(sender);
+    let _ = driver.await;
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }
