@@ -5,8 +5,34 @@
 use clap::Subcommand;
 
 #[derive(Subcommand)]
-pub enum Target {}
+pub enum Target {
+    /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
+    /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
+    Proxy {
+        /// Seconds measured per target.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// Concurrent keep-alive connections.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Size of the metrics body in bytes.
+        #[arg(long, default_value_t = 16384)]
+        body_bytes: usize,
+    },
+}
 
 pub fn run(target: Target) -> anyhow::Result<()> {
-    match target {}
+    match target {
+        Target::Proxy { seconds, concurrency, body_bytes } => {
+            let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+                .args(["bench", "--package", "myownshell-rbac-proxy", "--bench", "proxy", "--"])
+                .args(["--seconds", &seconds.to_string(), "--concurrency", &concurrency.to_string()])
+                .args(["--body-bytes", &body_bytes.to_string()])
+                .status()?;
+            if !status.success() {
+                anyhow::bail!("the proxy bench failed ({status})");
+            }
+            Ok(())
+        }
+    }
 }

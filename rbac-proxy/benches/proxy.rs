@@ -1,0 +1,282 @@
+//! `cargo xtask bench proxy`: authenticated GETs of a fixed metrics body with a warm cache,
+//! through the standalone `myownshell-rbac-proxy` (TLS + auth + forwarding) versus straight to
+//! the same upstream, in the same run at the same concurrency. Prints requests/s, p50, p99 and
+//! `ratio = proxied / direct` (requests/s).
+//!
+//! A real control plane (the test harness) issues the token and answers the one TokenReview and
+//! SubjectAccessReview the warm-up costs; after that every request is served from the caches.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a benchmark: a panic is the report
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::routing::get;
+use bytes::Bytes;
+use clap::Parser;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use kube::api::{Api, ObjectMeta, PostParams};
+use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
+use myownshell_tests::process::{ManagedProcess, ProcessSpec, free_port};
+use myownshell_tests::{ControlPlane, create_namespace, eventually, service_account_token};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+#[derive(Parser)]
+struct Args {
+    /// Seconds measured per target.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Concurrent keep-alive connections (one request in flight on each).
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Size of the metrics body.
+    #[arg(long, default_value_t = 16 * 1024)]
+    body_bytes: usize,
+    /// cargo bench passes `--bench`; accepted and ignored.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+struct Figures {
+    requests: usize,
+    elapsed: Duration,
+    p50: Duration,
+    p99: Duration,
+}
+
+impl Figures {
+    fn rate(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// A Prometheus-looking body of about `len` bytes.
+fn metrics_body(len: usize) -> Bytes {
+    let mut text = String::from("# HELP bench_series A series.\n# TYPE bench_series gauge\n");
+    let mut i = 0;
+    while text.len() < len {
+        text.push_str(&format!("bench_series{{shard=\"{i}\"}} {i}\n"));
+        i += 1;
+    }
+    text.truncate(len);
+    Bytes::from(text)
+}
+
+async fn start_upstream(body: Bytes) -> SocketAddr {
+    let app = Router::new().route("/metrics", get(move || std::future::ready(body.clone())));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// Give `ns/sa` `get` on `/metrics` and wait until RBAC says so.
+async fn grant(
+    admin: &kube::Client,
+    ns: &str,
+    sa: &str,
+    token: &str,
+    proxy: SocketAddr,
+    tls: &Arc<rustls::ClientConfig>,
+) {
+    let name = format!("{ns}-bench-metrics-reader");
+    let role = ClusterRole {
+        metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec!["/metrics".into()]),
+            verbs: vec!["get".into()],
+            ..PolicyRule::default()
+        }]),
+        ..ClusterRole::default()
+    };
+    Api::<ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.unwrap();
+    let binding = ClusterRoleBinding {
+        metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+        role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: sa.into(),
+            namespace: Some(ns.into()),
+            ..Subject::default()
+        }]),
+    };
+    Api::<ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
+    // Warm-up: the first 200 also fills the proxy's caches.
+    eventually("the proxy to answer 200", Duration::from_secs(60), || async {
+        let tcp = tokio::net::TcpStream::connect(proxy).await.map_err(|e| e.to_string())?;
+        let stream = tokio_rustls::TlsConnector::from(tls.clone())
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut conn = Connection::open(stream).await;
+        match conn.get(Some(token)).await {
+            StatusCode::OK => Ok(()),
+            other => Err(other.to_string()),
+        }
+    })
+    .await
+    .unwrap();
+}
+
+struct Connection {
+    sender: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+}
+
+impl Connection {
+    async fn open<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(stream: S) -> Self {
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(conn);
+        Self { sender }
+    }
+
+    async fn get(&mut self, token: Option<&str>) -> StatusCode {
+        self.sender.ready().await.unwrap();
+        let mut req = Request::get("/metrics").header("host", "localhost");
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let response = self.sender.send_request(req.body(Empty::new()).unwrap()).await.unwrap();
+        let status = response.status();
+        // Read the whole body: that is what a scrape costs.
+        response.into_body().collect().await.unwrap();
+        status
+    }
+}
+
+/// `concurrency` connections made by `connect`, each sending GETs back to back for `seconds`.
+async fn measure<F, Fut>(concurrency: usize, seconds: u64, token: Option<String>, connect: F) -> Figures
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Connection>,
+{
+    let mut connections = Vec::new();
+    for _ in 0..concurrency {
+        connections.push(connect().await);
+    }
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(seconds);
+    let workers = connections.into_iter().map(|mut conn| {
+        let token = token.clone();
+        tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            while Instant::now() < deadline {
+                let sent = Instant::now();
+                let status = conn.get(token.as_deref()).await;
+                assert_eq!(status, StatusCode::OK);
+                latencies.push(sent.elapsed());
+            }
+            latencies
+        })
+    });
+    let mut latencies: Vec<Duration> = Vec::new();
+    for worker in futures::future::join_all(workers).await {
+        latencies.extend(worker.unwrap());
+    }
+    let elapsed = start.elapsed();
+    latencies.sort_unstable();
+    let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    Figures { requests: latencies.len(), elapsed, p50: pct(0.50), p99: pct(0.99) }
+}
+
+fn print(name: &str, f: &Figures) {
+    println!(
+        "{name:<8} {:>10.0} req/s   p50 {:>8.2} ms   p99 {:>8.2} ms   ({} requests in {:.1?})",
+        f.rate(),
+        f.p50.as_secs_f64() * 1e3,
+        f.p99.as_secs_f64() * 1e3,
+        f.requests,
+        f.elapsed
+    );
+}
+
+fn main() {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(bench(args));
+}
+
+async fn bench(args: Args) {
+    let cp = ControlPlane::start().await.unwrap();
+    eprintln!("{}", cp.summary());
+    let admin = cp.client().unwrap();
+    let ns = create_namespace(&admin, "bench-proxy").await.unwrap();
+    let token = service_account_token(&admin, &ns, "scraper", &[], 3600).await.unwrap();
+
+    let body = metrics_body(args.body_bytes);
+    let upstream = start_upstream(body.clone()).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let ca = CertificateAuthority::generate("bench-ca", Duration::from_secs(3600)).unwrap();
+    let leaf = ca
+        .issue(&LeafSpec::server(
+            "localhost",
+            vec!["localhost".into()],
+            vec!["127.0.0.1".parse().unwrap()],
+            Duration::from_secs(3600),
+        ))
+        .unwrap();
+    let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert_file, &leaf.cert_pem).unwrap();
+    std::fs::write(&key_file, &leaf.key_pem).unwrap();
+    let proxy: SocketAddr = format!("127.0.0.1:{}", free_port().unwrap()).parse().unwrap();
+    let spec = ProcessSpec::new(
+        "myownshell-rbac-proxy",
+        env!("CARGO_BIN_EXE_myownshell-rbac-proxy"),
+        dir.path().join("proxy.log"),
+    )
+    .arg(format!("--secure-listen-address={proxy}"))
+    .arg(format!("--upstream=http://{upstream}/"))
+    .arg("--health-probe-bind-address=0")
+    .arg(format!("--kubeconfig={}", cp.kubeconfig_path().display()))
+    .arg(format!("--tls-cert-file={}", cert_file.display()))
+    .arg(format!("--tls-private-key-file={}", key_file.display()))
+    .arg("--authz-deny-cache-ttl=200ms")
+    .env("RUST_LOG", "warn");
+    let mut process = ManagedProcess::spawn(spec).unwrap();
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap()).unwrap();
+    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let tls = Arc::new(tls);
+    grant(&admin, &ns, "scraper", &token, proxy, &tls).await;
+
+    println!(
+        "rbac-proxy bench: {} B body, {} connections, {} s each, warm caches",
+        body.len(),
+        args.concurrency,
+        args.seconds
+    );
+    let direct = measure(args.concurrency, args.seconds, Some(token.clone()), || async {
+        Connection::open(tokio::net::TcpStream::connect(upstream).await.unwrap()).await
+    })
+    .await;
+    print("direct", &direct);
+    let proxied = measure(args.concurrency, args.seconds, Some(token.clone()), || {
+        let tls = tls.clone();
+        async move {
+            let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
+            let stream = tokio_rustls::TlsConnector::from(tls)
+                .connect(ServerName::try_from("localhost").unwrap(), tcp)
+                .await
+                .unwrap();
+            Connection::open(stream).await
+        }
+    })
+    .await;
+    print("proxied", &proxied);
+    println!("ratio = proxied/direct = {:.2} (target >= 0.8)", proxied.rate() / direct.rate());
+    let status = process.stop(Duration::from_secs(10)).unwrap();
+    assert!(status.success(), "the proxy exited with {status}: {}", process.log_tail(20));
+}
