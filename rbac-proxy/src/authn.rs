@@ -111,10 +111,10 @@ impl TokenAuthenticator {
     }
 
     pub async fn authenticate(&self, token: &str) -> Result<TokenOutcome, ReviewError> {
-        let expiry = jwt_expiry(token);
         let (ttl, rejected_ttl) = (self.options.ttl, self.options.rejected_ttl);
+        // Only called on a miss, so cache hits never parse the token.
         let ttl_of = move |outcome: &TokenOutcome| match outcome {
-            TokenOutcome::Authenticated(_) => authn_ttl(ttl, expiry, SystemTime::now()),
+            TokenOutcome::Authenticated(_) => authn_ttl(ttl, jwt_expiry(token), SystemTime::now()),
             TokenOutcome::Rejected => rejected_ttl,
         };
         self.cache.get_or_fetch(&TokenHash::of(token), ttl_of, || self.review(token)).await

@@ -26,6 +26,8 @@ pub enum TransportError {
     Read { path: String, source: std::io::Error },
     #[error("{path}: {source}")]
     Pem { path: String, source: TlsError },
+    #[error("{key} does not belong to {cert}: {message}")]
+    KeyMismatch { cert: String, key: String, message: String },
     #[error("--client-ca-file {path}: {message}")]
     ClientCa { path: String, message: String },
     #[error("generating a self-signed certificate: {0}")]
@@ -55,9 +57,17 @@ fn read(path: &Path) -> Result<String, TransportError> {
     std::fs::read_to_string(path).map_err(|source| TransportError::Read { path: path.display().to_string(), source })
 }
 
+/// Load a certificate and its key, refusing a pair whose key does not match (e.g. read halfway
+/// through a rotation that has replaced one file but not yet the other).
 fn load_pair(cert: &Path, key: &Path) -> Result<rustls::sign::CertifiedKey, TransportError> {
-    certified_key_from_pem(&read(cert)?, &read(key)?)
-        .map_err(|source| TransportError::Pem { path: cert.display().to_string(), source })
+    let pair = certified_key_from_pem(&read(cert)?, &read(key)?)
+        .map_err(|source| TransportError::Pem { path: cert.display().to_string(), source })?;
+    pair.keys_match().map_err(|e| TransportError::KeyMismatch {
+        cert: cert.display().to_string(),
+        key: key.display().to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(pair)
 }
 
 fn self_signed(names: &[String]) -> Result<rustls::sign::CertifiedKey, TransportError> {
@@ -148,6 +158,24 @@ mod tests {
         };
         let err = ServingTls::new(&files, &[]).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/tls.crt"), "{err}");
+    }
+
+    #[test]
+    fn a_key_from_another_certificate_is_refused() {
+        let ca = CertificateAuthority::generate("ca", SELF_SIGNED_VALIDITY).unwrap();
+        let spec = LeafSpec::server("a", vec!["a.test".into()], vec![], SELF_SIGNED_VALIDITY);
+        let (a, b) = (ca.issue(&spec).unwrap(), ca.issue(&spec).unwrap());
+        let dir = std::env::temp_dir().join(format!("rbac-proxy-keys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("tls.crt"), dir.join("tls.key"));
+        std::fs::write(&cert, &a.cert_pem).unwrap();
+        std::fs::write(&key, &b.key_pem).unwrap();
+        let err = load_pair(&cert, &key).err().map(|e| e.to_string()).unwrap_or_default();
+        std::fs::write(&key, &a.key_pem).unwrap();
+        let ok = load_pair(&cert, &key);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(err.contains("does not belong to"), "{err}");
+        assert!(ok.is_ok());
     }
 
     #[test]

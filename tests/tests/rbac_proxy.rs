@@ -15,7 +15,7 @@ use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use myownshell_rbac_proxy::config::ProxyConfig;
 use myownshell_rbac_proxy::{
-    AuthOptions, ReviewCounts, SecureServer, SecureServingOptions, ServeError, serve_secure_metrics,
+    AuthOptions, ReviewCounts, SecureServer, SecureServingOptions, ServeError, TlsFiles, serve_secure_metrics,
 };
 use myownshell_tests::process::free_port;
 use myownshell_tests::{create_namespace, eventually, service_account_token, service_account_user, shared};
@@ -147,6 +147,7 @@ async fn tokens_stop_working_when_their_bound_object_or_account_is_deleted() {
         assert_eq!(server.get("/metrics", Some(token)).await.status, StatusCode::FORBIDDEN, "authenticated, no RBAC");
     }
 
+    // kube-apiserver caches token authentication itself (10 s), so this takes about that long.
     secrets.delete("anchor", &DeleteParams::default()).await.unwrap();
     eventually("the token bound to the deleted Secret to be refused", TIMEOUT, || async {
         match server.https.status(server.addr, "/metrics", Some(&bound)).await? {
@@ -478,4 +479,40 @@ async fn serve_secure_metrics_is_one_call_and_stops_on_shutdown() {
             .await
             .unwrap_err();
     assert!(matches!(err, ServeError::Bind { .. }) && err.to_string().contains(&busy.to_string()), "{err}");
+}
+
+#[tokio::test]
+async fn rotated_certificate_files_are_served_without_a_restart() {
+    let cp = shared();
+    let admin = cp.client().unwrap();
+    let pki = ServingPki::new();
+    let options = SecureServingOptions {
+        tls: TlsFiles {
+            cert_file: Some(pki.cert_file.clone()),
+            key_file: Some(pki.key_file.clone()),
+            client_ca_file: None,
+        },
+        cert_reload_interval: Duration::from_millis(100),
+        ..SecureServingOptions::default()
+    };
+    let server = SecureServer::bind("127.0.0.1:0".parse().unwrap(), admin, metrics_router(), options).await.unwrap();
+    let addr = server.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(server.run(shutdown.clone()));
+    let before = Https::trusting(pki.ca_pem());
+    assert_unauthorized(&before.get(addr, "/metrics", None).await.unwrap(), "", "before the rotation");
+
+    // Key first, then certificate: a reload that reads in between sees a mismatched pair and
+    // keeps serving the old certificate.
+    let rotated = ServingPki::new();
+    std::fs::copy(&rotated.key_file, &pki.key_file).unwrap();
+    std::fs::copy(&rotated.cert_file, &pki.cert_file).unwrap();
+    let after = Https::trusting(rotated.ca_pem());
+    let status = eventually("the rotated certificate to be served", TIMEOUT, || after.status(addr, "/metrics", None))
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert!(before.get(addr, "/metrics", None).await.is_err(), "the old certificate is still served");
+    shutdown.cancel();
+    task.await.unwrap().unwrap();
 }
