@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -14,7 +14,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource};
-use myownshell_api::MyOwnShell;
+use myownshell_api::{MyOwnShell, MyOwnShellStatus};
 use tokio::sync::watch;
 
 use crate::deployment::SPEC_HASH_ANNOTATION;
@@ -101,12 +101,14 @@ pub fn shell_stream(
     api: Api<MyOwnShell>,
     writer: reflector::store::Writer<MyOwnShell>,
     synced: watch::Sender<bool>,
+    written: StatusMemo,
 ) -> impl Stream<Item = Result<MyOwnShell, watcher::Error>> + Send + 'static {
     watcher(api, watcher::Config::default().any_semantic())
         .backoff(WatchBackoff::default())
         .modify(prune_shell)
         .reflect(writer)
         .map_ok(move |event| {
+            written.observe(&event);
             if matches!(event, watcher::Event::InitDone) {
                 synced.send_replace(true);
             }
@@ -137,6 +139,73 @@ pub fn deployment_stream(
             event
         })
         .touched_objects()
+}
+
+/// Statuses this controller wrote that the `MyOwnShell` watch has not delivered yet. Without it,
+/// a reconcile triggered between a status write and its watch event (say, by the new
+/// Deployment) would compare against the old status and write the same status again.
+#[derive(Clone, Default)]
+pub struct StatusMemo {
+    written: Arc<Mutex<Written>>,
+}
+
+/// Each status written, and when.
+type Written = HashMap<ObjectRef<MyOwnShell>, (MyOwnShellStatus, Instant)>;
+
+impl StatusMemo {
+    /// A memo older than this is not trusted: watch events arrive in milliseconds, so an
+    /// older one means the write was overwritten or lost, and the cache decides again.
+    pub const TTL: Duration = Duration::from_secs(30);
+
+    fn written(&self) -> MutexGuard<'_, Written> {
+        self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The newest status known for `shell`: what we wrote, unless the cache already shows it
+    /// (or the memo is too old), else the cached one.
+    pub fn latest(&self, shell: &MyOwnShell) -> Option<MyOwnShellStatus> {
+        let key = ObjectRef::from_obj(shell);
+        let mut written = self.written();
+        match written.get(&key) {
+            Some((status, at)) if Some(status) != shell.status.as_ref() && at.elapsed() < Self::TTL => {
+                Some(status.clone())
+            }
+            Some(_) => {
+                written.remove(&key);
+                shell.status.clone()
+            }
+            None => shell.status.clone(),
+        }
+    }
+
+    pub fn record(&self, shell: &MyOwnShell, status: MyOwnShellStatus) {
+        self.written().insert(ObjectRef::from_obj(shell), (status, Instant::now()));
+    }
+
+    /// The watch caught up with (or went past) a write: forget it.
+    fn observe(&self, event: &watcher::Event<MyOwnShell>) {
+        match event {
+            watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
+                let key = ObjectRef::from_obj(s);
+                let mut written = self.written();
+                if written.get(&key).is_some_and(|(status, _)| Some(status) == s.status.as_ref()) {
+                    written.remove(&key);
+                }
+            }
+            watcher::Event::Delete(s) => {
+                self.written().remove(&ObjectRef::from_obj(s));
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.written().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.written().is_empty()
+    }
 }
 
 /// Owned Deployments as last seen: the watch cache, overlaid with what this controller applied
@@ -208,6 +277,34 @@ mod tests {
     use myownshell_api::MyOwnShellSpec;
 
     use super::*;
+
+    #[test]
+    fn the_status_memo_bridges_a_stale_cache_and_then_steps_aside() {
+        let memo = StatusMemo::default();
+        let mut shell = MyOwnShell::new("web", MyOwnShellSpec::default());
+        shell.metadata.namespace = Some("ns".into());
+        let old = MyOwnShellStatus { replicas: 1, ..MyOwnShellStatus::default() };
+        let new = MyOwnShellStatus { replicas: 2, ..MyOwnShellStatus::default() };
+        shell.status = Some(old.clone());
+        assert_eq!(memo.latest(&shell), Some(old.clone()), "nothing written: the cache");
+
+        memo.record(&shell, new.clone());
+        assert_eq!(memo.latest(&shell), Some(new.clone()), "the cache is behind our write");
+
+        let mut caught_up = shell.clone();
+        caught_up.status = Some(new.clone());
+        memo.observe(&watcher::Event::Apply(caught_up.clone()));
+        assert!(memo.is_empty(), "the watch delivered our write");
+        assert_eq!(memo.latest(&caught_up), Some(new.clone()));
+
+        memo.record(&shell, new.clone());
+        assert_eq!(memo.latest(&caught_up), Some(new), "equal to the cache: the memo goes");
+        assert!(memo.is_empty());
+
+        memo.record(&shell, old);
+        memo.observe(&watcher::Event::Delete(shell));
+        assert!(memo.is_empty(), "deleted objects leave no memo");
+    }
 
     #[test]
     fn watch_backoff_doubles_to_a_cap_and_resets() {

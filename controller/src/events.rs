@@ -28,22 +28,60 @@ pub mod actions {
     pub const RECONCILE: &str = "Reconcile";
 }
 
-/// Publish an event about `shell`. Events are best effort: a failure is logged, never returned,
-/// so a full event quota cannot stop reconciliation.
-pub async fn publish(
+/// The events.k8s.io API refuses notes longer than 1 kB; an apiserver error can be longer.
+const MAX_NOTE_BYTES: usize = 1024;
+
+/// `text` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
+fn truncate(mut text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    text.push('…');
+    text
+}
+
+/// Publish an event about `shell` without waiting for it. Events are best effort, as in
+/// client-go's broadcaster: a failure is logged, never returned (a full event quota must not
+/// stop reconciliation), and the reconcile does not wait for the API call.
+pub fn publish(
     recorder: &Recorder,
     metrics: &Metrics,
     shell: &MyOwnShell,
     type_: EventType,
-    reason: &str,
-    action: &str,
+    reason: &'static str,
+    action: &'static str,
     note: String,
 ) {
     let reference = shell.object_ref(&());
+    let note = truncate(note, MAX_NOTE_BYTES);
     let event =
         Event { type_, reason: reason.to_owned(), note: Some(note), action: action.to_owned(), secondary: None };
     metrics.wrote("event");
-    if let Err(e) = recorder.publish(&event, &reference).await {
-        warn!(error = %e, reason, object = ?reference.name, "could not publish an event");
+    let recorder = recorder.clone();
+    tokio::spawn(async move {
+        if let Err(e) = recorder.publish(&event, &reference).await {
+            warn!(error = %e, reason, object = ?reference.name, "could not publish an event");
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_fit_the_api_limit() {
+        let cases = [("short", 10, "short"), ("exactly10!", 10, "exactly10!"), ("0123456789abc", 10, "0123456…")];
+        for (text, max, want) in cases {
+            assert_eq!(truncate(text.to_owned(), max), want);
+        }
+        let long = "é".repeat(2000);
+        let cut = truncate(long, MAX_NOTE_BYTES);
+        assert!(cut.len() <= MAX_NOTE_BYTES && cut.ends_with('…'), "{}", cut.len());
     }
 }

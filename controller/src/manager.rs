@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::args::{Args, BindAddress};
-use crate::cache::{self, DeploymentCache, Synced};
+use crate::cache::{self, DeploymentCache, StatusMemo, Synced};
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::metrics::Metrics;
 use crate::probes::{self, Readiness};
@@ -169,7 +169,9 @@ async fn reconcile_until(
     let (deployments_synced_tx, deployments_synced) = Synced::new();
     let deployment_cache = DeploymentCache::new(deployments, deployments_synced.clone());
     let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
-    let ctx = Arc::new(Context::new(client, deployment_cache.clone(), shells.clone(), recorder, metrics));
+    let statuses = StatusMemo::default();
+    let ctx =
+        Arc::new(Context::new(client, deployment_cache.clone(), shells.clone(), recorder, metrics, statuses.clone()));
 
     let ready_when_synced = {
         let (shells, deployments) = (shells.clone(), deployment_cache.clone());
@@ -181,7 +183,7 @@ async fn reconcile_until(
         })
     };
 
-    Controller::for_stream(cache::shell_stream(shells_api, shell_writer, shells_synced_tx), shells)
+    Controller::for_stream(cache::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses), shells)
         .owns_stream(cache::deployment_stream(
             deployments_api,
             deployment_cache,

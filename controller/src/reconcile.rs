@@ -17,7 +17,7 @@ use myownshell_api::{MyOwnShell, defaults, names};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use crate::cache::DeploymentCache;
+use crate::cache::{DeploymentCache, StatusMemo};
 use crate::deployment;
 use crate::error::{Error, api_message};
 use crate::events::{self, actions, reasons};
@@ -31,6 +31,7 @@ pub struct Context {
     pub shells: Store<MyOwnShell>,
     pub recorder: Recorder,
     pub metrics: Metrics,
+    pub statuses: StatusMemo,
     /// Consecutive failures per object, for the per-object exponential backoff.
     failures: Mutex<HashMap<ObjectRef<MyOwnShell>, u32>>,
 }
@@ -42,8 +43,9 @@ impl Context {
         shells: Store<MyOwnShell>,
         recorder: Recorder,
         metrics: Metrics,
+        statuses: StatusMemo,
     ) -> Self {
-        Self { client, deployments, shells, recorder, metrics, failures: Mutex::default() }
+        Self { client, deployments, shells, recorder, metrics, statuses, failures: Mutex::default() }
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<MyOwnShell>, u32>> {
@@ -109,13 +111,20 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         Err(e) => (live, Some(e)),
     };
     let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
-    let status = status::compute(shell, current.as_deref(), failure.as_ref(), &Time(Timestamp::now()));
-    let status_written = if shell.status.as_ref() != Some(&status) {
+    let previous = ctx.statuses.latest(shell);
+    let status =
+        status::compute(shell, previous.as_ref(), current.as_deref(), failure.as_ref(), &Time(Timestamp::now()));
+    let status_written = if previous.as_ref() != Some(&status) {
         ctx.metrics.wrote("status");
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+        let written = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
             .await
             .map(|_| ())
-            .map_err(Error::WriteStatus)
+            .map_err(Error::WriteStatus);
+        if written.is_ok() {
+            ctx.statuses.record(shell, status);
+        }
+        written
     } else {
         Ok(())
     };
@@ -131,8 +140,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
             reasons::RECONCILE_FAILED,
             actions::RECONCILE,
             note,
-        )
-        .await;
+        );
         return Err(e);
     }
     status_written?;
@@ -174,7 +182,7 @@ async fn ensure_deployment(
         Some(_) => (reasons::UPDATED, format!("Updated Deployment {name} to match the spec")),
     };
     info!(shell = %name, reason, "{note}");
-    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reason, actions::APPLY, note).await;
+    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reason, actions::APPLY, note);
     Ok(Some(ctx.deployments.record_applied(applied)))
 }
 
@@ -222,8 +230,7 @@ async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     }
     let note = format!("Deleted Deployment {name} and its shell pods");
     info!(shell = %name, "{note}");
-    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reasons::DELETED, actions::DELETE, note)
-        .await;
+    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reasons::DELETED, actions::DELETE, note);
     Ok(Action::await_change())
 }
 

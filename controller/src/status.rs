@@ -39,8 +39,10 @@ pub struct Failure {
 }
 
 /// The status `shell` should have, given its Deployment (if any) and the reconcile outcome.
+/// `previous` is the latest status known (condition transition times carry over from it).
 pub fn compute(
     shell: &MyOwnShell,
+    previous: Option<&MyOwnShellStatus>,
     deployment: Option<&Deployment>,
     failure: Option<&Failure>,
     now: &Time,
@@ -49,7 +51,7 @@ pub fn compute(
     let generation = shell.metadata.generation;
     let wanted = shell.spec.size.unwrap_or(defaults::SIZE);
     let observed = Observed::of(deployment);
-    let previous = shell.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let previous = previous.map(|s| s.conditions.as_slice()).unwrap_or_default();
 
     let available = match (deployment, wanted) {
         (None, _) => (false, reasons::DEPLOYMENT_MISSING, "the shell Deployment does not exist yet".to_owned()),
@@ -166,10 +168,9 @@ mod tests {
         Time(Timestamp::from_second(secs).unwrap())
     }
 
-    fn shell(size: i32, previous: Option<MyOwnShellStatus>) -> MyOwnShell {
+    fn shell(size: i32) -> MyOwnShell {
         let mut s = MyOwnShell::new("web", MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() });
         s.metadata.generation = Some(3);
-        s.status = previous;
         s
     }
 
@@ -305,7 +306,7 @@ mod tests {
             ),
         ];
         for (case, size, deployment, failure, want) in cases {
-            let status = compute(&shell(size, None), deployment.as_ref(), failure, &time(100));
+            let status = compute(&shell(size), None, deployment.as_ref(), failure, &time(100));
             let want: Vec<_> = want.iter().map(|(t, s, r)| triple(t, s, r)).collect();
             assert_eq!(summary(&status), want, "{case}");
             assert!(status.conditions.iter().all(|c| !c.message.is_empty()), "{case}: every condition explains itself");
@@ -315,7 +316,7 @@ mod tests {
 
     #[test]
     fn counts_selector_and_generation() {
-        let status = compute(&shell(2, None), Some(&deployment(1, rolled(2, 2, 1))), None, &time(100));
+        let status = compute(&shell(2), None, Some(&deployment(1, rolled(2, 2, 1))), None, &time(100));
         assert_eq!((status.replicas, status.ready_replicas), (2, 1));
         assert_eq!(status.observed_generation, Some(3));
         assert_eq!(
@@ -328,20 +329,20 @@ mod tests {
     #[test]
     fn last_transition_time_moves_only_on_a_transition() {
         let ready = Some(deployment(1, rolled(2, 2, 2)));
-        let first = compute(&shell(2, None), None, None, &time(100));
+        let first = compute(&shell(2), None, None, None, &time(100));
         assert!(first.conditions.iter().all(|c| c.last_transition_time == time(100)));
 
         // Same statuses later (a message may change): times stay.
-        let again = compute(&shell(2, Some(first.clone())), Some(&deployment(1, rolled(2, 2, 1))), None, &time(200));
+        let again = compute(&shell(2), Some(&first), Some(&deployment(1, rolled(2, 2, 1))), None, &time(200));
         let times: Vec<_> = again.conditions.iter().map(|c| c.last_transition_time.clone()).collect();
         assert_eq!(times, vec![time(100), time(100), time(100)]);
 
         // Available and Progressing flip; Degraded does not.
-        let flipped = compute(&shell(2, Some(again.clone())), ready.as_ref(), None, &time(300));
+        let flipped = compute(&shell(2), Some(&again), ready.as_ref(), None, &time(300));
         let times: Vec<_> = flipped.conditions.iter().map(|c| c.last_transition_time.clone()).collect();
         assert_eq!(times, vec![time(300), time(300), time(100)]);
 
         // Nothing changed at all: the status is equal, so the controller writes nothing.
-        assert_eq!(compute(&shell(2, Some(flipped.clone())), ready.as_ref(), None, &time(400)), flipped);
+        assert_eq!(compute(&shell(2), Some(&flipped), ready.as_ref(), None, &time(400)), flipped);
     }
 }

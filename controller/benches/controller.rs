@@ -1,0 +1,207 @@
+//! `cargo xtask bench controller [--objects N] [--concurrency C]`
+//!
+//! On a private test control plane (real etcd + kube-apiserver), in one run:
+//! - floor: create N Deployments directly (the very objects the controller would build), C at a
+//!   time, with one client: the apiserver-bound cost of the writes the controller must cause;
+//! - controller: start the real controller binary (release build, `--concurrency C`), create N
+//!   `MyOwnShell`s C at a time with the same kind of client, and stop the clock when all N
+//!   Deployments exist and all N statuses report the current generation.
+//!
+//! Prints both times, `ratio = controller/floor`, and the controller process's peak RSS (VmHWM).
+
+// A benchmark reports failures by panicking, like a test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use myownshell_api::{MyOwnShell, MyOwnShellSpec};
+use myownshell_controller::deployment;
+use myownshell_tests::controller_helpers::http_get;
+use myownshell_tests::process::{ManagedProcess, ProcessSpec, free_port};
+use myownshell_tests::{ControlPlane, create_namespace, eventually};
+
+const DEADLINE: Duration = Duration::from_secs(600);
+
+struct Options {
+    objects: usize,
+    concurrency: usize,
+}
+
+fn options() -> Options {
+    let mut options = Options { objects: 1000, concurrency: 16 };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let value = || args.get(i + 1).and_then(|v| v.parse::<usize>().ok()).filter(|v| *v > 0);
+        match args[i].as_str() {
+            "--objects" => options.objects = value().unwrap_or_else(|| usage("--objects needs a positive number")),
+            "--concurrency" => {
+                options.concurrency = value().unwrap_or_else(|| usage("--concurrency needs a positive number"))
+            }
+            // `cargo bench` passes `--bench`; nothing else is expected.
+            "--bench" => {
+                i += 1;
+                continue;
+            }
+            other => usage(&format!("unknown argument {other:?}")),
+        }
+        i += 2;
+    }
+    options
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!("{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C]");
+    std::process::exit(2)
+}
+
+fn shell(i: usize) -> MyOwnShell {
+    MyOwnShell::new(&format!("shell-{i:05}"), MyOwnShellSpec { size: Some(1), ..MyOwnShellSpec::default() })
+}
+
+/// Create `n` objects, `concurrency` at a time.
+async fn create_all<K, F>(api: &Api<K>, n: usize, concurrency: usize, make: F)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    F: Fn(usize) -> K,
+{
+    futures::stream::iter((0..n).map(|i| {
+        let object = make(i);
+        async move { api.create(&PostParams::default(), &object).await.map(|_| ()) }
+    }))
+    .buffer_unordered(concurrency)
+    .try_collect::<Vec<()>>()
+    .await
+    .unwrap();
+}
+
+async fn floor(client: Client, ns: &str, options: &Options) -> Duration {
+    let deployments: Api<Deployment> = Api::namespaced(client, ns);
+    let start = Instant::now();
+    create_all(&deployments, options.objects, options.concurrency, |i| {
+        let mut s = shell(i);
+        s.metadata.namespace = Some(ns.to_owned());
+        s.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
+        deployment::desired(&s).unwrap()
+    })
+    .await;
+    start.elapsed()
+}
+
+/// Resolves when `n` Deployments exist and `n` MyOwnShells report their current generation.
+async fn converged(client: Client, ns: String, n: usize) {
+    let deployments = watcher(Api::<Deployment>::namespaced(client.clone(), &ns), watcher::Config::default());
+    let shells = watcher(Api::<MyOwnShell>::namespaced(client, &ns), watcher::Config::default());
+    let mut seen_deployments = HashSet::new();
+    let mut settled_shells = HashSet::new();
+    let mut events = futures::stream::select(
+        deployments.map_ok(|e| (Some(e), None)).boxed(),
+        shells.map_ok(|e| (None, Some(e))).boxed(),
+    );
+    while seen_deployments.len() < n || settled_shells.len() < n {
+        match events.next().await {
+            Some(Ok((Some(watcher::Event::Apply(d) | watcher::Event::InitApply(d)), _))) => {
+                seen_deployments.insert(d.name_any());
+            }
+            Some(Ok((_, Some(watcher::Event::Apply(s) | watcher::Event::InitApply(s))))) => {
+                let current = s.status.as_ref().and_then(|st| st.observed_generation) == s.metadata.generation;
+                if current && s.status.as_ref().is_some_and(|st| !st.conditions.is_empty()) {
+                    settled_shells.insert(s.name_any());
+                }
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => panic!("watch failed: {e}"),
+            None => panic!("watch ended"),
+        }
+    }
+}
+
+/// Peak resident set size of a process, from /proc (kB → MiB).
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(f64::NAN);
+    kb / 1024.0
+}
+
+async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> (Duration, f64) {
+    let probe_port = free_port().unwrap();
+    let metrics_port = free_port().unwrap();
+    let log = cp.layout().dir.join("controller-bench.log");
+    let spec = ProcessSpec::new("controller", env!("CARGO_BIN_EXE_myownshell-controller"), &log)
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig_path())
+        .arg(format!("--namespace={ns}"))
+        .arg(format!("--concurrency={}", options.concurrency))
+        .arg(format!("--health-probe-bind-address=127.0.0.1:{probe_port}"))
+        .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+        .env("RUST_LOG", "warn");
+    let mut controller = ManagedProcess::spawn(spec).unwrap();
+    eventually("the controller to be ready", Duration::from_secs(30), || async {
+        match http_get(probe_port, "/readyz").await? {
+            (200, _) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(20)));
+
+    let client = cp.client().unwrap();
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+    let start = Instant::now();
+    let done = tokio::spawn(converged(cp.client().unwrap(), ns.to_owned(), options.objects));
+    create_all(&shells, options.objects, options.concurrency, shell).await;
+    tokio::time::timeout(DEADLINE, done)
+        .await
+        .unwrap_or_else(|_| panic!("not converged after {DEADLINE:?}\n{}", controller.log_tail(20)))
+        .unwrap();
+    let took = start.elapsed();
+    let rss = peak_rss_mib(controller.pid());
+    // What the controller did to get there, from its own counters.
+    if let Ok((200, text)) = http_get(metrics_port, "/metrics").await {
+        for line in text.lines().filter(|l| {
+            l.starts_with("myownshell_controller_writes_total")
+                || l.starts_with("myownshell_controller_reconciles_total")
+        }) {
+            println!("  {line}");
+        }
+    }
+    assert!(controller.is_running(), "the controller died:\n{}", controller.log_tail(20));
+    controller.stop(Duration::from_secs(10)).unwrap();
+    (took, rss)
+}
+
+fn main() {
+    let options = options();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let cp = ControlPlane::start().await.unwrap_or_else(|e| panic!("control plane: {e}"));
+        eprintln!("{}", cp.summary());
+        let client = cp.client().unwrap();
+        let floor_ns = create_namespace(&client, "bench-floor").await.unwrap();
+        let ctrl_ns = create_namespace(&client, "bench-controller").await.unwrap();
+
+        let n = options.objects;
+        let floor = floor(client, &floor_ns, &options).await;
+        let (controller, rss) = with_controller(&cp, &ctrl_ns, &options).await;
+        let per_sec = |d: Duration| n as f64 / d.as_secs_f64();
+        println!("controller bench: {n} objects, concurrency {}", options.concurrency);
+        println!("  floor: {n} Deployments created directly      {floor:>10.2?}  ({:.0}/s)", per_sec(floor));
+        println!(
+            "  controller: {n} MyOwnShells -> Deployments + status {controller:>10.2?}  ({:.0}/s)",
+            per_sec(controller)
+        );
+        println!("  ratio = controller/floor = {:.2}", controller.as_secs_f64() / floor.as_secs_f64());
+        println!("  controller peak RSS (VmHWM) = {rss:.1} MiB");
+    });
+}
