@@ -27,6 +27,10 @@
 //! serve_secure_metrics(bind, client, metrics, SecureServingOptions::default(), shutdown).await
 //! # }
 //! ```
+//! Binaries can `#[command(flatten)]` [`MetricsAuthArgs`] into their clap `Args` and pass
+//! `args.metrics.serving_options()`, so both offer the same `--metrics-cert-path`,
+//! `--metrics-client-ca-file`, `--metrics-auth-token-audiences` and cache-lifetime flags.
+//!
 //! The kube client's identity needs `create` on `tokenreviews.authentication.k8s.io` and
 //! `subjectaccessreviews.authorization.k8s.io` (the `system:auth-delegator` ClusterRole);
 //! scrapers need `get` on the non-resource URL `/metrics`.
@@ -46,6 +50,7 @@ pub mod config;
 pub mod duration;
 pub mod health;
 pub mod layer;
+pub mod metrics_args;
 pub mod paths;
 pub mod proxy;
 pub mod secure_server;
@@ -55,6 +60,7 @@ pub mod transport;
 pub mod user;
 
 pub use layer::{AuthOptions, IdentityHeaders, RbacAuth, ReviewCounts};
+pub use metrics_args::MetricsAuthArgs;
 pub use secure_server::{SecureServer, SecureServingOptions, ServeError, serve_secure_metrics};
 pub use transport::TlsFiles;
 pub use user::{AuthMethod, AuthenticatedUser};
