@@ -223,3 +223,69 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         None => Ok(serve.await?),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(extra: &[&str]) -> Result<Plan, String> {
+        let mut argv = vec!["myownshell-rbac-proxy", "--upstream=http://127.0.0.1:8080/"];
+        argv.extend_from_slice(extra);
+        Args::try_parse_from(argv).map_err(|e| e.to_string())?.plan().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_match_kube_rbac_proxy() {
+        let plan = plan(&[]).unwrap();
+        assert_eq!(plan.health, Some("0.0.0.0:8081".parse().unwrap()));
+        let auth = &plan.serving.auth;
+        assert!(auth.token_audiences.is_empty() && auth.identity_headers.is_none());
+        assert!(auth.allow_paths.is_empty() && auth.ignore_paths.is_empty());
+        assert_eq!(auth.authz_cache.allow_ttl, Duration::from_secs(300));
+        assert_eq!(auth.authz_cache.deny_ttl, Duration::from_secs(30));
+        assert!(plan.serving.tls.cert_file.is_none() && plan.serving.tls.client_ca_file.is_none());
+    }
+
+    #[test]
+    fn flags_reach_the_options() {
+        let plan = plan(&[
+            "--auth-token-audiences=a,b",
+            "--client-ca-file=/ca.pem",
+            "--tls-cert-file=/tls.crt",
+            "--tls-private-key-file=/tls.key",
+            "--auth-header-fields-enabled",
+            "--auth-header-user-field-name=x-user",
+            "--ignore-paths=/healthz,/debug/*",
+            "--health-probe-bind-address=0",
+            "--authz-allow-cache-ttl=1m",
+        ])
+        .unwrap();
+        let auth = &plan.serving.auth;
+        assert_eq!(auth.token_audiences, vec!["a", "b"]);
+        assert_eq!(plan.serving.tls.client_ca_file.as_deref(), Some(std::path::Path::new("/ca.pem")));
+        assert_eq!(plan.serving.tls.key_file.as_deref(), Some(std::path::Path::new("/tls.key")));
+        let headers = auth.identity_headers.as_ref().unwrap();
+        assert_eq!((headers.user.as_str(), headers.groups.as_str()), ("x-user", "x-remote-groups"));
+        assert!(auth.ignore_paths.matches("/debug/pprof") && !auth.ignore_paths.matches("/metrics"));
+        assert_eq!(plan.health, None);
+        assert_eq!(auth.authz_cache.allow_ttl, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_flags_name_the_flag() {
+        let cases: [(&[&str], &str); 6] = [
+            (&["--allow-paths=/a", "--ignore-paths=/b"], "cannot be used together"),
+            (&["--ignore-paths=x"], "--ignore-paths: path pattern \"x\""),
+            (&["--auth-header-fields-enabled", "--auth-header-groups-field-name=bad name"], "--auth-header-groups"),
+            (&["--health-probe-bind-address=localhost"], "--health-probe-bind-address"),
+            (&["--config-file=/nonexistent/config.yaml"], "/nonexistent/config.yaml"),
+            (&["--tls-private-key-file=/k"], "--tls-cert-file"),
+        ];
+        for (args, want) in cases {
+            let err = plan(args).err().unwrap_or_default();
+            assert!(err.contains(want), "{args:?}: {err}");
+        }
+        let err = Args::try_parse_from(["p", "--upstream=ftp://x/"]).unwrap().plan().err().unwrap().to_string();
+        assert!(err.contains("only http://"), "{err}");
+    }
+}
