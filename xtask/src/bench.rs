@@ -19,6 +19,17 @@ pub enum Target {
         #[arg(long, default_value_t = 16384)]
         body_bytes: usize,
     },
+    /// N MyOwnShells through the real controller binary to Deployments and statuses, against
+    /// creating the same N Deployments directly; ratio and the controller's peak RSS
+    /// (`controller/benches/controller.rs`).
+    Controller {
+        /// Objects per run.
+        #[arg(long, default_value_t = 1000)]
+        objects: usize,
+        /// Client concurrency, and the controller's `--concurrency`.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+    },
 }
 
 pub fn run(target: Target) -> anyhow::Result<()> {
@@ -31,6 +42,16 @@ pub fn run(target: Target) -> anyhow::Result<()> {
                 .status()?;
             if !status.success() {
                 anyhow::bail!("the proxy bench failed ({status})");
+            }
+            Ok(())
+        }
+        Target::Controller { objects, concurrency } => {
+            let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+                .args(["bench", "--package", "myownshell-controller", "--bench", "controller", "--"])
+                .args(["--objects", &objects.to_string(), "--concurrency", &concurrency.to_string()])
+                .status()?;
+            if !status.success() {
+                anyhow::bail!("the controller bench failed ({status})");
             }
             Ok(())
         }
