@@ -122,18 +122,19 @@ async fn converged(client: Client, ns: String, n: usize) {
     }
 }
 
-/// Peak resident set size of a process, from /proc (kB → MiB).
-fn peak_rss_mib(pid: u32) -> f64 {
+/// A memory figure of a process from /proc/PID/status (`VmRSS:` now, `VmHWM:` peak), in MiB.
+fn rss_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let kb: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(f64::NAN);
     kb / 1024.0
 }
 
-async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> (Duration, f64) {
+/// (time to converge, RSS when ready with nothing to do, peak RSS) in MiB.
+async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> (Duration, f64, f64) {
     let probe_port = free_port().unwrap();
     let metrics_port = free_port().unwrap();
     let log = cp.layout().dir.join("controller-bench.log");
@@ -155,6 +156,7 @@ async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> (Dur
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(20)));
 
+    let idle = rss_mib(controller.pid(), "VmRSS:");
     let client = cp.client().unwrap();
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
@@ -165,7 +167,7 @@ async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> (Dur
         .unwrap_or_else(|_| panic!("not converged after {DEADLINE:?}\n{}", controller.log_tail(20)))
         .unwrap();
     let took = start.elapsed();
-    let rss = peak_rss_mib(controller.pid());
+    let rss = rss_mib(controller.pid(), "VmHWM:");
     // What the controller did to get there, from its own counters.
     if let Ok((200, text)) = http_get(metrics_port, "/metrics").await {
         for line in text.lines().filter(|l| {
@@ -177,7 +179,7 @@ async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> (Dur
     }
     assert!(controller.is_running(), "the controller died:\n{}", controller.log_tail(20));
     controller.stop(Duration::from_secs(10)).unwrap();
-    (took, rss)
+    (took, idle, rss)
 }
 
 fn main() {
@@ -193,7 +195,7 @@ fn main() {
 
         let n = options.objects;
         let floor = floor(client, &floor_ns, &options).await;
-        let (controller, rss) = with_controller(&cp, &ctrl_ns, &options).await;
+        let (controller, idle, rss) = with_controller(&cp, &ctrl_ns, &options).await;
         let per_sec = |d: Duration| n as f64 / d.as_secs_f64();
         println!("controller bench: {n} objects, concurrency {}", options.concurrency);
         println!("  floor: {n} Deployments created directly      {floor:>10.2?}  ({:.0}/s)", per_sec(floor));
@@ -202,6 +204,6 @@ fn main() {
             per_sec(controller)
         );
         println!("  ratio = controller/floor = {:.2}", controller.as_secs_f64() / floor.as_secs_f64());
-        println!("  controller peak RSS (VmHWM) = {rss:.1} MiB");
+        println!("  controller RSS idle = {idle:.1} MiB, peak (VmHWM) = {rss:.1} MiB");
     });
 }

@@ -56,8 +56,26 @@ pub async fn client(args: &Args) -> Result<Client, RunError> {
 /// Run until `shutdown` is cancelled (then finish in-flight reconciles, release the lease and
 /// return `Ok`) or leadership is lost (then stop at once and return `Err`).
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
+    // Bad flags fail before anything connects.
+    if args.leader_elect {
+        leader_config(&args)?;
+    }
     let client = client(&args).await?;
     run_with_client(args, client, shutdown).await
+}
+
+/// The leader-election settings from the flags, checked.
+fn leader_config(args: &Args) -> Result<LeaderConfig, RunError> {
+    let config = LeaderConfig {
+        lease_name: args.leader_election_id.clone(),
+        namespace: args.lease_namespace(),
+        identity: default_identity(),
+        lease_duration: args.lease_duration,
+        renew_deadline: args.renew_deadline,
+        retry_period: args.retry_period,
+    };
+    config.validate()?;
+    Ok(config)
 }
 
 /// [`run`] with a ready client (tests and `cargo xtask dev` pass their own).
@@ -95,15 +113,7 @@ async fn elect_and_reconcile(
         reconcile_until(args, client, metrics, readiness, shutdown.clone().cancelled_owned()).await;
         return Ok(());
     }
-    let config = LeaderConfig {
-        lease_name: args.leader_election_id.clone(),
-        namespace: args.lease_namespace(),
-        identity: default_identity(),
-        lease_duration: args.lease_duration,
-        renew_deadline: args.renew_deadline,
-        retry_period: args.retry_period,
-    };
-    config.validate()?;
+    let config = leader_config(args)?;
     let mut elector = LeaderElector::new(client.clone(), config);
     // A standby is ready: it serves its purpose by waiting.
     readiness.set(true);
