@@ -105,7 +105,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let name = shell.name_any();
     let namespace = shell.namespace().unwrap_or_default();
     let live = ctx.deployments.get(&namespace, &name);
-    let outcome = ensure_deployment(shell, live.as_deref(), ctx).await;
+    let outcome = ensure_deployment(shell, live.as_ref(), ctx).await;
     let (current, error) = match outcome {
         Ok(current) => (current, None),
         Err(e) => (live, Some(e)),
@@ -158,13 +158,13 @@ fn failure_message(e: &Error) -> String {
 /// Deployment as it is now.
 async fn ensure_deployment(
     shell: &MyOwnShell,
-    live: Option<&Deployment>,
+    live: Option<&Arc<Deployment>>,
     ctx: &Context,
 ) -> Result<Option<Arc<Deployment>>, Error> {
     let desired = deployment::desired(shell)?;
-    if !deployment::needs_apply(&desired, live) {
+    if !deployment::needs_apply(&desired, live.map(|d| &**d)) {
         debug!(shell = %shell.name_any(), "Deployment up to date; nothing to write");
-        return Ok(live.map(|d| Arc::new(d.clone())));
+        return Ok(live.cloned());
     }
     let name = shell.name_any();
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
