@@ -196,12 +196,12 @@ async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     // deleting is the one step where acting on stale data would hurt.
     let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name: name.clone(), source })?;
     let owned = live.as_ref().filter(|d| is_controlled_by(d, shell));
-    match owned {
-        None => {
-            if live.is_some() {
-                warn!(shell = %name, "a Deployment of this name exists but is not ours; leaving it alone");
-            }
+    let note = match owned {
+        None if live.is_some() => {
+            warn!(shell = %name, "a Deployment of this name exists but is not ours; leaving it alone");
+            format!("Left Deployment {name} alone: it is not controlled by this MyOwnShell")
         }
+        None => format!("Deployment {name} is gone"),
         Some(d) if d.metadata.deletion_timestamp.is_some() => {
             debug!(shell = %name, "Deployment still terminating");
             return Err(Error::DeploymentTerminating(name));
@@ -226,9 +226,9 @@ async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
                 Err(source) => return Err(Error::DeleteDeployment { name, source }),
             }
+            format!("Deleted Deployment {name} and its shell pods")
         }
-    }
-    let note = format!("Deleted Deployment {name} and its shell pods");
+    };
     info!(shell = %name, "{note}");
     events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reasons::DELETED, actions::DELETE, note);
     Ok(Action::await_change())
