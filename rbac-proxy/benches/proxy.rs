@@ -39,6 +39,9 @@ struct Args {
     /// Size of the metrics body.
     #[arg(long, default_value_t = 16 * 1024)]
     body_bytes: usize,
+    /// The proxy's `--worker-threads`.
+    #[arg(long, default_value_t = 1)]
+    proxy_worker_threads: u16,
     /// cargo bench passes `--bench`; accepted and ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -253,10 +256,11 @@ async fn bench(args: Args) {
     grant(&admin, &ns, "scraper", &token, proxy, &tls).await;
 
     println!(
-        "rbac-proxy bench: {} B body, {} connections, {} s each, warm caches",
+        "rbac-proxy bench: {} B body, {} connections, {} s each, warm caches, proxy --worker-threads={}",
         body.len(),
         args.concurrency,
-        args.seconds
+        args.seconds,
+        args.proxy_worker_threads
     );
     let direct = measure(args.concurrency, args.seconds, Some(token.clone()), || async {
         Connection::open(tokio::net::TcpStream::connect(upstream).await.unwrap()).await

@@ -31,10 +31,23 @@ fn cancel_on_signals(shutdown: CancellationToken) -> std::io::Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args = Args::parse();
     init_tracing(args.log_format);
+    let runtime = match args.worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        n => tokio::runtime::Builder::new_multi_thread().worker_threads(usize::from(n)).enable_all().build(),
+    };
+    match runtime {
+        Ok(runtime) => runtime.block_on(run(args)),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the tokio runtime");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> ExitCode {
     if rustls::crypto::ring::default_provider().install_default().is_err() {
         tracing::error!("a rustls crypto provider was already installed");
         return ExitCode::FAILURE;

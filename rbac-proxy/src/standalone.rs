@@ -93,6 +93,10 @@ pub struct Args {
     pub tls_reload_interval: Duration,
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// Runtime threads. One (the default) avoids a cross-thread wake-up at each hop of a
+    /// request, which is most of a sidecar's cost; raise it for a proxy that must use many cores.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub worker_threads: u16,
 }
 
 #[derive(Debug, thiserror::Error)]
