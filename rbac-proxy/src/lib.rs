@@ -11,6 +11,10 @@
 //!    the user and the missing permission; apiserver unreachable → 503, review error → 500.
 //!    It never fails open. The user goes into the request extensions as [`AuthenticatedUser`].
 //!
+//! Before anything else, `X-Remote-*` and `Impersonate-*` headers from the caller are removed;
+//! the caller's `Authorization` header never reaches the inner service or the upstream. With
+//! [`AuthOptions::identity_headers`] the authenticated user and groups are sent upstream instead.
+//!
 //! Results are cached by a SHA-256 of the token (never the token): authentication for 2 min
 //! (never past the token's `exp`), allow for 5 min, deny for 30 s, bounded in size, with
 //! concurrent identical misses sharing one API call.
