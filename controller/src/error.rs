@@ -72,3 +72,50 @@ pub fn api_message(e: &kube::Error) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::finalizer;
+
+    use super::*;
+
+    fn api_error(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            message: message.to_owned(),
+            ..kube::core::Status::default()
+        }))
+    }
+
+    #[test]
+    fn reasons_and_metric_labels() {
+        let apply = || Error::ApplyDeployment { name: "web".into(), source: api_error(422, "bad") };
+        let cases: Vec<(Error, &str, &str)> = vec![
+            (apply(), "DeploymentApplyFailed", "error"),
+            (Error::WriteStatus(api_error(409, "conflict")), "StatusWriteFailed", "error"),
+            (Error::Build(BuildError::MissingMetadata("uid")), "InvalidObject", "error"),
+            (Error::DeploymentTerminating("web".into()), "DeploymentTerminating", "waiting"),
+            (Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(apply()))), "FinalizerFailed", "error"),
+            (
+                Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::DeploymentTerminating("web".into())))),
+                "FinalizerFailed",
+                "waiting",
+            ),
+            (
+                Error::Finalizer(Box::new(finalizer::Error::AddFinalizer(api_error(409, "x")))),
+                "FinalizerFailed",
+                "finalizer",
+            ),
+        ];
+        for (error, reason, label) in cases {
+            assert_eq!(error.reason(), reason, "{error}");
+            assert_eq!(error.metric_label(), label, "{error}");
+            assert!(
+                reason.chars().next().is_some_and(|c| c.is_ascii_uppercase()) && !reason.contains(' '),
+                "CamelCase"
+            );
+        }
+        assert!(Error::DeploymentTerminating("web".into()).is_waiting());
+        assert_eq!(api_message(&api_error(422, "spec.replicas: Invalid value")), "spec.replicas: Invalid value");
+    }
+}

@@ -107,3 +107,27 @@ async fn sigterm_stops_the_controller_with_exit_code_zero() {
     assert!(status.success(), "exit status {status}\n{}", controller.log_tail(30));
     assert!(controller.log_tail(5).contains("controller stopped"), "{}", controller.log_tail(30));
 }
+
+#[tokio::test]
+async fn json_logs_are_one_object_per_line() {
+    let cp = shared();
+    let client = cp.client().unwrap();
+    let ns = create_namespace(&client, "ctrl-json").await.unwrap();
+    let controller = ControllerProcess::start(cp, "json", &["--namespace", &ns, "--log-format", "json"]).unwrap();
+    eventually("caches synced", TIMEOUT, || async {
+        match controller.probe("/readyz").await? {
+            (200, _) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap();
+    let log = std::fs::read_to_string(controller.process.log_path()).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.len() >= 3, "{log}");
+    for line in lines {
+        let entry: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(entry["level"].is_string() && entry["message"].is_string() && entry["timestamp"].is_string(), "{line}");
+    }
+    assert!(log.contains(r#""message":"caches synced""#), "{log}");
+}
