@@ -134,8 +134,11 @@ impl LeaderElector {
                     return true;
                 }
                 Ok(Ok(false)) => {}
-                Ok(Err(e)) => debug!(error = %e, "could not acquire the lease"),
-                Err(_) => debug!("acquiring the lease timed out"),
+                // Visible: a missing namespace or RBAC rule would otherwise leave a silent standby.
+                Ok(Err(e)) => {
+                    warn!(error = %e, lease = %self.config.lease_name, namespace = %self.config.namespace, "cannot read or take the lease")
+                }
+                Err(_) => warn!(lease = %self.config.lease_name, "acquiring the lease timed out"),
             }
             tokio::select! {
                 _ = stop.cancelled() => return false,
