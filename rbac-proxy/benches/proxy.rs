@@ -72,12 +72,34 @@ fn metrics_body(len: usize) -> Bytes {
     Bytes::from(text)
 }
 
+fn upstream_app(body: Bytes) -> Router {
+    Router::new().route("/metrics", get(move || std::future::ready(body.clone())))
+}
+
 async fn start_upstream(body: Bytes) -> SocketAddr {
-    let app = Router::new().route("/metrics", get(move || std::future::ready(body.clone())));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    tokio::spawn(async move { axum::serve(listener, upstream_app(body)).await.unwrap() });
     addr
+}
+
+/// The same upstream over TLS (same certificate stack as the proxy), to tell the cost of TLS
+/// apart from the cost of the extra hop and the auth layer.
+async fn start_tls_upstream(body: Bytes, cert_pem: &str, key_pem: &str) -> SocketAddr {
+    let resolver = myownshell_certs::tls::LiveResolver::from_pem(cert_pem, key_pem).unwrap();
+    let config = Arc::new(myownshell_certs::tls::server_config(resolver, None).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(myownshell_certs::server::serve_tls(listener, config, upstream_app(body), shutdown));
+    addr
+}
+
+async fn tls_connection(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> Connection {
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let stream =
+        tokio_rustls::TlsConnector::from(tls).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    Connection::open(stream).await
 }
 
 /// Give `ns/sa` `get` on `/metrics` and wait until RBAC says so.
@@ -190,7 +212,7 @@ where
 
 fn print(name: &str, f: &Figures) {
     println!(
-        "{name:<8} {:>10.0} req/s   p50 {:>8.2} ms   p99 {:>8.2} ms   ({} requests in {:.1?})",
+        "{name:<10} {:>10.0} req/s   p50 {:>8.2} ms   p99 {:>8.2} ms   ({} requests in {:.1?})",
         f.rate(),
         f.p50.as_secs_f64() * 1e3,
         f.p99.as_secs_f64() * 1e3,
@@ -267,20 +289,16 @@ async fn bench(args: Args) {
     })
     .await;
     print("direct", &direct);
-    let proxied = measure(args.concurrency, args.seconds, Some(token.clone()), || {
-        let tls = tls.clone();
-        async move {
-            let tcp = tokio::net::TcpStream::connect(proxy).await.unwrap();
-            let stream = tokio_rustls::TlsConnector::from(tls)
-                .connect(ServerName::try_from("localhost").unwrap(), tcp)
-                .await
-                .unwrap();
-            Connection::open(stream).await
-        }
-    })
-    .await;
+    let tls_upstream = start_tls_upstream(body.clone(), &leaf.cert_pem, &leaf.key_pem).await;
+    let direct_tls =
+        measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(tls_upstream, tls.clone()))
+            .await;
+    print("direct+tls", &direct_tls);
+    let proxied =
+        measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(proxy, tls.clone())).await;
     print("proxied", &proxied);
     println!("ratio = proxied/direct = {:.2} (target >= 0.8)", proxied.rate() / direct.rate());
+    println!("(proxied/direct+tls = {:.2}: the hop and the auth layer alone)", proxied.rate() / direct_tls.rate());
     let status = process.stop(Duration::from_secs(10)).unwrap();
     assert!(status.success(), "the proxy exited with {status}: {}", process.log_tail(20));
 }
