@@ -3,7 +3,7 @@
 //! webhook `caBundle`s use.
 
 use std::net::IpAddr;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
@@ -97,8 +97,8 @@ impl std::fmt::Debug for CertificateAuthority {
     }
 }
 
-fn validity_window(params: &mut CertificateParams, validity: Duration) {
-    let now = OffsetDateTime::now_utc();
+fn validity_window(params: &mut CertificateParams, validity: Duration, start: SystemTime) {
+    let now = OffsetDateTime::from(start);
     params.not_before = now - BACKDATE;
     params.not_after = now + validity;
 }
@@ -106,6 +106,12 @@ fn validity_window(params: &mut CertificateParams, validity: Duration) {
 impl CertificateAuthority {
     /// A new self-signed CA with a fresh ECDSA P-256 key.
     pub fn generate(common_name: &str, validity: Duration) -> Result<Self, PkiError> {
+        Self::generate_at(common_name, validity, SystemTime::now())
+    }
+
+    /// Like [`CertificateAuthority::generate`], valid from `start` (rotation plans with a clock
+    /// of its own, so its decisions can be tested across simulated months).
+    pub fn generate_at(common_name: &str, validity: Duration, start: SystemTime) -> Result<Self, PkiError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
         params.distinguished_name = DistinguishedName::new();
@@ -113,7 +119,7 @@ impl CertificateAuthority {
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         params.key_usages =
             vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-        validity_window(&mut params, validity);
+        validity_window(&mut params, validity, start);
         let cert = params.self_signed(&key)?;
         let pem = CertifiedKeyPem { cert_pem: cert.pem(), key_pem: key.serialize_pem() };
         Ok(Self { pem, issuer: Issuer::new(params, key) })
@@ -136,6 +142,11 @@ impl CertificateAuthority {
 
     /// Issue a leaf certificate with a fresh key.
     pub fn issue(&self, spec: &LeafSpec) -> Result<CertifiedKeyPem, PkiError> {
+        self.issue_at(spec, SystemTime::now())
+    }
+
+    /// Like [`CertificateAuthority::issue`], valid from `start`.
+    pub fn issue_at(&self, spec: &LeafSpec, start: SystemTime) -> Result<CertifiedKeyPem, PkiError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
         params.distinguished_name = DistinguishedName::new();
@@ -158,7 +169,7 @@ impl CertificateAuthority {
             Usage::Server => vec![ExtendedKeyUsagePurpose::ServerAuth],
             Usage::Client => vec![ExtendedKeyUsagePurpose::ClientAuth],
         };
-        validity_window(&mut params, spec.validity);
+        validity_window(&mut params, spec.validity, start);
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(CertifiedKeyPem { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }

@@ -11,6 +11,7 @@ pub mod namespace;
 pub mod process;
 pub mod readme;
 pub mod wait;
+pub mod webhooks;
 
 pub use control_plane::{ControlPlane, HarnessError, shared};
 pub use kubectl::Kubectl;

@@ -1,1 +1,12 @@
+//! The MyOwnShell admission webhook: defaulting and validation as pure functions
+//! ([`admission`], with [`image`] references and [`quantity`] parsing), a thin HTTP layer
+//! ([`server`]), metrics ([`metrics`]), flags ([`cli`]) and the process around them ([`run`]).
+//! Certificates come from the `myownshell-certs` crate.
 
+pub mod admission;
+pub mod cli;
+pub mod image;
+pub mod metrics;
+pub mod quantity;
+pub mod run;
+pub mod server;

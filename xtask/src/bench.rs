@@ -2,10 +2,35 @@
 //! lives in its own module (`bench_<target>.rs`) and compares against a floor measured in the
 //! same run, so the ratio means something on any machine.
 
+use anyhow::bail;
 use clap::Subcommand;
 
 #[derive(Subcommand)]
 pub enum Target {
+    /// Admission requests over TLS keep-alive against the webhook and against a minimal
+    /// rustls+hyper fixed-body server, at concurrency 1, 8 and 32 (`webhook/benches/webhook.rs`).
+    Webhook {
+        /// Seconds measured per server and concurrency.
+        #[arg(long, default_value_t = 3)]
+        seconds: u64,
+        /// Concurrency levels, comma-separated.
+        #[arg(long, default_value = "1,8,32")]
+        concurrency: String,
+        /// Alternating rounds per level; the best round of each server is reported.
+        #[arg(long, default_value_t = 3)]
+        rounds: u32,
+    },
+    /// N MyOwnShells through the real controller binary to Deployments and statuses, against
+    /// creating the same N Deployments directly; ratio and the controller's peak RSS
+    /// (`controller/benches/controller.rs`).
+    Controller {
+        /// Objects per run.
+        #[arg(long, default_value_t = 1000)]
+        objects: usize,
+        /// Client concurrency, and the controller's `--concurrency`.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+    },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
     /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
     Proxy {
@@ -19,29 +44,24 @@ pub enum Target {
         #[arg(long, default_value_t = 16384)]
         body_bytes: usize,
     },
-    /// N MyOwnShells through the real controller binary to Deployments and statuses, against
-    /// creating the same N Deployments directly; ratio and the controller's peak RSS
-    /// (`controller/benches/controller.rs`).
-    Controller {
-        /// Objects per run.
-        #[arg(long, default_value_t = 1000)]
-        objects: usize,
-        /// Client concurrency, and the controller's `--concurrency`.
-        #[arg(long, default_value_t = 16)]
-        concurrency: usize,
-    },
 }
 
 pub fn run(target: Target) -> anyhow::Result<()> {
     match target {
-        Target::Proxy { seconds, concurrency, body_bytes } => {
+        Target::Webhook { seconds, concurrency, rounds } => {
             let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-                .args(["bench", "--package", "myownshell-rbac-proxy", "--bench", "proxy", "--"])
-                .args(["--seconds", &seconds.to_string(), "--concurrency", &concurrency.to_string()])
-                .args(["--body-bytes", &body_bytes.to_string()])
+                .args(["bench", "--package", "myownshell-webhook", "--bench", "webhook", "--"])
+                .args([
+                    "--seconds",
+                    &seconds.to_string(),
+                    "--concurrency",
+                    &concurrency,
+                    "--rounds",
+                    &rounds.to_string(),
+                ])
                 .status()?;
             if !status.success() {
-                anyhow::bail!("the proxy bench failed ({status})");
+                bail!("the webhook bench failed ({status})");
             }
             Ok(())
         }
@@ -52,6 +72,17 @@ pub fn run(target: Target) -> anyhow::Result<()> {
                 .status()?;
             if !status.success() {
                 anyhow::bail!("the controller bench failed ({status})");
+            }
+            Ok(())
+        }
+        Target::Proxy { seconds, concurrency, body_bytes } => {
+            let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+                .args(["bench", "--package", "myownshell-rbac-proxy", "--bench", "proxy", "--"])
+                .args(["--seconds", &seconds.to_string(), "--concurrency", &concurrency.to_string()])
+                .args(["--body-bytes", &body_bytes.to_string()])
+                .status()?;
+            if !status.success() {
+                anyhow::bail!("the proxy bench failed ({status})");
             }
             Ok(())
         }

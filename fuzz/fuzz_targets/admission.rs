@@ -1,0 +1,50 @@
+//! Decode + mutate + validate on arbitrary bytes: as a whole AdmissionReview body, and as the
+//! `spec` of an otherwise well-formed review (so the fuzzer reaches the rules, not just the JSON
+//! parser). Any panic is a bug; so is a patch that does not apply to the object it was made for.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use myownshell_webhook::admission::{Answer, Policy, Webhook, review};
+
+fn review_with_spec(spec: &serde_json::Value, scale: bool) -> Vec<u8> {
+    let (kind, object) = if scale {
+        (
+            serde_json::json!({"group": "autoscaling", "version": "v1", "kind": "Scale"}),
+            serde_json::json!({"metadata": {"name": "x"}, "spec": {"replicas": spec}}),
+        )
+    } else {
+        (
+            serde_json::json!({"group": "myownshell.io", "version": "v1alpha1", "kind": "MyOwnShell"}),
+            serde_json::json!({"apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": "x"}, "spec": spec}),
+        )
+    };
+    let mut request = serde_json::json!({
+        "uid": "fuzz", "kind": kind,
+        "resource": {"group": "myownshell.io", "version": "v1alpha1", "resource": "myownshells"},
+        "name": "x", "namespace": "ns", "operation": "UPDATE", "userInfo": {},
+        "object": object, "oldObject": object,
+    });
+    if scale {
+        request["subResource"] = serde_json::json!("scale");
+    }
+    serde_json::to_vec(&serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}))
+        .unwrap_or_default()
+}
+
+fuzz_target!(|data: &[u8]| {
+    let policy = Policy { max_size: 50, allowed_registries: vec!["docker.io".into(), "ghcr.io/org".into()] };
+    let mut bodies = vec![data.to_vec()];
+    if let Ok(spec) = serde_json::from_slice::<serde_json::Value>(data) {
+        bodies.push(review_with_spec(&spec, false));
+        bodies.push(review_with_spec(&spec, true));
+    }
+    for body in &bodies {
+        for webhook in [Webhook::Mutate, Webhook::Validate] {
+            if let Answer::Review { review, .. } = review(webhook, body, &policy) {
+                // The answer always serializes.
+                assert!(serde_json::to_vec(&review).is_ok());
+            }
+        }
+    }
+});

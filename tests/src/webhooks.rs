@@ -1,0 +1,471 @@
+//! Admission webhooks under test: the configurations from `config/webhook`, rewritten to reach a
+//! webhook process on `https://127.0.0.1:PORT`, and that process itself.
+//!
+//! Tests in one binary share one apiserver, so each test installs its own pair of
+//! configurations (named after the test) whose `namespaceSelector` matches only its own
+//! namespace: tests never see each other's webhooks.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::Client;
+use kube::api::{Api, DeleteParams, PostParams};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::assets::{workspace_binary, workspace_root};
+use crate::control_plane::{ControlPlane, HarnessError};
+use crate::process::{ManagedProcess, ProcessSpec, free_port};
+use crate::wait::eventually;
+
+/// The committed configurations, relative to the workspace root.
+pub const CONFIG_FILE: &str = "config/webhook/webhook_configurations.yaml";
+/// The binary under test.
+pub const BINARY: &str = "myownshell-webhook";
+const NAMESPACE_LABEL: &str = "kubernetes.io/metadata.name";
+
+fn start_err(e: impl std::fmt::Display) -> HarnessError {
+    HarnessError::Start(e.to_string())
+}
+
+/// The two configurations as committed.
+pub fn load_configurations() -> Result<(MutatingWebhookConfiguration, ValidatingWebhookConfiguration), HarnessError> {
+    let path = workspace_root().join(CONFIG_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| start_err(format!("reading {}: {e}", path.display())))?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| start_err(format!("{}: {e}", path.display())))?;
+    let find = |kind: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == kind)
+            .cloned()
+            .ok_or_else(|| start_err(format!("{CONFIG_FILE} has no {kind}")))
+    };
+    let mutating = serde_json::from_value(find("MutatingWebhookConfiguration")?).map_err(start_err)?;
+    let validating = serde_json::from_value(find("ValidatingWebhookConfiguration")?).map_err(start_err)?;
+    Ok((mutating, validating))
+}
+
+/// Where the rewritten configurations send requests, and what they trust.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `https://127.0.0.1:PORT`
+    pub base_url: String,
+    /// `None` leaves `caBundle` empty for the webhook to inject.
+    pub ca_bundle: Option<String>,
+    /// Only requests for objects in this namespace are sent.
+    pub namespace: String,
+}
+
+fn client_config(old: &WebhookClientConfig, target: &Target) -> WebhookClientConfig {
+    let path = old.service.as_ref().and_then(|s| s.path.clone()).unwrap_or_default();
+    WebhookClientConfig {
+        url: Some(format!("{}{path}", target.base_url)),
+        service: None,
+        ca_bundle: target.ca_bundle.as_ref().map(|b| ByteString(b.as_bytes().to_vec())),
+    }
+}
+
+fn selector(namespace: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some([(NAMESPACE_LABEL.to_owned(), namespace.to_owned())].into()),
+        ..LabelSelector::default()
+    }
+}
+
+/// The committed configurations named `<name>-mutating` / `<name>-validating`, calling
+/// `target` for `target.namespace` only. Everything else (rules, policies) is as committed.
+pub fn rewrite(
+    name: &str,
+    target: &Target,
+) -> Result<(MutatingWebhookConfiguration, ValidatingWebhookConfiguration), HarnessError> {
+    let (mut mutating, mut validating) = load_configurations()?;
+    mutating.metadata = kube::api::ObjectMeta { name: Some(format!("{name}-mutating")), ..Default::default() };
+    validating.metadata = kube::api::ObjectMeta { name: Some(format!("{name}-validating")), ..Default::default() };
+    for w in mutating.webhooks.iter_mut().flatten() {
+        w.client_config = client_config(&w.client_config, target);
+        w.namespace_selector = Some(selector(&target.namespace));
+    }
+    for w in validating.webhooks.iter_mut().flatten() {
+        w.client_config = client_config(&w.client_config, target);
+        w.namespace_selector = Some(selector(&target.namespace));
+    }
+    Ok((mutating, validating))
+}
+
+/// A pair of installed configurations; [`InstalledWebhooks::remove`] deletes them.
+#[derive(Clone)]
+pub struct InstalledWebhooks {
+    client: Client,
+    pub mutating_name: String,
+    pub validating_name: String,
+}
+
+impl InstalledWebhooks {
+    /// Create the rewritten pair (see [`rewrite`]).
+    pub async fn install(client: &Client, name: &str, target: &Target) -> Result<Self, HarnessError> {
+        let (mutating, validating) = rewrite(name, target)?;
+        let installed = Self {
+            client: client.clone(),
+            mutating_name: mutating.metadata.name.clone().unwrap_or_default(),
+            validating_name: validating.metadata.name.clone().unwrap_or_default(),
+        };
+        Api::<MutatingWebhookConfiguration>::all(client.clone()).create(&PostParams::default(), &mutating).await?;
+        Api::<ValidatingWebhookConfiguration>::all(client.clone()).create(&PostParams::default(), &validating).await?;
+        Ok(installed)
+    }
+
+    /// The `caBundle` of every webhook in the pair, as text.
+    pub async fn ca_bundles(&self) -> Result<Vec<String>, kube::Error> {
+        let text = |b: Option<&ByteString>| b.map(|b| String::from_utf8_lossy(&b.0).into_owned()).unwrap_or_default();
+        let m = Api::<MutatingWebhookConfiguration>::all(self.client.clone()).get(&self.mutating_name).await?;
+        let v = Api::<ValidatingWebhookConfiguration>::all(self.client.clone()).get(&self.validating_name).await?;
+        let mut out: Vec<String> =
+            m.webhooks.iter().flatten().map(|w| text(w.client_config.ca_bundle.as_ref())).collect();
+        out.extend(v.webhooks.iter().flatten().map(|w| text(w.client_config.ca_bundle.as_ref())));
+        Ok(out)
+    }
+
+    pub async fn remove(&self) -> Result<(), kube::Error> {
+        Api::<MutatingWebhookConfiguration>::all(self.client.clone())
+            .delete(&self.mutating_name, &DeleteParams::default())
+            .await?;
+        Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
+            .delete(&self.validating_name, &DeleteParams::default())
+            .await?;
+        Ok(())
+    }
+}
+
+/// How to start one webhook process.
+#[derive(Debug, Clone)]
+pub struct WebhookOptions {
+    /// Namespace of its Secret (and of the Service name in its certificate).
+    pub namespace: String,
+    /// Names of the configurations it injects into.
+    pub mutating_name: String,
+    pub validating_name: String,
+    pub secret_name: String,
+    /// Fixed webhook port (the configurations name it), or `None` for a free one.
+    pub port: Option<u16>,
+    /// Extra flags (`--max-size`, `--cert-validity`, …).
+    pub args: Vec<String>,
+    /// A name for the log file.
+    pub log_name: String,
+}
+
+impl WebhookOptions {
+    /// Options matching configurations installed by [`InstalledWebhooks::install`].
+    pub fn for_installed(installed: &InstalledWebhooks, namespace: &str, port: u16) -> Self {
+        Self {
+            namespace: namespace.to_owned(),
+            mutating_name: installed.mutating_name.clone(),
+            validating_name: installed.validating_name.clone(),
+            secret_name: "webhook-server-cert".into(),
+            port: Some(port),
+            args: Vec::new(),
+            log_name: format!("webhook-{namespace}"),
+        }
+    }
+}
+
+/// A running `myownshell-webhook`, killed when dropped.
+pub struct WebhookProcess {
+    process: ManagedProcess,
+    pub port: u16,
+    pub probe_port: u16,
+    pub metrics_port: u16,
+    pub log: PathBuf,
+}
+
+impl WebhookProcess {
+    /// Start the binary against `cp` (admin credentials through its kubeconfig).
+    pub fn spawn(cp: &ControlPlane, options: &WebhookOptions) -> Result<Self, HarnessError> {
+        let binary = workspace_binary(BINARY).map_err(HarnessError::Start)?;
+        let io = |e: std::io::Error| start_err(format!("free port: {e}"));
+        let port = match options.port {
+            Some(p) => p,
+            None => free_port().map_err(io)?,
+        };
+        let (probe_port, metrics_port) = (free_port().map_err(io)?, free_port().map_err(io)?);
+        let log = cp.layout().dir.join(format!("{}.log", options.log_name));
+        let spec = ProcessSpec::new(options.log_name.clone(), binary, log.clone())
+            .args([
+                "--bind-address=127.0.0.1".to_owned(),
+                format!("--webhook-port={port}"),
+                format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
+                format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
+                format!("--namespace={}", options.namespace),
+                format!("--secret-name={}", options.secret_name),
+                format!("--mutating-webhook-configuration={}", options.mutating_name),
+                format!("--validating-webhook-configuration={}", options.validating_name),
+                "--extra-san=127.0.0.1".to_owned(),
+            ])
+            .args(options.args.iter().cloned())
+            .env("KUBECONFIG", cp.kubeconfig_path())
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()));
+        let process = ManagedProcess::spawn(spec).map_err(|e| start_err(format!("starting {BINARY}: {e}")))?;
+        Ok(Self { process, port, probe_port, metrics_port, log })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// `GET` on the probe port: `(status, body)`.
+    pub async fn probe(&self, path: &str) -> Result<(u16, String), String> {
+        plain_get(SocketAddr::from(([127, 0, 0, 1], self.probe_port)), path).await
+    }
+
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> Result<String, String> {
+        let (status, body) = plain_get(SocketAddr::from(([127, 0, 0, 1], self.metrics_port)), "/metrics").await?;
+        if status == 200 { Ok(body) } else { Err(format!("/metrics answered {status}: {body}")) }
+    }
+
+    /// Wait until `/readyz` answers 200; on timeout the error holds the last answer and the
+    /// log's tail.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<(), String> {
+        let result = eventually("the webhook's /readyz", timeout, || async {
+            match self.probe("/readyz").await {
+                Ok((200, _)) => Ok(()),
+                Ok((status, body)) => Err(format!("{status} {body}")),
+                Err(e) => Err(e),
+            }
+        })
+        .await;
+        result.map_err(|e| format!("{e}\n--- {} ---\n{}", self.log.display(), self.process.log_tail(30)))
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// SIGTERM, then SIGKILL after `grace`.
+    pub fn stop(&mut self, grace: Duration) -> Result<std::process::ExitStatus, String> {
+        self.process.stop(grace).map_err(|e| e.to_string())
+    }
+
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.process.log_tail(lines)
+    }
+}
+
+/// A minimal HTTP/1.1 GET over plain TCP (probes and metrics).
+pub async fn plain_get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
+    let mut stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
+        .await
+        .map_err(|_| format!("connecting to {addr} timed out"))?
+        .map_err(|e| format!("connecting to {addr}: {e}"))?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut raw))
+        .await
+        .map_err(|_| "reading the answer timed out".to_owned())?
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or(format!("bad answer: {text:?}"))?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Ok((status, body))
+}
+
+/// The certificate store of the webhook Secret: `ca.crt` (the trust bundle) and `tls.crt`.
+pub async fn secret_pem(client: &Client, namespace: &str, name: &str, key: &str) -> Result<String, String> {
+    let secret = Api::<Secret>::namespaced(client.clone(), namespace).get(name).await.map_err(|e| e.to_string())?;
+    let data = secret.data.unwrap_or_default();
+    data.get(key).map(|b| String::from_utf8_lossy(&b.0).into_owned()).ok_or(format!("Secret {name} has no {key}"))
+}
+
+/// Accepts any server certificate (to look at what a server presents, trusted or not).
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A TLS client config trusting `ca_pem`, or anything if `None`.
+pub fn tls_client(ca_pem: Option<&str>) -> Result<rustls::ClientConfig, String> {
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let mut config = match ca_pem {
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in myownshell_certs::tls::certs_from_pem(pem).map_err(|e| e.to_string())? {
+                roots.add(cert).map_err(|e| e.to_string())?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        None => {
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAny(provider()))).with_no_client_auth()
+        }
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The leaf certificate a TLS server at `addr` presents (not verified).
+pub async fn served_certificate(addr: SocketAddr) -> Result<CertificateDer<'static>, String> {
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_client(None)?));
+    let tcp = TcpStream::connect(addr).await.map_err(|e| format!("connecting to {addr}: {e}"))?;
+    let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+    let tls = tokio::time::timeout(Duration::from_secs(5), connector.connect(name, tcp))
+        .await
+        .map_err(|_| "TLS handshake timed out".to_owned())?
+        .map_err(|e| format!("TLS handshake: {e}"))?;
+    tls.get_ref().1.peer_certificates().and_then(|c| c.first().cloned()).ok_or("no certificate presented".into())
+}
+
+/// One keep-alive HTTPS/1.1 connection for raw requests.
+pub struct HttpsConnection {
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    host: String,
+}
+
+impl HttpsConnection {
+    /// Connect to `addr`, verifying the server against `ca_pem` for the name `server_name`
+    /// (or not at all if `ca_pem` is `None`).
+    pub async fn connect(addr: SocketAddr, ca_pem: Option<&str>, server_name: &str) -> Result<Self, String> {
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_client(ca_pem)?));
+        let tcp = TcpStream::connect(addr).await.map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        let name = ServerName::try_from(server_name.to_owned()).map_err(|e| e.to_string())?;
+        let tls = connector.connect(name, tcp).await.map_err(|e| format!("TLS handshake: {e}"))?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("HTTP handshake: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Self { sender, host: addr.to_string() })
+    }
+
+    /// `POST path` with `body` as JSON; `(status, body)`.
+    pub async fn post(&mut self, path: &str, body: Vec<u8>) -> Result<(u16, Bytes), String> {
+        self.sender.ready().await.map_err(|e| format!("connection closed: {e}"))?;
+        let request = http::Request::post(path)
+            .header(http::header::HOST, &self.host)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| e.to_string())?;
+        let response = self.sender.send_request(request).await.map_err(|e| format!("request failed: {e}"))?;
+        let status = response.status().as_u16();
+        let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_configurations_are_kubebuilder_style() {
+        let (m, v) = load_configurations().unwrap();
+        assert_eq!(m.metadata.name.as_deref(), Some("mutating-webhook-configuration"));
+        assert_eq!(v.metadata.name.as_deref(), Some("validating-webhook-configuration"));
+        let mw = &m.webhooks.as_ref().unwrap()[0];
+        let vw = &v.webhooks.as_ref().unwrap()[0];
+        for (cc, path) in [
+            (&mw.client_config, myownshell_api::names::MUTATE_PATH),
+            (&vw.client_config, myownshell_api::names::VALIDATE_PATH),
+        ] {
+            let svc = cc.service.as_ref().unwrap();
+            assert_eq!(
+                (svc.name.as_str(), svc.namespace.as_str(), svc.path.as_deref(), svc.port),
+                ("webhook-service", "system", Some(path), Some(443))
+            );
+            assert!(cc.ca_bundle.as_ref().is_none_or(|b| b.0.is_empty()));
+        }
+        assert_eq!(mw.admission_review_versions, ["v1"]);
+        assert_eq!(mw.side_effects, "None");
+        assert_eq!(
+            (mw.failure_policy.as_deref(), mw.timeout_seconds, mw.match_policy.as_deref()),
+            (Some("Fail"), Some(5), Some("Equivalent"))
+        );
+        assert_eq!(
+            (vw.failure_policy.as_deref(), vw.timeout_seconds, vw.match_policy.as_deref()),
+            (Some("Fail"), Some(5), Some("Equivalent"))
+        );
+        let ops = |rules: &Option<Vec<k8s_openapi::api::admissionregistration::v1::RuleWithOperations>>| {
+            let r = &rules.as_ref().unwrap()[0];
+            (r.operations.clone().unwrap(), r.resources.clone().unwrap())
+        };
+        assert_eq!(ops(&mw.rules), (vec!["CREATE".to_owned(), "UPDATE".to_owned()], vec!["myownshells".to_owned()]));
+        assert_eq!(
+            ops(&vw.rules),
+            (
+                vec!["CREATE".to_owned(), "UPDATE".to_owned()],
+                vec!["myownshells".to_owned(), "myownshells/scale".to_owned()]
+            )
+        );
+    }
+
+    #[test]
+    fn rewriting_points_at_the_url_and_scopes_to_the_namespace() {
+        let target = Target {
+            base_url: "https://127.0.0.1:1234".into(),
+            ca_bundle: Some("PEM".into()),
+            namespace: "ns-1".into(),
+        };
+        let (m, v) = rewrite("t1", &target).unwrap();
+        assert_eq!(m.metadata.name.as_deref(), Some("t1-mutating"));
+        assert_eq!(v.metadata.name.as_deref(), Some("t1-validating"));
+        let cc = &m.webhooks.as_ref().unwrap()[0].client_config;
+        assert_eq!(cc.url.as_deref(), Some("https://127.0.0.1:1234/mutate-myownshell-io-v1alpha1-myownshell"));
+        assert!(cc.service.is_none());
+        assert_eq!(cc.ca_bundle.as_ref().map(|b| b.0.clone()), Some(b"PEM".to_vec()));
+        let sel = v.webhooks.as_ref().unwrap()[0].namespace_selector.clone().unwrap();
+        assert_eq!(sel.match_labels.unwrap()[NAMESPACE_LABEL], "ns-1");
+    }
+}

@@ -1,0 +1,400 @@
+//! The admission webhook through the real kube-apiserver and real kubectl: each test runs its own
+//! `myownshell-webhook` process and its own pair of webhook configurations (from
+//! `config/webhook`, pointed at `https://127.0.0.1:PORT`, `caBundle` injected by the webhook),
+//! scoped to its own namespace.
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults, names};
+use myownshell_tests::process::free_port;
+use myownshell_tests::webhooks::{
+    HttpsConnection, InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem, served_certificate,
+};
+use myownshell_tests::{ControlPlane, Kubectl, create_namespace, eventually, shared};
+use serde_json::{Value, json};
+
+const READY: Duration = Duration::from_secs(60);
+const TIMEOUT: Duration = Duration::from_secs(30);
+const VALIDATING: &str = "admission webhook \"vmyownshell.myownshell.io\" denied the request";
+
+struct Env {
+    cp: &'static ControlPlane,
+    client: Client,
+    ns: String,
+    installed: InstalledWebhooks,
+    webhook: WebhookProcess,
+    options: WebhookOptions,
+}
+
+impl Env {
+    /// A namespace, configurations for it, and a ready webhook with `args`.
+    async fn start(prefix: &str, args: &[&str]) -> Env {
+        let cp = shared();
+        let client = cp.client().unwrap();
+        let ns = create_namespace(&client, prefix).await.unwrap();
+        let port = free_port().unwrap();
+        let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.clone() };
+        let installed = InstalledWebhooks::install(&client, &ns, &target).await.unwrap();
+        let mut options = WebhookOptions::for_installed(&installed, &ns, port);
+        options.args = args.iter().map(|a| (*a).to_owned()).collect();
+        let mut webhook = WebhookProcess::spawn(cp, &options).unwrap();
+        webhook.wait_ready(READY).await.unwrap();
+        let env = Env { cp, client, ns, installed, webhook, options };
+        env.wait_until_the_apiserver_calls_it().await;
+        env
+    }
+
+    fn kubectl(&self) -> Kubectl {
+        self.cp.kubectl()
+    }
+
+    fn shells(&self) -> Api<MyOwnShell> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// The apiserver picks configuration changes up from an informer: wait until a server-side
+    /// dry run shows both webhooks at work (defaults added, a bad size denied).
+    async fn wait_until_the_apiserver_calls_it(&self) {
+        let shells = self.shells();
+        eventually("the apiserver to call both webhooks", TIMEOUT, || {
+            let shells = shells.clone();
+            async move {
+                let dry = PostParams { dry_run: true, ..PostParams::default() };
+                let created = shells
+                    .create(&dry, &MyOwnShell::new("probe", MyOwnShellSpec::default()))
+                    .await
+                    .map_err(|e| format!("dry-run create: {e}"))?;
+                if created.spec.image.as_deref() != Some(defaults::IMAGE) {
+                    return Err("not defaulted yet".into());
+                }
+                let bad = MyOwnShell::new("probe", MyOwnShellSpec { size: Some(999), ..MyOwnShellSpec::default() });
+                match shells.create(&dry, &bad).await {
+                    Err(kube::Error::Api(s)) if s.message.contains("must be between") => Ok(()),
+                    other => Err(format!("size 999 not denied by the webhook yet: {other:?}")),
+                }
+            }
+        })
+        .await
+        .unwrap();
+    }
+
+    async fn get_json(&self, name: &str) -> Value {
+        let out = self.kubectl().run(&["get", "mos", name, "-n", &self.ns, "-o", "json"]).await.unwrap().ok().unwrap();
+        serde_json::from_str(&out).unwrap()
+    }
+}
+
+fn manifest(name: &str, spec_yaml: &str) -> String {
+    let spec = if spec_yaml.is_empty() { " {}".to_owned() } else { format!("\n{spec_yaml}") };
+    format!("apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata:\n  name: {name}\nspec:{spec}\n")
+}
+
+#[tokio::test]
+async fn kubectl_apply_of_bad_specs_is_denied_with_the_webhooks_message() {
+    let env = Env::start("wh-deny", &["--allowed-registries=docker.io,registry.example.com"]).await;
+    let cases: &[(&str, &str)] = &[
+        ("  size: 500", "spec.size: must be between 0 and 50, got 500"),
+        ("  size: 51", "spec.size: must be between 0 and 50, got 51"),
+        (
+            "  image: Busybox:1",
+            "spec.image: must be a valid image reference (repository path must be lowercase), got \"Busybox:1\"",
+        ),
+        (
+            "  image: busybox@sha256:1234",
+            "spec.image: must be a valid image reference (sha256 digest must be 64 lowercase hex digits)",
+        ),
+        ("  image: \"busybox:1:2\"", "spec.image: must be a valid image reference (invalid tag"),
+        (
+            "  image: quay.io/tools/shell:1",
+            "spec.image: must come from an allowed registry (docker.io, registry.example.com), got \"quay.io/tools/shell:1\"",
+        ),
+        ("  command: [\"\", \"-c\"]", "spec.command[0]: the executable must not be empty, got \"\""),
+        (
+            "  resources:\n    requests: {cpu: \"2\"}\n    limits: {cpu: 500m}",
+            "spec.resources.requests.cpu: must be less than or equal to the limit \"500m\", got \"2\"",
+        ),
+        (
+            "  resources:\n    requests: {memory: 1Gi}\n    limits: {memory: 64Mi}",
+            "spec.resources.requests.memory: must be less than or equal to the limit \"64Mi\", got \"1Gi\"",
+        ),
+        (
+            "  resources:\n    limits: {cpu: lots}",
+            "spec.resources.limits.cpu: must be a valid quantity such as 250m or 64Mi (not a number), got \"lots\"",
+        ),
+        (
+            "  resources:\n    limits: {memory: \"-5Mi\"}",
+            "spec.resources.limits.memory: must not be negative, got \"-5Mi\"",
+        ),
+        (
+            "  resources:\n    limits: {cpus: \"1\"}",
+            "spec.resources.limits.cpus: must be cpu, memory, ephemeral-storage",
+        ),
+    ];
+    let kubectl = env.kubectl();
+    for (i, (spec, want)) in cases.iter().enumerate() {
+        let out = kubectl.apply(&env.ns, &manifest(&format!("bad-{i}"), spec)).await.unwrap();
+        assert!(!out.success, "{spec:?} was accepted: {}", out.stdout);
+        assert!(out.stderr.contains(VALIDATING), "{spec:?}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{spec:?}: want {want:?} in {}", out.stderr);
+    }
+    // Several problems at once: all of them in one answer.
+    let out =
+        kubectl.apply(&env.ns, &manifest("bad-many", "  size: 99\n  image: UPPER\n  command: [\"\"]")).await.unwrap();
+    for want in ["spec.size: must be between 0 and 50, got 99", "spec.image:", "spec.command[0]:"] {
+        assert!(out.stderr.contains(want), "{want} missing: {}", out.stderr);
+    }
+    let none = kubectl.run(&["get", "mos", "-n", &env.ns, "-o", "name"]).await.unwrap().ok().unwrap();
+    assert_eq!(none.trim(), "", "nothing was persisted");
+
+    // The metrics counted the denials.
+    let metrics = env.webhook.metrics().await.unwrap();
+    assert!(
+        metrics.lines().any(|l| l.starts_with(
+            "myownshell_webhook_requests_total{webhook=\"validate\",operation=\"CREATE\",result=\"denied\"}"
+        )),
+        "{metrics}"
+    );
+    assert!(metrics.contains("myownshell_webhook_certificate_trusted 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn defaults_dry_run_scale_and_warnings_through_kubectl() {
+    let env = Env::start("wh-defaults", &[]).await;
+    let kubectl = env.kubectl();
+
+    // `spec: {}` comes back with every default and the finalizer.
+    kubectl.apply(&env.ns, &manifest("minimal", "")).await.unwrap().ok().unwrap();
+    let got = env.get_json("minimal").await;
+    assert_eq!(got["spec"]["size"], json!(defaults::SIZE));
+    assert_eq!(got["spec"]["image"], json!(defaults::IMAGE));
+    assert_eq!(got["spec"]["command"], json!(defaults::command()));
+    assert_eq!(got["spec"]["resources"], serde_json::to_value(defaults::resources()).unwrap());
+    assert_eq!(got["metadata"]["finalizers"], json!([names::FINALIZER]));
+
+    // A user's values are kept; only the gaps are filled.
+    kubectl.apply(&env.ns, &manifest("custom", "  size: 2\n  image: busybox:1.36.1")).await.unwrap().ok().unwrap();
+    let got = env.get_json("custom").await;
+    assert_eq!((got["spec"]["size"].clone(), got["spec"]["image"].clone()), (json!(2), json!("busybox:1.36.1")));
+    assert_eq!(got["spec"]["command"], json!(defaults::command()));
+
+    // --dry-run=server shows the defaults and persists nothing.
+    let out = kubectl
+        .run_with_stdin(
+            &["apply", "-n", &env.ns, "--dry-run=server", "-o", "json", "-f", "-"],
+            Some(&manifest("dry", "")),
+        )
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    let dry: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(dry["spec"]["image"], json!(defaults::IMAGE), "{out}");
+    assert_eq!(dry["metadata"]["finalizers"], json!([names::FINALIZER]));
+    let missing = kubectl.run(&["get", "mos", "dry", "-n", &env.ns]).await.unwrap();
+    assert!(!missing.success && missing.stderr.contains("NotFound"), "{missing:?}");
+
+    // kubectl scale goes through the scale subresource and is held to the same bound.
+    let out = kubectl.run(&["scale", "mos/minimal", "-n", &env.ns, "--replicas=500"]).await.unwrap();
+    assert!(!out.success, "scaled to 500: {}", out.stdout);
+    assert!(
+        out.stderr.contains(VALIDATING) && out.stderr.contains("spec.size: must be between 0 and 50, got 500"),
+        "{}",
+        out.stderr
+    );
+    kubectl.run(&["scale", "mos/minimal", "-n", &env.ns, "--replicas=3"]).await.unwrap().ok().unwrap();
+    assert_eq!(env.get_json("minimal").await["spec"]["size"], json!(3));
+
+    // A moving tag passes with a warning kubectl prints.
+    let out = kubectl.apply(&env.ns, &manifest("moving", "  image: busybox:latest")).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("Warning: spec.image: \"busybox:latest\" uses the moving tag \"latest\""),
+        "{}",
+        out.stderr
+    );
+    let out = kubectl.apply(&env.ns, &manifest("untagged", "  image: busybox")).await.unwrap();
+    assert!(out.success && out.stderr.contains("Warning: spec.image: \"busybox\" has no tag"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn deleting_works_while_the_webhook_is_stopped() {
+    let mut env = Env::start("wh-delete", &[]).await;
+    let kubectl = env.kubectl();
+    kubectl.apply(&env.ns, &manifest("doomed", "")).await.unwrap().ok().unwrap();
+    assert_eq!(env.get_json("doomed").await["metadata"]["finalizers"], json!([names::FINALIZER]));
+
+    env.webhook.stop(Duration::from_secs(10)).unwrap();
+    // With the webhook gone (failurePolicy: Fail), changes are refused...
+    let refused = kubectl.apply(&env.ns, &manifest("other", "")).await.unwrap();
+    assert!(!refused.success, "created without a webhook: {}", refused.stdout);
+    // ...but deleting is not sent to it, and neither is removing the finalizer of an object
+    // being deleted (what the controller does to finish), so the object goes away.
+    kubectl.run(&["delete", "mos", "doomed", "-n", &env.ns, "--wait=false"]).await.unwrap().ok().unwrap();
+    kubectl
+        .run(&[
+            "patch",
+            "mos",
+            "doomed",
+            "-n",
+            &env.ns,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ])
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    let shells = env.shells();
+    eventually("the MyOwnShell to be gone", TIMEOUT, || {
+        let shells = shells.clone();
+        async move {
+            match shells.get_opt("doomed").await.map_err(|e| e.to_string())? {
+                None => Ok(()),
+                Some(o) => Err(format!("still there: {:?}", o.metadata.finalizers)),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    env.installed.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_plain_400_or_denial_and_the_server_keeps_serving() {
+    let env = Env::start("wh-badinput", &[]).await;
+    let ca = secret_pem(&env.client, &env.ns, &env.options.secret_name, "ca.crt").await.unwrap();
+    let mut conn = HttpsConnection::connect(env.webhook.addr(), Some(&ca), "127.0.0.1").await.unwrap();
+    let review = |api_version: &str, kind: &str, request: Value| {
+        serde_json::to_vec(&json!({"apiVersion": api_version, "kind": kind, "request": request})).unwrap()
+    };
+    let request = |object: Value| {
+        json!({
+            "uid": "0b1e7c1e-0000-4000-8000-000000000001",
+            "kind": {"group": "myownshell.io", "version": "v1alpha1", "kind": "MyOwnShell"},
+            "resource": {"group": "myownshell.io", "version": "v1alpha1", "resource": "myownshells"},
+            "name": "x", "namespace": env.ns, "operation": "CREATE",
+            "userInfo": {"username": "tester"}, "object": object, "dryRun": false,
+        })
+    };
+    let good_object =
+        json!({"apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": "x"}, "spec": {}});
+
+    let bad: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("malformed JSON", b"{\"apiVersion\": ".to_vec(), "malformed JSON"),
+        ("oversized body", vec![b' '; 9 * 1024 * 1024], "larger than 8388608 bytes"),
+        (
+            "wrong apiVersion",
+            review("admission.k8s.io/v1beta1", "AdmissionReview", request(good_object.clone())),
+            "expected apiVersion admission.k8s.io/v1",
+        ),
+        ("wrong kind", review("admission.k8s.io/v1", "Pod", request(good_object.clone())), "kind AdmissionReview"),
+        (
+            "missing request",
+            serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"})).unwrap(),
+            "has no request",
+        ),
+    ];
+    for (what, body, want) in &bad {
+        for path in [names::MUTATE_PATH, names::VALIDATE_PATH] {
+            let (status, text) = conn.post(path, body.clone()).await.unwrap_or_else(|e| panic!("{what}: {e}"));
+            let text = String::from_utf8_lossy(&text);
+            assert_eq!(status, 400, "{what} on {path}: {text}");
+            assert!(text.contains(want), "{what} on {path}: {text}");
+        }
+    }
+
+    // A readable review whose object is not a MyOwnShell: a denial (code 400) with the reason.
+    let undecodable = review(
+        "admission.k8s.io/v1",
+        "AdmissionReview",
+        request(json!({"metadata": {"name": "x"}, "spec": {"size": "three"}})),
+    );
+    for path in [names::MUTATE_PATH, names::VALIDATE_PATH] {
+        let (status, text) = conn.post(path, undecodable.clone()).await.unwrap();
+        assert_eq!(status, 200);
+        let answer: Value = serde_json::from_slice(&text).unwrap();
+        assert_eq!(answer["response"]["allowed"], json!(false), "{answer}");
+        assert_eq!(answer["response"]["uid"], json!("0b1e7c1e-0000-4000-8000-000000000001"));
+        assert_eq!(answer["response"]["status"]["code"], json!(400));
+        assert!(answer["response"]["status"]["message"].as_str().unwrap().contains("spec does not decode"), "{answer}");
+    }
+
+    // Same connection, still serving: a good review gets its patch.
+    let (status, text) = conn
+        .post(names::MUTATE_PATH, review("admission.k8s.io/v1", "AdmissionReview", request(good_object)))
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_slice(&text).unwrap();
+    assert_eq!(answer["response"]["allowed"], json!(true));
+    assert_eq!(answer["response"]["patchType"], json!("JSONPatch"));
+
+    // Each bad request was logged once, and counted.
+    let log = std::fs::read_to_string(&env.webhook.log).unwrap();
+    let logged = log.lines().filter(|l| l.contains("rejected a malformed admission request")).count();
+    assert_eq!(logged, bad.len() * 2, "{log}");
+    let metrics = env.webhook.metrics().await.unwrap();
+    assert!(metrics.contains("result=\"bad_request\"} 5"), "{metrics}");
+    assert!(metrics.contains("result=\"invalid\"} 1"), "{metrics}");
+}
+
+#[tokio::test]
+async fn replicas_started_together_share_one_secret_and_a_third_reuses_it() {
+    let cp = shared();
+    let client = cp.client().unwrap();
+    let ns = create_namespace(&client, "wh-replicas").await.unwrap();
+    let port = free_port().unwrap();
+    let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.clone() };
+    let installed = InstalledWebhooks::install(&client, &ns, &target).await.unwrap();
+    let base = WebhookOptions::for_installed(&installed, &ns, port);
+    let replica =
+        |i: usize, port: Option<u16>| WebhookOptions { port, log_name: format!("webhook-{ns}-{i}"), ..base.clone() };
+
+    // Two at once, racing to create the Secret.
+    let mut a = WebhookProcess::spawn(cp, &replica(0, Some(port))).unwrap();
+    let mut b = WebhookProcess::spawn(cp, &replica(1, None)).unwrap();
+    a.wait_ready(READY).await.unwrap();
+    b.wait_ready(READY).await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let stored = secrets.get(&base.secret_name).await.unwrap();
+    let tls_crt = secret_pem(&client, &ns, &base.secret_name, "tls.crt").await.unwrap();
+    let leaf = myownshell_certs::tls::certs_from_pem(&tls_crt).unwrap().remove(0);
+    assert_eq!(served_certificate(a.addr()).await.unwrap(), leaf, "replica a serves the stored cert");
+    assert_eq!(served_certificate(b.addr()).await.unwrap(), leaf, "replica b serves the stored cert");
+
+    // A third one later reuses it without writing.
+    let mut c = WebhookProcess::spawn(cp, &replica(2, None)).unwrap();
+    c.wait_ready(READY).await.unwrap();
+    assert_eq!(served_certificate(c.addr()).await.unwrap(), leaf, "replica c serves the stored cert");
+    let after = secrets.get(&base.secret_name).await.unwrap();
+    assert_eq!(after.metadata.resource_version, stored.metadata.resource_version, "the Secret was not rewritten");
+
+    // The injected bundle is the Secret's CA, and it is what the apiserver uses.
+    let ca = secret_pem(&client, &ns, &base.secret_name, "ca.crt").await.unwrap();
+    for bundle in installed.ca_bundles().await.unwrap() {
+        assert!(myownshell_certs::trust::same_certificates(&bundle, &ca));
+    }
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    let created = eventually("a create through the webhook", TIMEOUT, || {
+        let shells = shells.clone();
+        async move {
+            shells
+                .create(&PostParams::default(), &MyOwnShell::new("shared", MyOwnShellSpec::default()))
+                .await
+                .map_err(|e| e.to_string())
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(created.spec.size, Some(defaults::SIZE));
+    for p in [&mut a, &mut b, &mut c] {
+        assert!(p.is_running());
+    }
+}

@@ -1,0 +1,283 @@
+//! `cargo xtask bench webhook` (or `cargo bench -p myownshell-webhook --bench webhook`):
+//! AdmissionReview requests over TLS with keep-alive against the real webhook router, and the
+//! same load against a minimal rustls + hyper server answering a fixed body (the floor), both
+//! in this process and in the same run, at concurrency 1, 8 and 32. Prints p50/p99 latency,
+//! requests/s, and `ratio = webhook/floor` for throughput.
+//!
+//! Flags after `--`: `--seconds N` per measurement (default 3), `--concurrency 1,8,32`,
+//! `--rounds N` (default 3): webhook and floor are measured in alternation N times and the best
+//! round of each is reported, so a burst of other work on the machine does not decide the ratio.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use myownshell_api::names;
+use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
+use myownshell_certs::tls::{LiveResolver, server_config};
+use myownshell_webhook::admission::Policy;
+use myownshell_webhook::metrics::Metrics;
+use myownshell_webhook::server::{AppState, webhook_router};
+use rustls_pki_types::ServerName;
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+const WARMUP: Duration = Duration::from_millis(500);
+
+struct Options {
+    seconds: u64,
+    concurrency: Vec<usize>,
+    rounds: usize,
+}
+
+fn options() -> Options {
+    let mut o = Options { seconds: 3, concurrency: vec![1, 8, 32], rounds: 3 };
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--seconds" if i + 1 < args.len() => {
+                o.seconds = args[i + 1].parse().unwrap_or(o.seconds);
+                i += 1;
+            }
+            "--rounds" if i + 1 < args.len() => {
+                o.rounds = args[i + 1].parse().unwrap_or(o.rounds).max(1);
+                i += 1;
+            }
+            "--concurrency" if i + 1 < args.len() => {
+                o.concurrency = args[i + 1].split(',').filter_map(|c| c.trim().parse().ok()).collect();
+                i += 1;
+            }
+            _ => {} // `--bench` and the like from cargo
+        }
+        i += 1;
+    }
+    o
+}
+
+/// A CREATE of a MyOwnShell with a partial spec: the mutating webhook patches, the validating
+/// one checks every field.
+fn review_body() -> Bytes {
+    let object = json!({
+        "apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell",
+        "metadata": {"name": "bench", "namespace": "team-a", "uid": "8d5b7f0e-2b1c-4c1e-9b3a-1f2e3d4c5b6a",
+                     "labels": {"team": "a"}, "annotations": {"owner": "someone@example.com"}},
+        "spec": {"size": 3, "image": "registry.example.com/tools/shell:1.4.2",
+                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}}
+    });
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "myownshell.io", "version": "v1alpha1", "kind": "MyOwnShell"},
+            "resource": {"group": "myownshell.io", "version": "v1alpha1", "resource": "myownshells"},
+            "requestKind": {"group": "myownshell.io", "version": "v1alpha1", "kind": "MyOwnShell"},
+            "requestResource": {"group": "myownshell.io", "version": "v1alpha1", "resource": "myownshells"},
+            "name": "bench", "namespace": "team-a", "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object, "oldObject": null, "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        }
+    });
+    Bytes::from(serde_json::to_vec(&review).unwrap())
+}
+
+struct Tls {
+    server: Arc<rustls::ServerConfig>,
+    client: Arc<rustls::ClientConfig>,
+}
+
+fn tls() -> Tls {
+    let ca = CertificateAuthority::generate("bench-ca", Duration::from_secs(3600)).unwrap();
+    let leaf = ca
+        .issue(&LeafSpec::server(
+            "bench",
+            vec!["localhost".into()],
+            vec!["127.0.0.1".parse().unwrap()],
+            Duration::from_secs(3600),
+        ))
+        .unwrap();
+    let resolver = LiveResolver::from_pem(&leaf.cert_pem, &leaf.key_pem).unwrap();
+    let server = Arc::new(server_config(resolver, None).unwrap());
+    let mut roots = rustls::RootCertStore::empty();
+    for c in myownshell_certs::tls::certs_from_pem(ca.cert_pem()).unwrap() {
+        roots.add(c).unwrap();
+    }
+    let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Tls { server, client: Arc::new(client) }
+}
+
+/// The webhook: its real router on the real TLS server.
+async fn start_webhook(tls: Arc<rustls::ServerConfig>, shutdown: CancellationToken) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = webhook_router(AppState { policy: Arc::new(Policy::default()), metrics: Arc::new(Metrics::new()) });
+    tokio::spawn(myownshell_certs::server::serve_tls(listener, tls, app, shutdown));
+    addr
+}
+
+/// The floor: rustls + hyper, reading the body and answering a fixed one. Nothing else.
+async fn start_floor(tls: Arc<rustls::ServerConfig>, body: Bytes, shutdown: CancellationToken) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    tokio::spawn(async move {
+        loop {
+            let (tcp, _) = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                a = listener.accept() => match a { Ok(c) => c, Err(_) => continue },
+            };
+            let _ = tcp.set_nodelay(true);
+            let acceptor = acceptor.clone();
+            let body = body.clone();
+            tokio::spawn(async move {
+                let Ok(stream) = acceptor.accept(tcp).await else { return };
+                let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let body = body.clone();
+                    async move {
+                        let _ = req.into_body().collect().await;
+                        Ok::<_, Infallible>(
+                            hyper::Response::builder()
+                                .header("content-type", "application/json")
+                                .body(Full::new(body))
+                                .unwrap(),
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    p50: Duration,
+    p99: Duration,
+    rps: f64,
+}
+
+/// `concurrency` keep-alive connections, each sending requests back to back for `duration`
+/// (after a warm-up that is not counted).
+async fn load(
+    addr: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+    concurrency: usize,
+    duration: Duration,
+    paths: [&'static str; 2],
+    body: Bytes,
+) -> Figures {
+    let start_at = Instant::now() + WARMUP;
+    let end_at = start_at + duration;
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let (tls, body) = (tls.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            let tcp = TcpStream::connect(addr).await.unwrap();
+            tcp.set_nodelay(true).unwrap();
+            let stream = tokio_rustls::TlsConnector::from(tls)
+                .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+                .await
+                .unwrap();
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
+            tokio::spawn(conn);
+            let mut latencies = Vec::with_capacity(100_000);
+            let mut n = worker;
+            loop {
+                let now = Instant::now();
+                if now >= end_at {
+                    break;
+                }
+                let path = paths[n % 2];
+                n += 1;
+                let request = hyper::Request::post(path)
+                    .header("host", "127.0.0.1")
+                    .header("content-type", "application/json")
+                    .body(Full::new(body.clone()))
+                    .unwrap();
+                sender.ready().await.unwrap();
+                let response = sender.send_request(request).await.unwrap();
+                assert_eq!(response.status(), 200);
+                let _ = response.into_body().collect().await.unwrap();
+                if now >= start_at {
+                    latencies.push(now.elapsed());
+                }
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort_unstable();
+    let pick = |q: f64| {
+        all.get(((all.len() as f64 * q) as usize).min(all.len().saturating_sub(1))).copied().unwrap_or_default()
+    };
+    Figures { p50: pick(0.50), p99: pick(0.99), rps: all.len() as f64 / duration.as_secs_f64() }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let opts = options();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let tls = tls();
+        let shutdown = CancellationToken::new();
+        let body = review_body();
+
+        // The floor answers with what the webhook would answer, byte for byte.
+        let webhook = start_webhook(tls.server.clone(), shutdown.clone()).await;
+        let sample = {
+            let state = AppState { policy: Arc::new(Policy::default()), metrics: Arc::new(Metrics::new()) };
+            let response = myownshell_webhook::server::answer(myownshell_webhook::admission::Webhook::Mutate, &body, &state, Instant::now());
+            response.into_body().collect().await.unwrap().to_bytes()
+        };
+        let floor = start_floor(tls.server.clone(), sample, shutdown.clone()).await;
+        let duration = Duration::from_secs(opts.seconds);
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        println!(
+            "webhook bench: {} byte AdmissionReview (CREATE, alternating mutate/validate), TLS keep-alive, best of {} rounds of {}s, {cores} cores, release={}",
+            body.len(),
+            opts.rounds,
+            opts.seconds,
+            !cfg!(debug_assertions)
+        );
+        println!("{:>11} {:>8} {:>11} {:>11} {:>11}", "concurrency", "server", "p50", "p99", "req/s");
+        let paths = [names::MUTATE_PATH, names::VALIDATE_PATH];
+        let best = |a: Option<Figures>, b: Figures| Some(match a { Some(a) if a.rps >= b.rps => a, _ => b });
+        for &c in &opts.concurrency {
+            let (mut w, mut f) = (None, None);
+            for _ in 0..opts.rounds {
+                w = best(w, load(webhook, tls.client.clone(), c, duration, paths, body.clone()).await);
+                f = best(f, load(floor, tls.client.clone(), c, duration, paths, body.clone()).await);
+            }
+            let (w, f) = (w.unwrap(), f.unwrap());
+            println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "webhook", ms(w.p50), ms(w.p99), w.rps);
+            println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "floor", ms(f.p50), ms(f.p99), f.rps);
+            println!("{c:>11} ratio = webhook/floor = {:.2}", w.rps / f.rps);
+        }
+        shutdown.cancel();
+    });
+}

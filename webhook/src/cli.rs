@@ -1,0 +1,232 @@
+//! Command-line flags (kubebuilder-style names; defaults match `config/default`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// A listen address, or `0` for "off" (as kubebuilder's `--metrics-bind-address=0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    Off,
+    At(SocketAddr),
+}
+
+pub fn parse_listen(s: &str) -> Result<Listen, String> {
+    if s == "0" {
+        return Ok(Listen::Off);
+    }
+    // ":8081" means every interface, as in Go.
+    let full = if s.starts_with(':') { format!("0.0.0.0{s}") } else { s.to_owned() };
+    full.parse().map(Listen::At).map_err(|e| format!("{s:?} is not host:port or 0: {e}"))
+}
+
+/// Durations like `90s`, `15m`, `12h`, `30d`, `1h30m`, `500ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(format!("{s:?}: expected a number"));
+        }
+        let n: u64 = rest[..digits].parse().map_err(|_| format!("{s:?}: number too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n.saturating_mul(60)),
+            "h" => Duration::from_secs(n.saturating_mul(3600)),
+            "d" => Duration::from_secs(n.saturating_mul(86_400)),
+            other => return Err(format!("{s:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
+        };
+        total = total.saturating_add(unit);
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+/// An extra subject alternative name: an IP address or a DNS name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum San {
+    Ip(IpAddr),
+    Dns(String),
+}
+
+pub fn parse_san(s: &str) -> Result<San, String> {
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Ok(San::Ip(ip));
+    }
+    if myownshell_certs::pki::is_dns_name(s) {
+        Ok(San::Dns(s.to_owned()))
+    } else {
+        Err(format!("{s:?} is neither an IP address nor a DNS name"))
+    }
+}
+
+/// MyOwnShell admission webhook: validates and defaults `MyOwnShell` objects over TLS that it
+/// generates, injects and rotates itself (or loads from `--cert-dir`).
+#[derive(Debug, Clone, Parser)]
+#[command(name = "myownshell-webhook", version)]
+pub struct Args {
+    /// Port of the HTTPS admission endpoint.
+    #[arg(long, default_value_t = 9443)]
+    pub webhook_port: u16,
+    /// Address the admission endpoint listens on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// Address of `/healthz` and `/readyz` (plain HTTP).
+    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_listen)]
+    pub health_probe_bind_address: Listen,
+    /// Address of `/metrics`, or 0 to turn it off.
+    #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_listen)]
+    pub metrics_bind_address: Listen,
+
+    /// Load `tls.crt`/`tls.key` from this directory (cert-manager) and reload them on change,
+    /// instead of managing certificates; nothing is injected then.
+    #[arg(long)]
+    pub cert_dir: Option<PathBuf>,
+    /// MutatingWebhookConfiguration to inject the CA bundle into.
+    #[arg(long, default_value = "myownshell-mutating-webhook-configuration")]
+    pub mutating_webhook_configuration: String,
+    /// ValidatingWebhookConfiguration to inject the CA bundle into.
+    #[arg(long, default_value = "myownshell-validating-webhook-configuration")]
+    pub validating_webhook_configuration: String,
+    /// Service in front of the webhook: the certificate is for `<service>.<namespace>.svc`.
+    #[arg(long, default_value = "myownshell-webhook-service")]
+    pub service_name: String,
+    /// Namespace of the Service and the certificate Secret.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "myownshell-system")]
+    pub namespace: String,
+    /// Secret holding the CA and serving certificate, shared by all replicas.
+    #[arg(long, default_value = "myownshell-webhook-server-cert")]
+    pub secret_name: String,
+    /// Lifetime of serving certificates.
+    #[arg(long, default_value = "30d", value_parser = parse_duration)]
+    pub cert_validity: Duration,
+    /// Renew the serving certificate this long before expiry (the CA twice as long before).
+    #[arg(long, default_value = "10d", value_parser = parse_duration)]
+    pub renew_before: Duration,
+    /// Lifetime of the CA.
+    #[arg(long, default_value = "365d", value_parser = parse_duration)]
+    pub ca_validity: Duration,
+    /// Extra DNS name or IP address for the serving certificate (repeatable).
+    #[arg(long = "extra-san", value_parser = parse_san)]
+    pub extra_sans: Vec<San>,
+
+    /// Largest `spec.size` admitted.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i32).range(0..=i64::from(myownshell_api::SIZE_SCHEMA_MAX)))]
+    pub max_size: i32,
+    /// Registries (or repository prefixes) images must come from, comma-separated; any if unset.
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_registries: Vec<String>,
+
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl Args {
+    /// The serving certificate's DNS names: the Service's, then the extra ones.
+    pub fn dns_names(&self) -> Vec<String> {
+        let base = format!("{}.{}.svc", self.service_name, self.namespace);
+        let mut names = vec![base.clone(), format!("{base}.cluster.local")];
+        names.extend(self.extra_sans.iter().filter_map(|s| match s {
+            San::Dns(d) => Some(d.clone()),
+            San::Ip(_) => None,
+        }));
+        names
+    }
+
+    pub fn ip_addresses(&self) -> Vec<IpAddr> {
+        self.extra_sans
+            .iter()
+            .filter_map(|s| match s {
+                San::Ip(ip) => Some(*ip),
+                San::Dns(_) => None,
+            })
+            .collect()
+    }
+
+    pub fn allowed_registries(&self) -> Vec<String> {
+        self.allowed_registries.iter().map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_config_default() {
+        let args = Args::try_parse_from(["myownshell-webhook", "--namespace", "myownshell-system"]).unwrap();
+        assert_eq!(args.webhook_port, 9443);
+        assert_eq!(args.health_probe_bind_address, Listen::At("0.0.0.0:8081".parse().unwrap()));
+        assert_eq!(args.metrics_bind_address, Listen::At("0.0.0.0:8443".parse().unwrap()));
+        assert_eq!(args.mutating_webhook_configuration, "myownshell-mutating-webhook-configuration");
+        assert_eq!(args.validating_webhook_configuration, "myownshell-validating-webhook-configuration");
+        assert_eq!(args.secret_name, "myownshell-webhook-server-cert");
+        assert_eq!(args.max_size, 50);
+        assert_eq!(
+            args.dns_names(),
+            [
+                "myownshell-webhook-service.myownshell-system.svc",
+                "myownshell-webhook-service.myownshell-system.svc.cluster.local"
+            ]
+        );
+    }
+
+    #[test]
+    fn flags_parse() {
+        let args = Args::try_parse_from([
+            "x",
+            "--extra-san",
+            "127.0.0.1",
+            "--extra-san",
+            "webhook.local",
+            "--allowed-registries",
+            "docker.io, ghcr.io/org",
+            "--cert-validity",
+            "1h30m",
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            ":9090",
+            "--log-format",
+            "json",
+        ])
+        .unwrap();
+        assert_eq!(args.ip_addresses(), vec!["127.0.0.1".parse::<IpAddr>().unwrap()]);
+        assert!(args.dns_names().contains(&"webhook.local".to_owned()));
+        assert_eq!(args.allowed_registries(), ["docker.io", "ghcr.io/org"]);
+        assert_eq!(args.cert_validity, Duration::from_secs(5400));
+        assert_eq!(args.metrics_bind_address, Listen::Off);
+        assert_eq!(args.health_probe_bind_address, Listen::At("0.0.0.0:9090".parse().unwrap()));
+        assert_eq!(args.log_format, LogFormat::Json);
+        assert!(Args::try_parse_from(["x", "--extra-san", "not a name"]).is_err());
+        assert!(Args::try_parse_from(["x", "--max-size", "5000"]).is_err());
+    }
+
+    #[test]
+    fn durations() {
+        for (s, want) in
+            [("500ms", 0.5), ("90s", 90.0), ("15m", 900.0), ("2h", 7200.0), ("30d", 2_592_000.0), ("1h1m1s", 3661.0)]
+        {
+            assert_eq!(parse_duration(s).unwrap().as_secs_f64(), want, "{s}");
+        }
+        for bad in ["", "5", "h", "5y", "-5s", "1.5h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Container image references, as the OCI distribution spec (and `docker pull`) reads them:
+//! `[host[:port]/]path[:tag][@sha256:<64 hex>]`.
+
+/// The registry an image without an explicit host comes from.
+pub const DEFAULT_REGISTRY: &str = "docker.io";
+const MAX_NAME_LEN: usize = 255;
+const MAX_TAG_LEN: usize = 128;
+
+/// A parsed reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRef {
+    /// Registry host (with port) if the reference names one.
+    pub host: Option<String>,
+    /// Repository path within the registry, e.g. `library/busybox` or `tools/shell`.
+    pub path: String,
+    pub tag: Option<String>,
+    /// `sha256:<hex>`.
+    pub digest: Option<String>,
+}
+
+impl ImageRef {
+    /// The registry the image is pulled from (`docker.io` when none is named).
+    pub fn registry(&self) -> &str {
+        self.host.as_deref().unwrap_or(DEFAULT_REGISTRY)
+    }
+
+    /// `registry/path`, the repository as a whole (for allow-list prefixes).
+    pub fn repository(&self) -> String {
+        format!("{}/{}", self.registry(), self.path)
+    }
+
+    /// Pinned to a digest, or to a tag other than `latest`.
+    pub fn is_pinned(&self) -> bool {
+        self.digest.is_some() || self.tag.as_deref().is_some_and(|t| t != "latest")
+    }
+
+    /// Whether the image comes from one of `allowed`: each entry is a registry (`ghcr.io`,
+    /// `registry.example.com:5000`) or a repository prefix (`ghcr.io/my-org`).
+    pub fn allowed_by(&self, allowed: &[String]) -> bool {
+        let repository = self.repository();
+        allowed
+            .iter()
+            .map(|a| a.trim_end_matches('/'))
+            .any(|a| a == self.registry() || repository.strip_prefix(a).is_some_and(|rest| rest.starts_with('/')))
+    }
+}
+
+fn is_alnum_lower(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit()
+}
+
+/// `alpha-numeric (separator alpha-numeric)*` with separators `.`, `_`, `__`, `-+`.
+fn valid_path_component(c: &str) -> bool {
+    let b = c.as_bytes();
+    if b.is_empty() || !is_alnum_lower(b[0]) || !is_alnum_lower(b[b.len() - 1]) {
+        return false;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        if is_alnum_lower(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && !is_alnum_lower(b[i]) {
+            i += 1;
+        }
+        let sep = &c[start..i];
+        let ok = sep == "." || sep == "_" || sep == "__" || sep.bytes().all(|x| x == b'-');
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+fn valid_port(port: &str) -> bool {
+    !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok()
+}
+
+fn valid_host(host: &str) -> bool {
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((v6, tail)) = rest.split_once(']') else { return false };
+        return v6.parse::<std::net::Ipv6Addr>().is_ok()
+            && (tail.is_empty() || tail.strip_prefix(':').is_some_and(valid_port));
+    }
+    let (name, port) = match host.split_once(':') {
+        Some((name, port)) => (name, Some(port)),
+        None => (host, None),
+    };
+    port.is_none_or(valid_port)
+        && !name.is_empty()
+        && name.split('.').all(|label| {
+            let b = label.as_bytes();
+            !b.is_empty()
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|x| x.is_ascii_alphanumeric() || *x == b'-')
+        })
+}
+
+/// Parse `reference`; the error says which part is wrong.
+pub fn parse(reference: &str) -> Result<ImageRef, String> {
+    if reference.is_empty() {
+        return Err("empty".into());
+    }
+    if reference.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
+        return Err("contains whitespace".into());
+    }
+    let (rest, digest) = match reference.split_once('@') {
+        Some((rest, digest)) => {
+            let hex = digest.strip_prefix("sha256:").ok_or("digest must start with sha256:")?;
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+                return Err("sha256 digest must be 64 lowercase hex digits".into());
+            }
+            (rest, Some(digest.to_owned()))
+        }
+        None => (reference, None),
+    };
+    // A ':' after the last '/' starts the tag (a ':' before it is the registry's port).
+    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+    let (name, tag) = match rest[last_slash..].find(':') {
+        Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
+        None => (rest, None),
+    };
+    if let Some(tag) = tag {
+        let b = tag.as_bytes();
+        let ok = !b.is_empty()
+            && b.len() <= MAX_TAG_LEN
+            && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
+            && b.iter().all(|x| x.is_ascii_alphanumeric() || matches!(x, b'_' | b'.' | b'-'));
+        if !ok {
+            return Err(format!("invalid tag {tag:?}"));
+        }
+    }
+    if name.is_empty() {
+        return Err("no repository name".into());
+    }
+    if name.len() > MAX_NAME_LEN {
+        return Err(format!("repository name longer than {MAX_NAME_LEN} characters"));
+    }
+    let (host, path) = match name.split_once('/') {
+        Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" || first.starts_with('[') => {
+            if !valid_host(first) {
+                return Err(format!("invalid registry host {first:?}"));
+            }
+            (Some(first.to_owned()), rest)
+        }
+        _ => (None, name),
+    };
+    if path.bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err("repository path must be lowercase".into());
+    }
+    if let Some(bad) = path.split('/').find(|c| !valid_path_component(c)) {
+        return Err(format!("invalid path component {bad:?}"));
+    }
+    Ok(ImageRef { host, path: path.to_owned(), tag: tag.map(str::to_owned), digest })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn valid_references() {
+        // (input, host, path, tag, has digest)
+        type Case<'a> = (&'a str, Option<&'a str>, &'a str, Option<&'a str>, bool);
+        let cases: &[Case] = &[
+            ("busybox", None, "busybox", None, false),
+            ("busybox:1.37.0", None, "busybox", Some("1.37.0"), false),
+            ("library/busybox:latest", None, "library/busybox", Some("latest"), false),
+            ("ghcr.io/org/tools/shell:v1", Some("ghcr.io"), "org/tools/shell", Some("v1"), false),
+            ("localhost:5000/shell", Some("localhost:5000"), "shell", None, false),
+            ("localhost/shell:dev", Some("localhost"), "shell", Some("dev"), false),
+            (
+                "registry.example.com:443/a_b/c__d/e-f--g.h:TAG_1.2-x",
+                Some("registry.example.com:443"),
+                "a_b/c__d/e-f--g.h",
+                Some("TAG_1.2-x"),
+                false,
+            ),
+            ("[::1]:5000/shell:1", Some("[::1]:5000"), "shell", Some("1"), false),
+        ];
+        for (input, host, path, tag, digest) in cases {
+            let r = parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
+            assert_eq!(
+                (r.host.as_deref(), r.path.as_str(), r.tag.as_deref(), r.digest.is_some()),
+                (*host, *path, *tag, *digest),
+                "{input}"
+            );
+        }
+        let pinned = parse(&format!("ghcr.io/org/shell@{DIGEST}")).unwrap();
+        assert_eq!(pinned.digest.as_deref(), Some(DIGEST));
+        assert!(pinned.is_pinned());
+        let both = parse(&format!("shell:1.0@{DIGEST}")).unwrap();
+        assert_eq!((both.tag.as_deref(), both.digest.is_some()), (Some("1.0"), true));
+    }
+
+    #[test]
+    fn invalid_references_say_why() {
+        let cases = [
+            ("", "empty"),
+            ("Busybox", "lowercase"),
+            ("busy box", "whitespace"),
+            ("busybox:", "invalid tag"),
+            ("busybox:-x", "invalid tag"),
+            ("busybox:a:b", "invalid tag"),
+            ("busybox@sha256:abc", "64 lowercase hex"),
+            ("busybox@md5:0123", "sha256:"),
+            ("ghcr.io/", "invalid path component"),
+            ("ghcr.io//x", "invalid path component"),
+            ("bad_host.io:99999/x", "invalid registry host"),
+            ("-leading", "invalid path component"),
+            ("a..b", "invalid path component"),
+            (":tag", "no repository name"),
+        ];
+        for (input, want) in cases {
+            let err = parse(input).err().unwrap_or_else(|| panic!("{input:?} was accepted"));
+            assert!(err.contains(want), "{input:?}: {err}");
+        }
+        let long = format!("{}:1", "a".repeat(300));
+        assert!(parse(&long).is_err());
+    }
+
+    #[test]
+    fn registries_pinning_and_allow_lists() {
+        let hub = parse("busybox").unwrap();
+        assert_eq!(hub.registry(), "docker.io");
+        assert!(!hub.is_pinned());
+        assert!(!parse("busybox:latest").unwrap().is_pinned());
+        assert!(parse("busybox:1.37.0").unwrap().is_pinned());
+        let allowed: Vec<String> = vec!["docker.io".into(), "ghcr.io/my-org".into()];
+        assert!(hub.allowed_by(&allowed));
+        assert!(parse("ghcr.io/my-org/shell:1").unwrap().allowed_by(&allowed));
+        assert!(!parse("ghcr.io/my-org-evil/shell:1").unwrap().allowed_by(&allowed));
+        assert!(!parse("quay.io/x/shell:1").unwrap().allowed_by(&allowed));
+    }
+}

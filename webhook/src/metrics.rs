@@ -1,0 +1,151 @@
+//! Prometheus metrics of the webhook, and the `/metrics` router (plain HTTP for now; the
+//! binary keeps it on its own listener so an authenticating layer can wrap just this router).
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use myownshell_api::names;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+// Static label values: counting a request allocates nothing.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `mutate` or `validate`.
+    pub webhook: &'static str,
+    /// `CREATE`, `UPDATE`, … (empty when the request did not decode).
+    pub operation: &'static str,
+    /// `allowed`, `patched`, `denied`, `invalid` or `bad_request`.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabel {
+    pub webhook: &'static str,
+}
+
+/// Every metric of the webhook.
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub latency: Family<WebhookLabel, Histogram>,
+    /// Seconds until the served certificate expires (negative once expired).
+    pub cert_expiry: Gauge<f64, AtomicU64>,
+    /// 1 when the injected caBundle trusts the served certificate.
+    pub cert_trusted: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 50 µs … ~400 ms: admission answers in well under a millisecond.
+    Histogram::new([0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.4])
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("myownshell_webhook");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register("requests", "Admission requests by webhook, operation and result", requests.clone());
+        let latency = Family::<WebhookLabel, Histogram>::new_with_constructor(latency_histogram as fn() -> Histogram);
+        registry.register_with_unit(
+            "request_duration",
+            "Time to answer an admission request, body read to response",
+            prometheus_client::registry::Unit::Seconds,
+            latency.clone(),
+        );
+        let cert_expiry = Gauge::<f64, AtomicU64>::default();
+        registry.register_with_unit(
+            "certificate_expiry",
+            "Seconds until the served certificate expires",
+            prometheus_client::registry::Unit::Seconds,
+            cert_expiry.clone(),
+        );
+        let cert_trusted = Gauge::default();
+        registry.register(
+            "certificate_trusted",
+            "1 if the caBundle injected in the webhook configurations trusts the served certificate",
+            cert_trusted.clone(),
+        );
+        Self { registry, requests, latency, cert_expiry, cert_trusted }
+    }
+
+    pub fn observe(&self, webhook: &'static str, operation: &'static str, result: &'static str, elapsed: Duration) {
+        self.requests.get_or_create(&RequestLabels { webhook, operation, result }).inc();
+        self.latency.get_or_create(&WebhookLabel { webhook }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Update the certificate gauges.
+    pub fn set_certificate(&self, not_after: Option<SystemTime>, trusted: bool) {
+        let left = match not_after {
+            Some(t) => match t.duration_since(SystemTime::now()) {
+                Ok(d) => d.as_secs_f64(),
+                Err(e) => -e.duration().as_secs_f64(),
+            },
+            None => 0.0,
+        };
+        self.cert_expiry.set(left);
+        self.cert_trusted.set(i64::from(trusted));
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+async fn metrics_handler(State(metrics): State<Arc<Metrics>>) -> Response {
+    match metrics.encode() {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+            )],
+            body,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding metrics failed").into_response(),
+    }
+}
+
+/// `GET /metrics`. Kept separate so the binary can wrap it with an authenticating layer.
+pub fn router(metrics: Arc<Metrics>) -> Router {
+    Router::new().route(names::METRICS_PATH, get(metrics_handler)).with_state(metrics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_has_every_metric() {
+        let m = Metrics::new();
+        m.observe("validate", "CREATE", "denied", Duration::from_micros(300));
+        m.set_certificate(Some(SystemTime::now() + Duration::from_secs(100)), true);
+        let text = m.encode().unwrap();
+        for want in [
+            "myownshell_webhook_requests_total{webhook=\"validate\",operation=\"CREATE\",result=\"denied\"} 1",
+            "myownshell_webhook_request_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\"} 1",
+            "myownshell_webhook_certificate_trusted 1",
+            "myownshell_webhook_certificate_expiry_seconds 9",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
+    }
+}

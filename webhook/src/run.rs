@@ -1,0 +1,180 @@
+//! The `myownshell-webhook` process: probes, metrics, certificates, the TLS admission server,
+//! and graceful shutdown on SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use myownshell_certs::inject::WebhookConfigs;
+use myownshell_certs::manager::{self, CertStatus, SelfManagedConfig};
+use myownshell_certs::rotation::Policy as CertPolicy;
+use myownshell_certs::secret::SecretStore;
+use myownshell_certs::{certdir, server, tls};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::admission::Policy;
+use crate::cli::{Args, Listen, LogFormat};
+use crate::metrics::{self, Metrics};
+use crate::server::{AppState, probes_router, webhook_router};
+
+/// How often `--cert-dir` files are compared for changes.
+const CERT_DIR_POLL: Duration = Duration::from_secs(1);
+/// How often the expiry gauge is refreshed.
+const GAUGE_REFRESH: Duration = Duration::from_secs(5);
+
+/// Set up logging as `--log-format` asks (level from `RUST_LOG`, default `info`).
+pub fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.with_ansi(false).try_init(),
+    };
+}
+
+/// The certificate settings from the flags.
+pub fn cert_policy(args: &Args) -> anyhow::Result<CertPolicy> {
+    let policy = CertPolicy {
+        ca_name: format!("{}-ca", args.service_name),
+        dns_names: args.dns_names(),
+        ip_addresses: args.ip_addresses(),
+        cert_validity: args.cert_validity,
+        ca_validity: args.ca_validity,
+        renew_before: args.renew_before,
+        propagation: CertPolicy::default_propagation(args.renew_before),
+    };
+    policy.check().map_err(|e| anyhow::anyhow!("certificate flags: {e}"))?;
+    Ok(policy)
+}
+
+async fn serve_plain(
+    addr: SocketAddr,
+    app: Router,
+    what: &'static str,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the {what} address {addr}"))?;
+    tracing::info!(%addr, "{what} listening");
+    tokio::spawn(async move {
+        let served = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "{what} server failed");
+        }
+    });
+    Ok(())
+}
+
+async fn signals(shutdown: CancellationToken) {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
+    }
+    shutdown.cancel();
+}
+
+/// Run until SIGTERM/SIGINT.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signals(shutdown.clone()));
+
+    let policy = Arc::new(Policy { max_size: args.max_size, allowed_registries: args.allowed_registries() });
+    let metrics = Arc::new(Metrics::new());
+    let listening = Arc::new(AtomicBool::new(false));
+    let (status_tx, status_rx) = watch::channel(CertStatus::default());
+
+    // Probes first, so the kubelet sees a live (not yet ready) process while certificates are
+    // being fetched.
+    if let Listen::At(addr) = args.health_probe_bind_address {
+        let status = status_rx.clone();
+        let listening = listening.clone();
+        let ready: crate::server::ReadinessCheck = Arc::new(move || {
+            let s = status.borrow();
+            if !s.serving {
+                Err("no serving certificate yet".into())
+            } else if !listening.load(Ordering::Relaxed) {
+                Err("the webhook server is not listening".into())
+            } else if !s.trusted {
+                Err(s.detail.clone())
+            } else {
+                Ok(())
+            }
+        });
+        serve_plain(addr, probes_router(ready), "probes", shutdown.clone()).await?;
+    }
+    if let Listen::At(addr) = args.metrics_bind_address {
+        serve_plain(addr, metrics::router(metrics.clone()), "metrics", shutdown.clone()).await?;
+    }
+
+    // Certificates: from files, or self-managed through the API.
+    let (resolver, mut source_status) = match &args.cert_dir {
+        Some(dir) => {
+            let source = certdir::start(dir.clone(), CERT_DIR_POLL, shutdown.clone())
+                .map_err(|e| anyhow::anyhow!("--cert-dir: {e}"))?;
+            tracing::info!(dir = %dir.display(), "serving certificates from files");
+            (source.resolver, source.status)
+        }
+        None => {
+            let cert_policy = cert_policy(&args)?;
+            let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+            let cfg = SelfManagedConfig {
+                policy: cert_policy,
+                store: SecretStore::new(client.clone(), &args.namespace, &args.secret_name),
+                configs: WebhookConfigs::new(
+                    client.clone(),
+                    &args.mutating_webhook_configuration,
+                    &args.validating_webhook_configuration,
+                ),
+            };
+            tracing::info!(
+                secret = %format!("{}/{}", args.namespace, args.secret_name),
+                names = ?args.dns_names(),
+                "managing certificates"
+            );
+            match manager::start(cfg, client, shutdown.clone()).await {
+                Some(source) => (source.resolver, source.status),
+                None => return Ok(()),
+            }
+        }
+    };
+
+    // Mirror the certificate status into readiness and metrics.
+    {
+        let metrics = metrics.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let status = source_status.borrow_and_update().clone();
+                metrics.set_certificate(status.not_after, status.trusted);
+                status_tx.send_replace(status);
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    changed = source_status.changed() => if changed.is_err() { return },
+                    _ = tokio::time::sleep(GAUGE_REFRESH) => {}
+                }
+            }
+        });
+    }
+
+    let tls = Arc::new(tls::server_config(resolver, None).context("TLS configuration")?);
+    let addr = SocketAddr::new(args.bind_address, args.webhook_port);
+    let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the webhook address {addr}"))?;
+    tracing::info!(%addr, "webhook listening");
+    listening.store(true, Ordering::Relaxed);
+    let app = webhook_router(AppState { policy, metrics });
+    server::serve_tls(listener, tls, app, shutdown).await.context("webhook server")?;
+    tracing::info!("stopped");
+    Ok(())
+}
