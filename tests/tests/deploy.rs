@@ -1,0 +1,416 @@
+//! The `config/` tree: every overlay renders, the apiserver accepts it (server-side dry run),
+//! RBAC grants exactly what each binary needs, and the webhook configurations point where the
+//! webhook actually listens.
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use myownshell_api::names;
+use myownshell_tests::kustomize::{as_list, find, of_kind, render};
+use myownshell_tests::{eventually, shared};
+use serde_json::Value;
+
+const SYSTEM_NAMESPACE: &str = "myownshell-system";
+const OVERLAYS: [&str; 4] = ["default", "overlays/dev", "overlays/production", "overlays/cert-manager"];
+
+async fn ensure_system_namespace() {
+    let client = shared().client().unwrap();
+    let ns = Namespace {
+        metadata: ObjectMeta { name: Some(SYSTEM_NAMESPACE.into()), ..ObjectMeta::default() },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client)
+        .patch(SYSTEM_NAMESPACE, &PatchParams::apply("deploy-test"), &Patch::Apply(&ns))
+        .await
+        .unwrap();
+}
+
+fn deployment_args(objects: &[Value], name: &str) -> Vec<String> {
+    let dep = find(objects, "Deployment", name).unwrap();
+    dep["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn every_tree_renders() {
+    for dir in OVERLAYS.iter().chain(&["crd", "rbac", "manager", "webhook", "prometheus", "network-policy", "samples"])
+    {
+        let objects = render(dir).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!objects.is_empty(), "{dir} rendered nothing");
+    }
+}
+
+#[test]
+fn overlays_shape_the_deployments() {
+    let replicas =
+        |objects: &[Value], name: &str| find(objects, "Deployment", name).unwrap()["spec"]["replicas"].as_i64();
+    let default = render("default").unwrap();
+    let dev = render("overlays/dev").unwrap();
+    let prod = render("overlays/production").unwrap();
+    let certm = render("overlays/cert-manager").unwrap();
+
+    assert!(deployment_args(&default, "myownshell-controller-manager").contains(&"--leader-elect".to_owned()));
+    assert!(!deployment_args(&dev, "myownshell-controller-manager").contains(&"--leader-elect".to_owned()));
+    assert!(deployment_args(&prod, "myownshell-controller-manager").contains(&"--leader-elect".to_owned()));
+    for name in ["myownshell-controller-manager", "myownshell-webhook"] {
+        assert_eq!(replicas(&dev, name), Some(1), "{name} in dev");
+        assert_eq!(replicas(&prod, name), Some(2), "{name} in production");
+        let pod = &find(&prod, "Deployment", name).unwrap()["spec"]["template"]["spec"];
+        assert!(pod["affinity"]["podAntiAffinity"].is_object(), "{name} needs anti-affinity in production");
+        assert!(pod["containers"][0]["resources"]["limits"]["memory"].is_string());
+    }
+    assert_eq!(of_kind(&prod, "PodDisruptionBudget").len(), 2);
+    assert_eq!(of_kind(&default, "NetworkPolicy").len(), 2);
+    assert!(of_kind(&dev, "NetworkPolicy").is_empty(), "dev has no network policies");
+
+    // cert-manager: files from the Secret, CA injected by cainjector.
+    assert!(deployment_args(&certm, "myownshell-webhook").iter().any(|a| a.starts_with("--cert-dir=")));
+    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
+        let cfg = &of_kind(&certm, kind)[0];
+        assert_eq!(
+            cfg["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "myownshell-system/myownshell-serving-cert"
+        );
+    }
+    let cert = find(&certm, "Certificate", "myownshell-serving-cert").unwrap();
+    let volumes = &find(&certm, "Deployment", "myownshell-webhook").unwrap()["spec"]["template"]["spec"]["volumes"];
+    assert_eq!(volumes[0]["secret"]["secretName"], cert["spec"]["secretName"]);
+}
+
+#[test]
+fn pods_are_locked_down() {
+    for dir in OVERLAYS {
+        let objects = render(dir).unwrap();
+        for dep in of_kind(&objects, "Deployment") {
+            let name = dep["metadata"]["name"].as_str().unwrap();
+            let pod = &dep["spec"]["template"]["spec"];
+            assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{dir}/{name}");
+            assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault", "{dir}/{name}");
+            let c = &pod["containers"][0];
+            assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true, "{dir}/{name}");
+            assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false, "{dir}/{name}");
+            assert_eq!(c["securityContext"]["capabilities"]["drop"], serde_json::json!(["ALL"]), "{dir}/{name}");
+            assert!(c["livenessProbe"].is_object() && c["readinessProbe"].is_object(), "{dir}/{name} probes");
+            assert!(c["resources"]["requests"].is_object() && c["resources"]["limits"].is_object(), "{dir}/{name}");
+        }
+    }
+}
+
+#[test]
+fn rbac_has_no_wildcards() {
+    for dir in OVERLAYS.iter().chain(&["prometheus"]) {
+        for object in render(dir).unwrap() {
+            let Some(rules) = object["rules"].as_array() else { continue };
+            for rule in rules {
+                for key in ["apiGroups", "resources", "verbs", "nonResourceURLs", "resourceNames"] {
+                    for value in rule[key].as_array().into_iter().flatten() {
+                        assert!(
+                            !value.as_str().unwrap_or_default().contains('*'),
+                            "{dir}: wildcard in {}: {rule}",
+                            object["metadata"]["name"]
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn webhook_configurations_point_at_what_the_webhook_serves() {
+    let objects = render("default").unwrap();
+    let service = find(&objects, "Service", "myownshell-webhook-service").unwrap();
+    let deployment = find(&objects, "Deployment", "myownshell-webhook").unwrap();
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let args = deployment_args(&objects, "myownshell-webhook");
+    let port_flag: i64 = args.iter().find_map(|a| a.strip_prefix("--webhook-port=")).unwrap().parse().unwrap();
+
+    // Service port → targetPort (a named container port) → containerPort == --webhook-port.
+    let service_port = &service["spec"]["ports"][0];
+    let target = service_port["targetPort"].as_str().unwrap();
+    let container_port = container["ports"].as_array().unwrap().iter().find(|p| p["name"] == target).unwrap();
+    assert_eq!(container_port["containerPort"].as_i64(), Some(port_flag));
+    // The Service selects the webhook pods.
+    let selector = service["spec"]["selector"].as_object().unwrap();
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in selector {
+        assert_eq!(&pod_labels[k], v, "service selector {k}");
+    }
+
+    for (kind, name, path) in [
+        ("MutatingWebhookConfiguration", "myownshell-mutating-webhook-configuration", names::MUTATE_PATH),
+        ("ValidatingWebhookConfiguration", "myownshell-validating-webhook-configuration", names::VALIDATE_PATH),
+    ] {
+        let cfg = find(&objects, kind, name).unwrap();
+        for hook in cfg["webhooks"].as_array().unwrap() {
+            let svc = &hook["clientConfig"]["service"];
+            assert_eq!(svc["name"], service["metadata"]["name"], "{name}");
+            assert_eq!(svc["namespace"], SYSTEM_NAMESPACE, "{name}");
+            assert_eq!(svc["port"], service_port["port"], "{name}");
+            assert_eq!(svc["path"], path, "{name}");
+            assert_eq!(hook["sideEffects"], "None");
+            assert_eq!(hook["failurePolicy"], "Fail");
+            assert_eq!(hook["matchPolicy"], "Equivalent");
+            assert_eq!(hook["admissionReviewVersions"], serde_json::json!(["v1"]));
+            assert!(hook["timeoutSeconds"].as_i64().unwrap() <= 5);
+            assert!(hook["clientConfig"].get("caBundle").is_none(), "caBundle is left for the webhook to inject");
+            for rule in hook["rules"].as_array().unwrap() {
+                let ops: BTreeSet<&str> =
+                    rule["operations"].as_array().unwrap().iter().map(|o| o.as_str().unwrap()).collect();
+                assert_eq!(ops, BTreeSet::from(["CREATE", "UPDATE"]), "{name}: DELETE must never reach the webhook");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_apiserver_accepts_every_overlay() {
+    ensure_system_namespace().await;
+    let cp = shared();
+    // cert-manager's CRDs, minimal, from our own fixtures.
+    let fixtures = myownshell_tests::assets::workspace_root().join("tests/fixtures/cert-manager-crds.yaml");
+    cp.kubectl().run(&["apply", "-f", fixtures.to_str().unwrap()]).await.unwrap().ok().unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(cp.client().unwrap());
+    for name in ["issuers.cert-manager.io", "certificates.cert-manager.io"] {
+        eventually(&format!("{name} established"), std::time::Duration::from_secs(30), || {
+            let crds = crds.clone();
+            async move {
+                let crd = crds.get(name).await.map_err(|e| e.to_string())?;
+                let established = crd
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True");
+                if established { Ok(()) } else { Err("not established".into()) }
+            }
+        })
+        .await
+        .unwrap();
+    }
+    for dir in OVERLAYS {
+        let path = myownshell_tests::assets::workspace_root().join("config").join(dir);
+        let out = cp.kubectl().run(&["apply", "--dry-run=server", "-k", path.to_str().unwrap()]).await.unwrap();
+        assert!(out.success, "{dir}: {}", out.stderr);
+    }
+}
+
+/// One `kubectl auth can-i` question and the answer RBAC must give.
+struct CanI {
+    service_account: &'static str,
+    args: &'static [&'static str],
+    allowed: bool,
+}
+
+const CAN_I: &[CanI] = &[
+    // controller: its resources, cluster-wide, and nothing else
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["list", "myownshells.myownshell.io", "-A"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["watch", "myownshells.myownshell.io", "-n", "team-a"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["patch", "myownshells.myownshell.io", "--subresource=status", "-n", "team-a"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["update", "myownshells.myownshell.io", "--subresource=finalizers", "-n", "team-a"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["create", "deployments.apps", "-n", "team-a"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["delete", "deployments.apps", "-n", "team-a"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["create", "events.events.k8s.io", "-n", "team-a"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["update", "leases.coordination.k8s.io", "-n", SYSTEM_NAMESPACE],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["create", "tokenreviews.authentication.k8s.io"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["create", "subjectaccessreviews.authorization.k8s.io"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["get", "secrets", "-n", SYSTEM_NAMESPACE],
+        allowed: false,
+    },
+    CanI { service_account: "myownshell-controller", args: &["get", "secrets", "-n", "team-a"], allowed: false },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["create", "myownshells.myownshell.io", "-n", "team-a"],
+        allowed: false,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["delete", "myownshells.myownshell.io", "-n", "team-a"],
+        allowed: false,
+    },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["update", "leases.coordination.k8s.io", "-n", "team-a"],
+        allowed: false,
+    },
+    CanI { service_account: "myownshell-controller", args: &["create", "pods", "-n", "team-a"], allowed: false },
+    CanI {
+        service_account: "myownshell-controller",
+        args: &["patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io"],
+        allowed: false,
+    },
+    CanI { service_account: "myownshell-controller", args: &["get", "nodes"], allowed: false },
+    // webhook: its Secret and its two configurations, by name
+    CanI { service_account: "myownshell-webhook", args: &["create", "secrets", "-n", SYSTEM_NAMESPACE], allowed: true },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["get", "secrets/myownshell-webhook-server-cert", "-n", SYSTEM_NAMESPACE],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["update", "secrets/myownshell-webhook-server-cert", "-n", SYSTEM_NAMESPACE],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &[
+            "patch",
+            "mutatingwebhookconfigurations.admissionregistration.k8s.io/myownshell-mutating-webhook-configuration",
+        ],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &[
+            "patch",
+            "validatingwebhookconfigurations.admissionregistration.k8s.io/myownshell-validating-webhook-configuration",
+        ],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["create", "subjectaccessreviews.authorization.k8s.io"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["get", "secrets/other", "-n", SYSTEM_NAMESPACE],
+        allowed: false,
+    },
+    CanI { service_account: "myownshell-webhook", args: &["list", "secrets", "-n", SYSTEM_NAMESPACE], allowed: false },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["get", "secrets/myownshell-webhook-server-cert", "-n", "team-a"],
+        allowed: false,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io/someone-elses"],
+        allowed: false,
+    },
+    CanI { service_account: "myownshell-webhook", args: &["list", "deployments.apps", "-A"], allowed: false },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["create", "deployments.apps", "-n", "team-a"],
+        allowed: false,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["get", "myownshells.myownshell.io", "-n", "team-a"],
+        allowed: false,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["get", "leases.coordination.k8s.io", "-n", SYSTEM_NAMESPACE],
+        allowed: false,
+    },
+];
+
+/// Apply the RBAC objects of the default tree for real, once per test binary (two tests
+/// creating the same objects at once would race each other into AlreadyExists).
+async fn apply_rbac() {
+    static APPLIED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    APPLIED.get_or_init(apply_rbac_once).await;
+}
+
+async fn apply_rbac_once() {
+    ensure_system_namespace().await;
+    let objects = render("default").unwrap();
+    let rbac: Vec<&Value> = objects
+        .iter()
+        .filter(|o| {
+            ["ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]
+                .contains(&o["kind"].as_str().unwrap_or_default())
+        })
+        .collect();
+    let out = shared().kubectl().run_with_stdin(&["apply", "-f", "-"], Some(&as_list(&rbac))).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn rbac_answers_match_the_expected_table() {
+    apply_rbac().await;
+    let kubectl = shared().kubectl();
+    let mut wrong = Vec::new();
+    for case in CAN_I {
+        let who = format!("--as=system:serviceaccount:{SYSTEM_NAMESPACE}:{}", case.service_account);
+        let mut args = vec!["auth", "can-i", who.as_str()];
+        args.extend_from_slice(case.args);
+        let out = kubectl.run(&args).await.unwrap();
+        let answer = out.stdout.trim();
+        let want = if case.allowed { "yes" } else { "no" };
+        if answer != want {
+            wrong.push(format!(
+                "{} {}: got {answer:?} ({}), want {want}",
+                case.service_account,
+                case.args.join(" "),
+                out.stderr.trim()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "RBAC answers differ from the table:\n{}", wrong.join("\n"));
+}
+
+#[tokio::test]
+async fn aggregated_user_roles_reach_edit_and_view() {
+    apply_rbac().await;
+    let objects = render("default").unwrap();
+    let editor = find(&objects, "ClusterRole", "myownshell-editor").unwrap();
+    assert_eq!(editor["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"], "true");
+    let viewer = find(&objects, "ClusterRole", "myownshell-viewer").unwrap();
+    assert_eq!(viewer["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"], "true");
+    let reader = find(&objects, "ClusterRole", "myownshell-metrics-reader").unwrap();
+    assert_eq!(reader["rules"], serde_json::json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]));
+}
