@@ -514,3 +514,21 @@ async fn probes_and_metrics_answer() {
     }
     assert_eq!(t.controller.probe("/nope").await.unwrap().0, 404);
 }
+
+#[tokio::test]
+async fn a_namespaced_controller_leaves_other_namespaces_alone() {
+    let t = setup("ctrl-scope").await;
+    let other = create_namespace(&t.client, "ctrl-scope-other").await.unwrap();
+    let other_shells: Api<MyOwnShell> = Api::namespaced(t.client.clone(), &other);
+    let other_deployments: Api<Deployment> = Api::namespaced(t.client.clone(), &other);
+    other_shells.create(&PostParams::default(), &shell("outside", sized(1))).await.unwrap();
+    // Created second: once it is reconciled, the first had every chance to be.
+    t.shells.create(&PostParams::default(), &shell("inside", sized(1))).await.unwrap();
+    t.replicas_become("inside", 1).await;
+    t.shell_where("inside", "status", |s| s.status.as_ref().map(|_| ()).ok_or_else(|| "no status".to_owned())).await;
+
+    let outside = other_shells.get("outside").await.unwrap();
+    assert!(outside.finalizers().is_empty(), "{:?}", outside.finalizers());
+    assert!(outside.status.is_none(), "{:?}", outside.status);
+    assert!(other_deployments.get_opt("outside").await.unwrap().is_none());
+}
