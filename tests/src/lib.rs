@@ -10,10 +10,12 @@ pub mod kustomize;
 pub mod namespace;
 pub mod process;
 pub mod readme;
+pub mod scrape;
 pub mod wait;
 pub mod webhooks;
 
 pub use control_plane::{ControlPlane, HarnessError, shared};
 pub use kubectl::Kubectl;
 pub use namespace::{create_namespace, service_account_token, service_account_user};
+pub use myownshell_api::names::METRICS_PATH;
 pub use wait::eventually;

@@ -233,10 +233,9 @@ impl WebhookProcess {
         plain_get(SocketAddr::from(([127, 0, 0, 1], self.probe_port)), path).await
     }
 
-    /// The `/metrics` text.
-    pub async fn metrics(&self) -> Result<String, String> {
-        let (status, body) = plain_get(SocketAddr::from(([127, 0, 0, 1], self.metrics_port)), "/metrics").await?;
-        if status == 200 { Ok(body) } else { Err(format!("/metrics answered {status}: {body}")) }
+    /// The `/metrics` text, read over TLS as an authorized scraper (`client` sets that up).
+    pub async fn metrics(&self, client: &Client) -> Result<String, String> {
+        crate::scrape::scrape(client, SocketAddr::from(([127, 0, 0, 1], self.metrics_port))).await
     }
 
     /// Wait until `/readyz` answers 200; on timeout the error holds the last answer and the

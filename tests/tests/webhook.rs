@@ -152,8 +152,11 @@ async fn kubectl_apply_of_bad_specs_is_denied_with_the_webhooks_message() {
     let none = kubectl.run(&["get", "mos", "-n", &env.ns, "-o", "name"]).await.unwrap().ok().unwrap();
     assert_eq!(none.trim(), "", "nothing was persisted");
 
-    // The metrics counted the denials.
-    let metrics = env.webhook.metrics().await.unwrap();
+    // The metrics counted the denials; they are served only to authenticated callers.
+    let metrics_addr = std::net::SocketAddr::from(([127, 0, 0, 1], env.webhook.metrics_port));
+    let (status, _) = myownshell_tests::scrape::https_get(metrics_addr, "/metrics", None).await.unwrap();
+    assert_eq!(status, 401, "metrics without a token");
+    let metrics = env.webhook.metrics(&env.client).await.unwrap();
     assert!(
         metrics.lines().any(|l| l.starts_with(
             "myownshell_webhook_requests_total{webhook=\"validate\",operation=\"CREATE\",result=\"denied\"}"
@@ -340,7 +343,7 @@ async fn bad_input_gets_a_plain_400_or_denial_and_the_server_keeps_serving() {
     let log = std::fs::read_to_string(&env.webhook.log).unwrap();
     let logged = log.lines().filter(|l| l.contains("rejected a malformed admission request")).count();
     assert_eq!(logged, bad.len() * 2, "{log}");
-    let metrics = env.webhook.metrics().await.unwrap();
+    let metrics = env.webhook.metrics(&env.client).await.unwrap();
     assert!(metrics.contains("result=\"bad_request\"} 5"), "{metrics}");
     assert!(metrics.contains("result=\"invalid\"} 1"), "{metrics}");
 }

@@ -89,9 +89,15 @@ pub struct Args {
     /// Address of `/healthz` and `/readyz` (plain HTTP).
     #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_listen)]
     pub health_probe_bind_address: Listen,
-    /// Address of `/metrics`, or 0 to turn it off.
+    /// Address of `/metrics` (HTTPS; callers need a token or client certificate the cluster
+    /// authenticates and `get` on the non-resource URL `/metrics`), or 0 to turn it off.
     #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_listen)]
     pub metrics_bind_address: Listen,
+    #[command(flatten)]
+    pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
+    /// Service in front of `/metrics`: its DNS names go into the self-signed metrics certificate.
+    #[arg(long, default_value = "myownshell-webhook-metrics-service")]
+    pub metrics_service_name: String,
 
     /// Load `tls.crt`/`tls.key` from this directory (cert-manager) and reload them on change,
     /// instead of managing certificates; nothing is injected then.
@@ -147,6 +153,12 @@ impl Args {
             San::Ip(_) => None,
         }));
         names
+    }
+
+    /// DNS names of the self-signed metrics certificate.
+    pub fn metrics_dns_names(&self) -> Vec<String> {
+        let base = format!("{}.{}.svc", self.metrics_service_name, self.namespace);
+        vec![base.clone(), format!("{base}.cluster.local")]
     }
 
     pub fn ip_addresses(&self) -> Vec<IpAddr> {

@@ -70,6 +70,28 @@ async fn serve_plain(
     Ok(())
 }
 
+/// `/metrics` over TLS behind TokenReview + SubjectAccessReview (the rbac-proxy layer).
+async fn serve_secure_metrics(
+    addr: SocketAddr,
+    client: kube::Client,
+    app: Router,
+    args: &Args,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let mut options = args.metrics_auth.serving_options();
+    options.self_signed_names = args.metrics_dns_names();
+    let server = myownshell_rbac_proxy::SecureServer::bind(addr, client, app, options)
+        .await
+        .with_context(|| format!("serving metrics on {addr}"))?;
+    tracing::info!(%addr, "metrics listening (TLS, authenticated and authorized)");
+    tokio::spawn(async move {
+        if let Err(e) = server.run(shutdown).await {
+            tracing::error!(error = %e, "metrics server failed");
+        }
+    });
+    Ok(())
+}
+
 async fn signals(shutdown: CancellationToken) {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,
@@ -114,8 +136,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         });
         serve_plain(addr, probes_router(ready), "probes", shutdown.clone()).await?;
     }
-    if let Listen::At(addr) = args.metrics_bind_address {
-        serve_plain(addr, metrics::router(metrics.clone()), "metrics", shutdown.clone()).await?;
+    // One client for everything that talks to the API (self-managed certificates, metrics
+    // auth); `--cert-dir` mode with metrics off needs no API access at all.
+    let needs_api = args.cert_dir.is_none() || matches!(args.metrics_bind_address, Listen::At(_));
+    let client = match needs_api {
+        true => Some(kube::Client::try_default().await.context("configuring the Kubernetes client")?),
+        false => None,
+    };
+    if let (Listen::At(addr), Some(client)) = (args.metrics_bind_address, &client) {
+        serve_secure_metrics(addr, client.clone(), metrics::router(metrics.clone()), &args, shutdown.clone()).await?;
     }
 
     // Certificates: from files, or self-managed through the API.
@@ -128,7 +157,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
         None => {
             let cert_policy = cert_policy(&args)?;
-            let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+            let client = client.clone().context("self-managed certificates need the Kubernetes API")?;
             let cfg = SelfManagedConfig {
                 policy: cert_policy,
                 store: SecretStore::new(client.clone(), &args.namespace, &args.secret_name),
