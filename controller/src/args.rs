@@ -61,10 +61,17 @@ pub fn parse_duration(value: &str) -> Result<Duration, String> {
 #[derive(Debug, Clone, Parser)]
 #[command(name = "myownshell-controller", version, about)]
 pub struct Args {
-    /// Address of the /metrics endpoint (plain HTTP until it is wrapped in the rbac-proxy
-    /// layer, hence loopback by default), or 0 to disable it.
-    #[arg(long, default_value = "127.0.0.1:8443", value_parser = parse_bind_address)]
+    /// Address of the /metrics endpoint (HTTPS; callers need a token or client certificate the
+    /// cluster authenticates and `get` on the non-resource URL /metrics), or 0 to disable it.
+    #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_bind_address)]
     pub metrics_bind_address: BindAddress,
+
+    #[command(flatten)]
+    pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
+
+    /// Service in front of /metrics: its DNS names go into the self-signed metrics certificate.
+    #[arg(long, default_value = "myownshell-controller-metrics-service")]
+    pub metrics_service_name: String,
 
     /// Address of the /healthz and /readyz probes, or 0 to disable them.
     #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_bind_address)]
@@ -114,6 +121,12 @@ pub struct Args {
 
 impl Args {
     /// The Lease namespace: the flag, else the namespace the pod runs in, else the default.
+    /// DNS names of the self-signed metrics certificate (the metrics Service's).
+    pub fn metrics_dns_names(&self) -> Vec<String> {
+        let base = format!("{}.{}.svc", self.metrics_service_name, self.lease_namespace());
+        vec![base.clone(), format!("{base}.cluster.local")]
+    }
+
     pub fn lease_namespace(&self) -> String {
         self.leader_election_namespace
             .clone()

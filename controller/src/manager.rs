@@ -38,6 +38,8 @@ pub enum RunError {
     Bind { what: &'static str, addr: std::net::SocketAddr, source: std::io::Error },
     #[error("leadership lost: stopped reconciling so another replica can take over")]
     LeadershipLost,
+    #[error("metrics endpoint: {0}")]
+    Metrics(#[from] myownshell_rbac_proxy::ServeError),
 }
 
 /// Build a client from `--kubeconfig`, else the usual inference (env, ~/.kube, in-cluster).
@@ -88,7 +90,7 @@ pub async fn run_with_client(args: Args, client: Client, shutdown: CancellationT
         tasks.push(serve("health probes", addr, probes::router(readiness.clone()), servers.clone()).await?);
     }
     if let BindAddress::At(addr) = args.metrics_bind_address {
-        tasks.push(serve("metrics", addr, metrics.router(), servers.clone()).await?);
+        tasks.push(serve_metrics(addr, &args, client.clone(), metrics.router(), servers.clone()).await?);
     }
 
     let result = elect_and_reconcile(&args, client, metrics, readiness, shutdown).await;
@@ -224,6 +226,25 @@ fn log_controller_error(e: &controller::Error<crate::error::Error, kube::runtime
 }
 
 /// Serve `router` on `addr` until `stop` is cancelled.
+/// `/metrics` over TLS behind TokenReview + SubjectAccessReview (the rbac-proxy layer).
+async fn serve_metrics(
+    addr: std::net::SocketAddr,
+    args: &Args,
+    client: Client,
+    router: axum::Router,
+    stop: CancellationToken,
+) -> Result<JoinHandle<()>, RunError> {
+    let mut options = args.metrics_auth.serving_options();
+    options.self_signed_names = args.metrics_dns_names();
+    let server = myownshell_rbac_proxy::SecureServer::bind(addr, client, router, options).await?;
+    info!(%addr, "serving metrics (TLS, authenticated and authorized)");
+    Ok(tokio::spawn(async move {
+        if let Err(e) = server.run(stop).await {
+            warn!(error = %e, "metrics server stopped");
+        }
+    }))
+}
+
 async fn serve(
     what: &'static str,
     addr: std::net::SocketAddr,

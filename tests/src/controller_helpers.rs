@@ -1,5 +1,5 @@
 //! Running the real `myownshell-controller` binary against a test control plane, and reading
-//! its probes and metrics over plain HTTP.
+//! its probes (plain HTTP) and its authenticated metrics (HTTPS, as a metrics-reader).
 
 use std::time::Duration;
 
@@ -10,11 +10,23 @@ use crate::control_plane::ControlPlane;
 use crate::process::{ManagedProcess, ProcessSpec, free_port};
 
 /// A controller process with its probe and metrics ports; killed when dropped.
-#[derive(Debug)]
 pub struct ControllerProcess {
     pub process: ManagedProcess,
     pub metrics_port: u16,
     pub probe_port: u16,
+    /// Reads the metrics: the admin client sets up a scraper identity, whose token is kept.
+    client: kube::Client,
+    scraper_token: tokio::sync::OnceCell<String>,
+}
+
+impl std::fmt::Debug for ControllerProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControllerProcess")
+            .field("process", &self.process)
+            .field("metrics_port", &self.metrics_port)
+            .field("probe_port", &self.probe_port)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ControllerProcess {
@@ -34,7 +46,8 @@ impl ControllerProcess {
             .args(extra.iter().copied())
             .env("RUST_LOG", "info,myownshell_controller=debug");
         let process = ManagedProcess::spawn(spec).map_err(|e| format!("starting the controller: {e}"))?;
-        Ok(Self { process, metrics_port, probe_port })
+        let client = cp.client().map_err(|e| format!("admin client: {e}"))?;
+        Ok(Self { process, metrics_port, probe_port, client, scraper_token: tokio::sync::OnceCell::new() })
     }
 
     /// `GET path` on the probe port: (status code, body).
@@ -42,9 +55,11 @@ impl ControllerProcess {
         http_get(self.probe_port, path).await
     }
 
-    /// The `/metrics` text.
+    /// The `/metrics` text, read over TLS with a metrics-reader's token.
     pub async fn metrics(&self) -> Result<String, String> {
-        match http_get(self.metrics_port, "/metrics").await? {
+        let token = self.scraper_token.get_or_try_init(|| crate::scrape::scraper_token(&self.client)).await?;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.metrics_port));
+        match crate::scrape::https_get(addr, crate::METRICS_PATH, Some(token)).await? {
             (200, body) => Ok(body),
             (code, body) => Err(format!("/metrics answered {code}: {body}")),
         }
