@@ -1,0 +1,146 @@
+//! `cargo xtask dev` end to end, as a newcomer would use it: wait for its env file, apply a
+//! sample with its kubeconfig, scale and delete it, read the metrics with and without the token,
+//! then SIGTERM it and check that nothing it started is left. The binaries run there as their own
+//! ServiceAccounts with the RBAC of `config/default`, so this also proves that RBAC is enough for
+//! the whole flow (create, scale, delete, certificate injection, metrics auth).
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use myownshell_tests::assets::{workspace_binary, workspace_root};
+use myownshell_tests::process::{ManagedProcess, ProcessSpec};
+use myownshell_tests::scrape::https_get;
+use myownshell_tests::{Kubectl, eventually};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(180);
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `export KEY='value'` lines.
+fn read_env(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let mut env = BTreeMap::new();
+    for line in text.lines() {
+        let (key, value) =
+            line.strip_prefix("export ").and_then(|l| l.split_once('=')).ok_or(format!("bad line {line:?}"))?;
+        env.insert(key.to_owned(), value.trim_matches('\'').to_owned());
+    }
+    Ok(env)
+}
+
+fn addr_of(url: &str) -> SocketAddr {
+    let rest = url.strip_prefix("https://").unwrap();
+    rest.split('/').next().unwrap().parse().unwrap()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| !stat.rsplit(')').next().unwrap_or_default().trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn xtask_dev_runs_the_operator_and_cleans_up() {
+    let state = tempfile_dir("dev");
+    let xtask = workspace_binary("xtask").unwrap();
+    let log = state.join("xtask-dev.log");
+    let args = ["dev".to_owned(), "--no-build".to_owned(), format!("--state-dir={}", state.display())];
+    let spec = ProcessSpec::new("xtask-dev", &xtask, &log)
+        .args(args.clone())
+        .env("CARGO_TARGET_DIR", myownshell_tests::assets::target_dir());
+    let dev = std::cell::RefCell::new(ManagedProcess::spawn(spec).unwrap());
+
+    let env_file = state.join("env");
+    let env = eventually("target/dev/env", READY_TIMEOUT, || async {
+        let exited = dev.borrow_mut().exit_status();
+        if let Some(status) = exited {
+            return Err(format!("xtask dev exited ({status})"));
+        }
+        read_env(&env_file)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", dev.borrow().log_tail(40)));
+    let mut dev = dev.into_inner();
+    for key in ["KUBECONFIG", "MYOWNSHELL_WEBHOOK_URL", "MYOWNSHELL_METRICS_URL", "MYOWNSHELL_METRICS_TOKEN"] {
+        assert!(env.get(key).is_some_and(|v| !v.is_empty()), "{key} missing from {env:?}");
+    }
+
+    // A second dev on the same state says so instead of clashing.
+    let second = std::process::Command::new(&xtask).args(&args).output().unwrap();
+    assert!(!second.status.success());
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("already running"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+
+    // The newcomer's walk-through, with the kubeconfig dev wrote.
+    let kubectl = Kubectl::new(&env["KUBECONFIG"]);
+    let sample = workspace_root().join("config/samples/myownshell_v1alpha1_myownshell.yaml");
+    kubectl.run(&["apply", "-n", "default", "-f", sample.to_str().unwrap()]).await.unwrap().ok().unwrap();
+    let defaulted = kubectl
+        .run(&["get", "mos", "sample", "-n", "default", "-o", "jsonpath={.spec.size} {.metadata.finalizers}"])
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    assert_eq!(defaulted, "1 [\"myownshell.io/finalizer\"]", "the webhook defaulted the sample");
+    eventually("the Deployment", TIMEOUT, || async {
+        let out = kubectl.run(&["get", "deploy", "sample", "-n", "default", "-o", "jsonpath={.spec.replicas}"]).await?;
+        if out.success && out.stdout == "1" { Ok(()) } else { Err(format!("{}{}", out.stdout, out.stderr)) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", dev.log_tail(40)));
+    kubectl.run(&["scale", "mos/sample", "-n", "default", "--replicas=2"]).await.unwrap().ok().unwrap();
+    let denied = kubectl.run(&["scale", "mos/sample", "-n", "default", "--replicas=500"]).await.unwrap();
+    assert!(
+        !denied.success && denied.stderr.contains("spec.size: must be between 0 and 50, got 500"),
+        "{}",
+        denied.stderr
+    );
+    eventually("the Deployment scaled to 2", TIMEOUT, || async {
+        let out = kubectl.run(&["get", "deploy", "sample", "-n", "default", "-o", "jsonpath={.spec.replicas}"]).await?;
+        if out.stdout == "2" { Ok(()) } else { Err(format!("{}{}", out.stdout, out.stderr)) }
+    })
+    .await
+    .unwrap();
+
+    // Metrics: 200 with the metrics-reader token, 401 without.
+    let metrics = addr_of(&env["MYOWNSHELL_METRICS_URL"]);
+    let (status, body) = https_get(metrics, "/metrics", Some(&env["MYOWNSHELL_METRICS_TOKEN"])).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("myownshell_controller_reconciles_total"), "{body}");
+    let (status, _) = https_get(metrics, "/metrics", None).await.unwrap();
+    assert_eq!(status, 401);
+
+    // Delete: Deployment, then the MyOwnShell, are gone.
+    kubectl.run(&["delete", "mos", "sample", "-n", "default", "--wait=false"]).await.unwrap().ok().unwrap();
+    eventually("the Deployment and the MyOwnShell to be gone", TIMEOUT, || async {
+        let out = kubectl.run(&["get", "deploy,mos", "-n", "default", "-o", "name"]).await?;
+        if out.success && out.stdout.trim().is_empty() { Ok(()) } else { Err(format!("{}{}", out.stdout, out.stderr)) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", dev.log_tail(40)));
+
+    // SIGTERM: everything it started stops, and the env file goes.
+    let pids: Vec<u32> =
+        std::fs::read_to_string(state.join("pids")).unwrap().lines().map(|p| p.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 4, "etcd, kube-apiserver, webhook, controller: {pids:?}");
+    let status = dev.stop(Duration::from_secs(60)).unwrap();
+    assert!(status.success(), "xtask dev exited with {status}\n{}", dev.log_tail(40));
+    let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    assert!(!env_file.exists(), "the env file is removed on exit");
+}
+
+/// A fresh directory under target/ for this test's state.
+fn tempfile_dir(name: &str) -> std::path::PathBuf {
+    let dir = myownshell_tests::assets::target_dir().join("test-state").join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
