@@ -16,6 +16,6 @@ pub mod webhooks;
 
 pub use control_plane::{ControlPlane, HarnessError, shared};
 pub use kubectl::Kubectl;
-pub use namespace::{create_namespace, service_account_token, service_account_user};
 pub use myownshell_api::names::METRICS_PATH;
+pub use namespace::{create_namespace, service_account_token, service_account_user};
 pub use wait::eventually;
