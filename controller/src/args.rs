@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use myownshell_rbac_proxy::duration::parse_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -26,35 +27,6 @@ pub fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
         .parse()
         .map(BindAddress::At)
         .map_err(|_| format!("expected HOST:PORT (e.g. 0.0.0.0:8081) or 0 to disable, got {value:?}"))
-}
-
-/// Go-style durations as controller-runtime flags take them: `15s`, `500ms`, `2m`, `1m30s`.
-pub fn parse_duration(value: &str) -> Result<Duration, String> {
-    let bad = || format!("expected a duration such as 15s, 500ms or 1m30s, got {value:?}");
-    if value.is_empty() {
-        return Err(bad());
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = value;
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-        if digits == 0 {
-            return Err(bad());
-        }
-        let number: u64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(number),
-            "s" => Duration::from_secs(number),
-            "m" => Duration::from_secs(number.saturating_mul(60)),
-            "h" => Duration::from_secs(number.saturating_mul(3600)),
-            _ => return Err(bad()),
-        };
-        total = total.saturating_add(unit);
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
 }
 
 /// Reconciles `MyOwnShell` objects into Deployments.
@@ -140,18 +112,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations() {
-        let ok = [("15s", 15_000), ("500ms", 500), ("2m", 120_000), ("1m30s", 90_000), ("1h", 3_600_000), ("0s", 0)];
-        for (text, millis) in ok {
-            assert_eq!(parse_duration(text), Ok(Duration::from_millis(millis)), "{text}");
-        }
-        for bad in ["", "15", "s", "1.5s", "-1s", "10 s", "3d"] {
-            let err = parse_duration(bad).unwrap_err();
-            assert!(err.contains("expected a duration"), "{bad}: {err}");
-        }
-    }
-
-    #[test]
     fn bind_addresses() {
         assert_eq!(parse_bind_address("0"), Ok(BindAddress::Disabled));
         assert_eq!(parse_bind_address("127.0.0.1:8080"), Ok(BindAddress::At("127.0.0.1:8080".parse().unwrap())));
@@ -173,7 +133,7 @@ mod tests {
     #[test]
     fn bad_flags_name_the_flag() {
         let err = Args::try_parse_from(["c", "--lease-duration", "soon"]).unwrap_err().to_string();
-        assert!(err.contains("--lease-duration") && err.contains("expected a duration"), "{err}");
+        assert!(err.contains("--lease-duration") && err.contains("invalid duration"), "{err}");
         let err = Args::try_parse_from(["c", "--concurrency", "0"]).unwrap_err().to_string();
         assert!(err.contains("--concurrency"), "{err}");
     }

@@ -1,10 +1,11 @@
-//! Durations on the command line, as Go tools write them: `500ms`, `30s`, `2m`, `1h`, `1m30s`.
+//! Durations on the command line, as Go tools write them (`500ms`, `30s`, `2m`, `1h`, `1m30s`),
+//! plus days (`30d`) for certificate lifetimes. The one parser every binary's flags use.
 
 use std::time::Duration;
 
-/// Parse a Go-style duration (units `ms`, `s`, `m`, `h`; at least one; no sign).
+/// Parse a Go-style duration (units `ms`, `s`, `m`, `h`, and `d`; at least one; no sign).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = |why: &str| format!("invalid duration {text:?}: {why} (examples: 500ms, 30s, 2m, 1m30s)");
+    let bad = |why: &str| format!("invalid duration {text:?}: {why} (examples: 500ms, 30s, 2m, 1m30s, 30d)");
     let mut rest = text.trim();
     if rest.is_empty() {
         return Err(bad("empty"));
@@ -26,6 +27,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "s" => Duration::from_secs(value),
             "m" => Duration::from_secs(value.saturating_mul(60)),
             "h" => Duration::from_secs(value.saturating_mul(3600)),
+            "d" => Duration::from_secs(value.saturating_mul(86_400)),
             "" => return Err(bad("missing unit")),
             _ => return Err(bad("unknown unit")),
         };
@@ -47,7 +49,10 @@ mod tests {
             ("2m", Duration::from_secs(120)),
             ("1h", Duration::from_secs(3600)),
             ("1m30s", Duration::from_secs(90)),
+            ("1h1m1s", Duration::from_secs(3661)),
+            ("30d", Duration::from_secs(2_592_000)),
             ("0", Duration::ZERO),
+            ("0s", Duration::ZERO),
             (" 5s ", Duration::from_secs(5)),
         ];
         for (text, want) in cases {
@@ -60,7 +65,9 @@ mod tests {
         let cases = [
             ("", "empty"),
             ("5", "missing unit"),
-            ("5d", "unknown unit"),
+            ("5y", "unknown unit"),
+            ("1.5h", "unknown unit"),
+            ("10 s", "unknown unit"),
             ("-5s", "expected a number"),
             ("s", "expected a number"),
             ("99999999999999999999s", "too large"),

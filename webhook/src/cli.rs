@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use myownshell_rbac_proxy::duration::parse_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -26,35 +27,6 @@ pub fn parse_listen(s: &str) -> Result<Listen, String> {
     // ":8081" means every interface, as in Go.
     let full = if s.starts_with(':') { format!("0.0.0.0{s}") } else { s.to_owned() };
     full.parse().map(Listen::At).map_err(|e| format!("{s:?} is not host:port or 0: {e}"))
-}
-
-/// Durations like `90s`, `15m`, `12h`, `30d`, `1h30m`, `500ms`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let mut total = Duration::ZERO;
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return Err("empty duration".into());
-    }
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return Err(format!("{s:?}: expected a number"));
-        }
-        let n: u64 = rest[..digits].parse().map_err(|_| format!("{s:?}: number too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n.saturating_mul(60)),
-            "h" => Duration::from_secs(n.saturating_mul(3600)),
-            "d" => Duration::from_secs(n.saturating_mul(86_400)),
-            other => return Err(format!("{s:?}: unknown unit {other:?} (use ms, s, m, h or d)")),
-        };
-        total = total.saturating_add(unit);
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
 }
 
 /// An extra subject alternative name: an IP address or a DNS name.
@@ -228,17 +200,5 @@ mod tests {
         assert_eq!(args.log_format, LogFormat::Json);
         assert!(Args::try_parse_from(["x", "--extra-san", "not a name"]).is_err());
         assert!(Args::try_parse_from(["x", "--max-size", "5000"]).is_err());
-    }
-
-    #[test]
-    fn durations() {
-        for (s, want) in
-            [("500ms", 0.5), ("90s", 90.0), ("15m", 900.0), ("2h", 7200.0), ("30d", 2_592_000.0), ("1h1m1s", 3661.0)]
-        {
-            assert_eq!(parse_duration(s).unwrap().as_secs_f64(), want, "{s}");
-        }
-        for bad in ["", "5", "h", "5y", "-5s", "1.5h"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
     }
 }
