@@ -332,6 +332,12 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A verifier that accepts whatever certificate a server shows (signatures are still checked):
+/// only for looking at, or talking to, a server whose self-signed certificate a test cannot know.
+pub fn accept_any_server() -> Arc<dyn ServerCertVerifier> {
+    Arc::new(AcceptAny(provider()))
+}
+
 /// A TLS client config trusting `ca_pem`, or anything if `None`.
 pub fn tls_client(ca_pem: Option<&str>) -> Result<rustls::ClientConfig, String> {
     let builder = rustls::ClientConfig::builder_with_provider(provider())
@@ -345,9 +351,7 @@ pub fn tls_client(ca_pem: Option<&str>) -> Result<rustls::ClientConfig, String> 
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }
-        None => {
-            builder.dangerous().with_custom_certificate_verifier(Arc::new(AcceptAny(provider()))).with_no_client_auth()
-        }
+        None => builder.dangerous().with_custom_certificate_verifier(accept_any_server()).with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)

@@ -214,40 +214,7 @@ impl Https {
     /// Accept whatever certificate the server shows (signatures still checked): only for a
     /// server whose self-signed certificate the test cannot see.
     pub fn any_server() -> Self {
-        #[derive(Debug)]
-        struct AnyServer(WebPkiSupportedAlgorithms);
-        impl ServerCertVerifier for AnyServer {
-            fn verify_server_cert(
-                &self,
-                _: &CertificateDer<'_>,
-                _: &[CertificateDer<'_>],
-                _: &ServerName<'_>,
-                _: &[u8],
-                _: UnixTime,
-            ) -> Result<ServerCertVerified, rustls::Error> {
-                Ok(ServerCertVerified::assertion())
-            }
-            fn verify_tls12_signature(
-                &self,
-                m: &[u8],
-                c: &CertificateDer<'_>,
-                d: &DigitallySignedStruct,
-            ) -> Result<HandshakeSignatureValid, rustls::Error> {
-                rustls::crypto::verify_tls12_signature(m, c, d, &self.0)
-            }
-            fn verify_tls13_signature(
-                &self,
-                m: &[u8],
-                c: &CertificateDer<'_>,
-                d: &DigitallySignedStruct,
-            ) -> Result<HandshakeSignatureValid, rustls::Error> {
-                rustls::crypto::verify_tls13_signature(m, c, d, &self.0)
-            }
-            fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-                self.0.supported_schemes()
-            }
-        }
-        Self::build(Some(Arc::new(AnyServer(provider().signature_verification_algorithms))), None, None)
+        Self::build(Some(myownshell_tests::webhooks::accept_any_server()), None, None)
     }
 
     /// The ALPN protocol the server picks when offered `offers` (None: none agreed).
