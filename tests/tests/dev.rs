@@ -144,3 +144,58 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[tokio::test]
+async fn xtask_dev_runs_both_binaries_against_an_existing_cluster() {
+    let cp = myownshell_tests::shared();
+    let client = cp.client().unwrap();
+    let ns = myownshell_tests::create_namespace(&client, "dev-remote").await.unwrap();
+    let state = tempfile_dir("dev-remote");
+    let kubeconfig = cp.kubeconfig_path();
+    let args = [
+        "dev".to_owned(),
+        "--no-build".to_owned(),
+        format!("--state-dir={}", state.display()),
+        format!("--kubeconfig={}", kubeconfig.display()),
+    ];
+    let spec = ProcessSpec::new("xtask-dev-remote", workspace_binary("xtask").unwrap(), state.join("xtask-dev.log"))
+        .args(args)
+        .env("CARGO_TARGET_DIR", myownshell_tests::assets::target_dir());
+    let dev = std::cell::RefCell::new(ManagedProcess::spawn(spec).unwrap());
+    let env_file = state.join("env");
+    let env = eventually("the env file", READY_TIMEOUT, || async {
+        let exited = dev.borrow_mut().exit_status();
+        if let Some(status) = exited {
+            return Err(format!("xtask dev exited ({status})"));
+        }
+        read_env(&env_file)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", dev.borrow().log_tail(40)));
+    let mut dev = dev.into_inner();
+    assert_eq!(env["KUBECONFIG"], kubeconfig.display().to_string());
+
+    // The controller reconciles in that cluster.
+    let kubectl = cp.kubectl();
+    let sample = workspace_root().join("config/samples/myownshell_v1alpha1_myownshell_team.yaml");
+    kubectl.run(&["apply", "-n", &ns, "-f", sample.to_str().unwrap()]).await.unwrap().ok().unwrap();
+    eventually("the Deployment made by the dev controller", TIMEOUT, || async {
+        let out = kubectl.run(&["get", "deploy", "team-shells", "-n", &ns, "-o", "jsonpath={.spec.replicas}"]).await?;
+        if out.stdout == "3" { Ok(()) } else { Err(format!("{}{}", out.stdout, out.stderr)) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", dev.log_tail(40)));
+
+    // The webhook serves the certificate dev made for it, trusted by the CA it wrote.
+    let webhook = addr_of(&env["MYOWNSHELL_WEBHOOK_URL"]);
+    let ca = std::fs::read_to_string(&env["MYOWNSHELL_WEBHOOK_CA"]).unwrap();
+    myownshell_tests::webhooks::HttpsConnection::connect(webhook, Some(&ca), "127.0.0.1").await.unwrap();
+
+    let pids: Vec<u32> =
+        std::fs::read_to_string(state.join("pids")).unwrap().lines().map(|p| p.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 2, "webhook and controller: {pids:?}");
+    let status = dev.stop(Duration::from_secs(60)).unwrap();
+    assert!(status.success(), "xtask dev exited with {status}\n{}", dev.log_tail(40));
+    assert!(pids.iter().all(|p| !alive(*p)), "processes left behind");
+    assert!(!env_file.exists());
+}

@@ -210,10 +210,32 @@ async fn run_remote(kubeconfig: &Path, state_dir: &Path) -> anyhow::Result<()> {
             names::CRD_NAME
         );
     }
+    // Nothing is written into someone else's cluster: the webhook serves a certificate made
+    // here (--cert-dir mode) and injects nothing; point a webhook configuration at it only if
+    // the cluster can reach this machine.
+    let cert_dir = state_dir.join("webhook-certs");
+    let ca_file = local_serving_cert(&cert_dir)?;
     let stop = Arc::new(AtomicBool::new(false));
     let port = || free_port().context("finding a free port");
+    let (webhook_port, webhook_probe, webhook_metrics) = (port()?, port()?, port()?);
     let (controller_probe, controller_metrics) = (port()?, port()?);
     let local = |p: u16| format!("127.0.0.1:{p}");
+    let webhook = Running {
+        process: spawn(
+            WEBHOOK,
+            state_dir,
+            kubeconfig,
+            vec![
+                format!("--webhook-port={webhook_port}"),
+                "--bind-address=127.0.0.1".into(),
+                format!("--health-probe-bind-address={}", local(webhook_probe)),
+                format!("--metrics-bind-address={}", local(webhook_metrics)),
+                format!("--cert-dir={}", cert_dir.display()),
+            ],
+            &stop,
+        )?,
+        probe: local(webhook_probe).parse()?,
+    };
     let controller = Running {
         process: spawn(
             CONTROLLER,
@@ -227,21 +249,49 @@ async fn run_remote(kubeconfig: &Path, state_dir: &Path) -> anyhow::Result<()> {
         )?,
         probe: local(controller_probe).parse()?,
     };
-    eprintln!(
-        "xtask: the cluster's apiserver cannot call a webhook on this machine, so only the controller runs here; \
-         deploy the webhook with `kubectl apply -k config/default`"
-    );
-    let mut running = vec![controller];
+    let mut running = vec![webhook, controller];
     wait_ready(&mut running).await?;
     let env = [
         ("KUBECONFIG", kubeconfig.display().to_string()),
+        ("MYOWNSHELL_WEBHOOK_URL", format!("https://127.0.0.1:{webhook_port}")),
+        ("MYOWNSHELL_WEBHOOK_CA", ca_file.display().to_string()),
         ("MYOWNSHELL_METRICS_URL", format!("https://127.0.0.1:{controller_metrics}{}", names::METRICS_PATH)),
+        ("MYOWNSHELL_WEBHOOK_METRICS_URL", format!("https://127.0.0.1:{webhook_metrics}{}", names::METRICS_PATH)),
     ];
     write_env(state_dir, &env)?;
-    eprintln!("xtask: ready; `source {}/env`", state_dir.display());
+    write_pids(state_dir, &running.iter().map(|r| r.process.pid()).collect::<Vec<_>>())?;
+    eprintln!(
+        "\nxtask: MyOwnShell is running against {} (metrics need a token of that cluster bound to metrics-reader)",
+        kubeconfig.display()
+    );
+    for (key, value) in &env {
+        eprintln!("  export {key}={value}");
+    }
+    eprintln!(
+        "\n  source {}/env\n\nLogs: {}/*.log. Ctrl-C stops everything.\n",
+        state_dir.display(),
+        state_dir.display()
+    );
     let outcome = wait_for_stop(&mut running).await;
     shutdown(running, stop);
+    eprintln!("xtask: dev stopped; every process it started is gone");
     outcome
+}
+
+/// A CA and a serving certificate for 127.0.0.1/localhost in `dir` (`tls.crt`, `tls.key`,
+/// `ca.crt`), for the webhook's `--cert-dir` mode. Returns the CA file.
+fn local_serving_cert(dir: &Path) -> anyhow::Result<PathBuf> {
+    use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
+    const VALIDITY: Duration = Duration::from_secs(7 * 86_400);
+    std::fs::create_dir_all(dir)?;
+    let ca = CertificateAuthority::generate("myownshell-dev-ca", VALIDITY)?;
+    let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    let leaf = ca.issue(&LeafSpec::server("myownshell-webhook", vec!["localhost".into()], vec![ip], VALIDITY))?;
+    std::fs::write(dir.join("tls.crt"), &leaf.cert_pem)?;
+    std::fs::write(dir.join("tls.key"), &leaf.key_pem)?;
+    let ca_file = dir.join("ca.crt");
+    std::fs::write(&ca_file, ca.cert_pem())?;
+    Ok(ca_file)
 }
 
 async fn wait_ready(running: &mut [Running]) -> anyhow::Result<()> {
