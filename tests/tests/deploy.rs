@@ -81,6 +81,20 @@ fn overlays_shape_the_deployments() {
             "myownshell-system/myownshell-serving-cert"
         );
     }
+    // Both binaries serve metrics with the cert-manager certificate that config/prometheus
+    // verifies scrapes against.
+    let metrics_cert = find(&certm, "Certificate", "myownshell-metrics-cert").unwrap();
+    let monitors = render("prometheus").unwrap();
+    for monitor in of_kind(&monitors, "ServiceMonitor") {
+        let tls = &monitor["spec"]["endpoints"][0]["tlsConfig"];
+        assert_eq!(tls["ca"]["secret"]["name"], metrics_cert["spec"]["secretName"]);
+        assert!(tls.get("insecureSkipVerify").is_none());
+        let server_name = tls["serverName"].as_str().unwrap();
+        assert!(metrics_cert["spec"]["dnsNames"].as_array().unwrap().iter().any(|n| n == server_name), "{server_name}");
+    }
+    for name in ["myownshell-controller-manager", "myownshell-webhook"] {
+        assert!(deployment_args(&certm, name).iter().any(|a| a.starts_with("--metrics-cert-path=")), "{name}");
+    }
     let cert = find(&certm, "Certificate", "myownshell-serving-cert").unwrap();
     let volumes = &find(&certm, "Deployment", "myownshell-webhook").unwrap()["spec"]["template"]["spec"]["volumes"];
     assert_eq!(volumes[0]["secret"]["secretName"], cert["spec"]["secretName"]);
