@@ -1,10 +1,6 @@
 //! Running the real `myownshell-controller` binary against a test control plane, and reading
 //! its probes (plain HTTP) and its authenticated metrics (HTTPS, as a metrics-reader).
 
-use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
 use crate::assets::workspace_binary;
 use crate::control_plane::ControlPlane;
 use crate::process::{ManagedProcess, ProcessSpec, free_port};
@@ -52,7 +48,7 @@ impl ControllerProcess {
 
     /// `GET path` on the probe port: (status code, body).
     pub async fn probe(&self, path: &str) -> Result<(u16, String), String> {
-        http_get(self.probe_port, path).await
+        crate::http::plain_get(std::net::SocketAddr::from(([127, 0, 0, 1], self.probe_port)), path).await
     }
 
     /// The `/metrics` text, read over TLS with a metrics-reader's token.
@@ -84,46 +80,6 @@ pub fn metric_value(text: &str, series: &str) -> Option<f64> {
     })
 }
 
-/// A minimal HTTP/1.1 GET to 127.0.0.1:`port` (the servers under test speak plain HTTP; the
-/// harness has no HTTP client of its own).
-pub async fn http_get(port: u16, path: &str) -> Result<(u16, String), String> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).await?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).await?;
-        Ok::<_, std::io::Error>(response)
-    };
-    let response = tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .map_err(|_| format!("GET {path} on port {port} timed out"))?
-        .map_err(|e| format!("GET {path} on port {port}: {e}"))?;
-    let text = String::from_utf8_lossy(&response);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("malformed response: {text}"))?;
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| format!("no status code in: {head}"))?;
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    Ok((code, if chunked { dechunk(body) } else { body.to_owned() }))
-}
-
-/// Undo `Transfer-Encoding: chunked`.
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
-        if size == 0 || rest.len() < size {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        body = rest[size..].trim_start_matches("\r\n");
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,10 +91,5 @@ mod tests {
         assert_eq!(metric_value(text, "myownshell_controller_leader"), Some(1.0));
         assert_eq!(metric_value(text, "myownshell_controller_writes_total{kind=\"status\"}"), Some(3.0));
         assert_eq!(metric_value(text, "myownshell_controller_writes_total{kind=\"deployment\"}"), None);
-    }
-
-    #[test]
-    fn chunked_bodies() {
-        assert_eq!(dechunk("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), "hello world");
     }
 }

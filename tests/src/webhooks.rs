@@ -23,7 +23,6 @@ use kube::api::{Api, DeleteParams, PostParams};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::assets::{workspace_binary, workspace_root};
@@ -266,24 +265,8 @@ impl WebhookProcess {
     }
 }
 
-/// A minimal HTTP/1.1 GET over plain TCP (probes and metrics).
-pub async fn plain_get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
-    let mut stream = tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(addr))
-        .await
-        .map_err(|_| format!("connecting to {addr} timed out"))?
-        .map_err(|e| format!("connecting to {addr}: {e}"))?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut raw))
-        .await
-        .map_err(|_| "reading the answer timed out".to_owned())?
-        .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or(format!("bad answer: {text:?}"))?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-    Ok((status, body))
-}
+/// Plain-HTTP GET (probes).
+pub use crate::http::plain_get;
 
 /// The certificate store of the webhook Secret: `ca.crt` (the trust bundle) and `tls.crt`.
 pub async fn secret_pem(client: &Client, namespace: &str, name: &str, key: &str) -> Result<String, String> {

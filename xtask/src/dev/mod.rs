@@ -10,7 +10,6 @@
 mod cluster;
 mod lock;
 mod logs;
-mod probe;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -308,7 +307,7 @@ async fn wait_ready(running: &mut [Running]) -> anyhow::Result<()> {
                     r.process.log_tail(20)
                 );
             }
-            match probe::http_status(r.probe, names::READYZ_PATH).await {
+            match myownshell_tests::http::plain_get(r.probe, names::READYZ_PATH).await.map(|(code, _)| code) {
                 Ok(200) => {}
                 Ok(code) => not_ready.push(format!("{}: HTTP {code}", r.process.name())),
                 Err(e) => not_ready.push(format!("{}: {e}", r.process.name())),
