@@ -22,7 +22,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec};
 use myownshell_controller::deployment;
-use myownshell_tests::controller_helpers::http_get;
+use myownshell_tests::http::plain_get;
 use myownshell_tests::process::{ManagedProcess, ProcessSpec, free_port};
 use myownshell_tests::{ControlPlane, create_namespace, eventually};
 
@@ -148,7 +148,7 @@ async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> (Dur
         .env("RUST_LOG", "warn");
     let mut controller = ManagedProcess::spawn(spec).unwrap();
     eventually("the controller to be ready", Duration::from_secs(30), || async {
-        match http_get(probe_port, "/readyz").await? {
+        match plain_get(std::net::SocketAddr::from(([127, 0, 0, 1], probe_port)), "/readyz").await? {
             (200, _) => Ok(()),
             other => Err(format!("{other:?}")),
         }
@@ -169,7 +169,8 @@ async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> (Dur
     let took = start.elapsed();
     let rss = rss_mib(controller.pid(), "VmHWM:");
     // What the controller did to get there, from its own counters.
-    if let Ok((200, text)) = http_get(metrics_port, "/metrics").await {
+    let metrics_addr = std::net::SocketAddr::from(([127, 0, 0, 1], metrics_port));
+    if let Ok(text) = myownshell_tests::scrape::scrape(&client, metrics_addr).await {
         for line in text.lines().filter(|l| {
             l.starts_with("myownshell_controller_writes_total")
                 || l.starts_with("myownshell_controller_reconciles_total")
