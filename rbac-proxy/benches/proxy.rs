@@ -19,10 +19,11 @@ use clap::Parser;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, ObjectMeta, PostParams};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, PostParams};
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_tests::process::{ManagedProcess, ProcessSpec, free_port};
+use myownshell_tests::rbac;
 use myownshell_tests::{ControlPlane, create_namespace, eventually, service_account_token};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -112,26 +113,9 @@ async fn grant(
     tls: &Arc<rustls::ClientConfig>,
 ) {
     let name = format!("{ns}-bench-metrics-reader");
-    let role = ClusterRole {
-        metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
-        rules: Some(vec![PolicyRule {
-            non_resource_urls: Some(vec!["/metrics".into()]),
-            verbs: vec!["get".into()],
-            ..PolicyRule::default()
-        }]),
-        ..ClusterRole::default()
-    };
+    let role = rbac::non_resource_reader_role(&name, &["/metrics"]);
     Api::<ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.unwrap();
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
-        role_ref: RoleRef { api_group: "rbac.authorization.k8s.io".into(), kind: "ClusterRole".into(), name },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: sa.into(),
-            namespace: Some(ns.into()),
-            ..Subject::default()
-        }]),
-    };
+    let binding = rbac::cluster_role_binding(&name, &name, rbac::service_account_subject(ns, sa));
     Api::<ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
     // Warm-up: the first 200 also fills the proxy's caches.
     eventually("the proxy to answer 200", Duration::from_secs(60), || async {

@@ -10,6 +10,7 @@ pub mod kubectl;
 pub mod kustomize;
 pub mod namespace;
 pub mod process;
+pub mod rbac;
 pub mod readme;
 pub mod scrape;
 pub mod wait;

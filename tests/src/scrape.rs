@@ -6,13 +6,14 @@ use std::net::SocketAddr;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 
 use crate::namespace::service_account_token;
+use crate::rbac;
 use crate::webhooks::tls_client;
 
 /// Where the scraper identity lives (created on first use).
@@ -23,33 +24,13 @@ const SCRAPER_ROLE: &str = "myownshell-test-metrics-reader";
 /// A token allowed to read `/metrics` (ClusterRole + binding applied idempotently).
 pub async fn scraper_token(client: &Client) -> Result<String, String> {
     let apply = PatchParams::apply("myownshell-envtest").force();
-    let role = ClusterRole {
-        metadata: ObjectMeta { name: Some(SCRAPER_ROLE.into()), ..ObjectMeta::default() },
-        rules: Some(vec![PolicyRule {
-            non_resource_urls: Some(vec!["/metrics".into()]),
-            verbs: vec!["get".into()],
-            ..PolicyRule::default()
-        }]),
-        ..ClusterRole::default()
-    };
+    let role = rbac::non_resource_reader_role(SCRAPER_ROLE, &[crate::METRICS_PATH]);
     Api::<ClusterRole>::all(client.clone())
         .patch(SCRAPER_ROLE, &apply, &Patch::Apply(&role))
         .await
         .map_err(|e| format!("applying {SCRAPER_ROLE}: {e}"))?;
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some(SCRAPER_ROLE.into()), ..ObjectMeta::default() },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: SCRAPER_ROLE.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: SCRAPER_SERVICE_ACCOUNT.into(),
-            namespace: Some(SCRAPER_NAMESPACE.into()),
-            ..Subject::default()
-        }]),
-    };
+    let subject = rbac::service_account_subject(SCRAPER_NAMESPACE, SCRAPER_SERVICE_ACCOUNT);
+    let binding = rbac::cluster_role_binding(SCRAPER_ROLE, SCRAPER_ROLE, subject);
     Api::<ClusterRoleBinding>::all(client.clone())
         .patch(SCRAPER_ROLE, &apply, &Patch::Apply(&binding))
         .await

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
+use myownshell_tests::rbac;
 use myownshell_tests::{create_namespace, eventually, service_account_token, service_account_user, shared};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -156,30 +157,9 @@ async fn service_account_tokens_are_real_and_rbac_decides() {
     assert!(!denied.status.unwrap().allowed, "allowed before any binding");
 
     let role_name = format!("{ns}-metrics-reader");
-    let role = ClusterRole {
-        metadata: ObjectMeta { name: Some(role_name.clone()), ..ObjectMeta::default() },
-        rules: Some(vec![PolicyRule {
-            non_resource_urls: Some(vec!["/metrics".into()]),
-            verbs: vec!["get".into()],
-            ..PolicyRule::default()
-        }]),
-        ..ClusterRole::default()
-    };
+    let role = rbac::non_resource_reader_role(&role_name, &["/metrics"]);
     Api::<ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.unwrap();
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some(role_name.clone()), ..ObjectMeta::default() },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: role_name,
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: "scraper".into(),
-            namespace: Some(ns.clone()),
-            ..Subject::default()
-        }]),
-    };
+    let binding = rbac::cluster_role_binding(&role_name, &role_name, rbac::service_account_subject(&ns, "scraper"));
     Api::<ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
 
     // RBAC reads bindings from an informer cache: poll until the decision flips.

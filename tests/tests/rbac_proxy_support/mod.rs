@@ -15,8 +15,8 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Subject};
+use kube::api::{Api, DeleteParams, PostParams};
 use myownshell_certs::pki::{CertificateAuthority, CertifiedKeyPem, LeafSpec};
 use myownshell_rbac_proxy::authn::AuthnCacheOptions;
 use myownshell_rbac_proxy::authz::AuthzCacheOptions;
@@ -399,14 +399,7 @@ impl Drop for MetricsServer {
 // ---------------------------------------------------------------------------------------------
 // RBAC
 
-pub fn service_account_subject(namespace: &str, name: &str) -> Subject {
-    Subject {
-        kind: "ServiceAccount".into(),
-        name: name.into(),
-        namespace: Some(namespace.into()),
-        ..Subject::default()
-    }
-}
+pub use myownshell_tests::rbac::service_account_subject;
 
 pub fn user_subject(name: &str) -> Subject {
     Subject {
@@ -420,28 +413,12 @@ pub fn user_subject(name: &str) -> Subject {
 /// A ClusterRole allowing `get` on the given non-resource URLs (like `config/rbac`'s
 /// `metrics-reader`), named uniquely per test.
 pub async fn create_reader_role(admin: &kube::Client, name: &str, urls: &[&str]) {
-    let role = ClusterRole {
-        metadata: ObjectMeta { name: Some(name.into()), ..ObjectMeta::default() },
-        rules: Some(vec![PolicyRule {
-            non_resource_urls: Some(urls.iter().map(|u| (*u).to_owned()).collect()),
-            verbs: vec!["get".into()],
-            ..PolicyRule::default()
-        }]),
-        ..ClusterRole::default()
-    };
+    let role = myownshell_tests::rbac::non_resource_reader_role(name, urls);
     Api::<ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.unwrap();
 }
 
 pub async fn bind_cluster_role(admin: &kube::Client, binding: &str, role: &str, subject: Subject) {
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some(binding.into()), ..ObjectMeta::default() },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: role.into(),
-        },
-        subjects: Some(vec![subject]),
-    };
+    let binding = myownshell_tests::rbac::cluster_role_binding(binding, role, subject);
     Api::<ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
 }
 

@@ -6,11 +6,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, Patch, PatchParams};
 use myownshell_tests::ControlPlane;
 use myownshell_tests::control_plane::write_kubeconfig;
 use myownshell_tests::kustomize::{as_list, render};
+use myownshell_tests::rbac;
 use myownshell_tests::service_account_token;
 use serde_json::Value;
 
@@ -79,20 +80,8 @@ pub async fn install(cp: &ControlPlane, state_dir: &Path, webhook_port: u16) -> 
     }
 
     let metrics_token = service_account_token(&admin, SYSTEM_NAMESPACE, METRICS_READER_SA, &[], TOKEN_SECONDS).await?;
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta { name: Some("myownshell-dev-metrics-reader".into()), ..ObjectMeta::default() },
-        role_ref: RoleRef {
-            api_group: "rbac.authorization.k8s.io".into(),
-            kind: "ClusterRole".into(),
-            name: METRICS_READER_ROLE.into(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".into(),
-            name: METRICS_READER_SA.into(),
-            namespace: Some(SYSTEM_NAMESPACE.into()),
-            ..Subject::default()
-        }]),
-    };
+    let subject = rbac::service_account_subject(SYSTEM_NAMESPACE, METRICS_READER_SA);
+    let binding = rbac::cluster_role_binding("myownshell-dev-metrics-reader", METRICS_READER_ROLE, subject);
     Api::<ClusterRoleBinding>::all(admin)
         .patch("myownshell-dev-metrics-reader", &PatchParams::apply("xtask-dev").force(), &Patch::Apply(&binding))
         .await?;
