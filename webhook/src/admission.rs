@@ -250,6 +250,14 @@ fn invalid(request: &Request, reason: String) -> AdmissionResponse {
     response
 }
 
+/// The request's `MyOwnShell`, or why it carries none.
+fn shell_object(request: &Request) -> Result<&Admitted, String> {
+    if !is_myownshell(request) {
+        return Err(format!("this webhook handles {} objects, got {}", names::KIND, describe_kind(request)));
+    }
+    request.object.as_ref().ok_or_else(|| "the request has no object".to_owned())
+}
+
 fn is_myownshell(request: &Request) -> bool {
     request.kind.group == names::GROUP && request.kind.kind == names::KIND && request.sub_resource.is_none()
 }
@@ -319,14 +327,9 @@ pub fn mutate(request: &Request) -> AdmissionResponse {
     if !matches!(request.operation, Operation::Create | Operation::Update) || request.sub_resource.is_some() {
         return allowed;
     }
-    if !is_myownshell(request) {
-        return invalid(
-            request,
-            format!("this webhook handles {} objects, got {}", names::KIND, describe_kind(request)),
-        );
-    }
-    let Some(object) = &request.object else {
-        return invalid(request, "the request has no object".into());
+    let object = match shell_object(request) {
+        Ok(object) => object,
+        Err(reason) => return invalid(request, reason),
     };
     if let Err(reason) = spec_of(object) {
         return invalid(request, reason);
@@ -505,14 +508,9 @@ pub fn validate(request: &Request, policy: &Policy) -> AdmissionResponse {
     if is_scale(request) {
         return validate_scale(request, policy);
     }
-    if !is_myownshell(request) {
-        return invalid(
-            request,
-            format!("this webhook handles {} objects, got {}", names::KIND, describe_kind(request)),
-        );
-    }
-    let Some(object) = &request.object else {
-        return invalid(request, "the request has no object".into());
+    let object = match shell_object(request) {
+        Ok(object) => object,
+        Err(reason) => return invalid(request, reason),
     };
     if request.operation == Operation::Update && only_removes_finalizers(request) {
         return allowed;
