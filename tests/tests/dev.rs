@@ -43,28 +43,43 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-#[tokio::test]
-async fn xtask_dev_runs_the_operator_and_cleans_up() {
-    let state = tempfile_dir("dev");
-    let xtask = workspace_binary("xtask").unwrap();
-    let log = state.join("xtask-dev.log");
-    let args = ["dev".to_owned(), "--no-build".to_owned(), format!("--state-dir={}", state.display())];
-    let spec = ProcessSpec::new("xtask-dev", &xtask, &log)
-        .args(args.clone())
-        .env("CARGO_TARGET_DIR", myownshell_tests::assets::target_dir());
-    let dev = std::cell::RefCell::new(ManagedProcess::spawn(spec).unwrap());
+/// A running `xtask dev` and what it wrote once ready.
+struct Dev {
+    process: ManagedProcess,
+    state: std::path::PathBuf,
+    env: BTreeMap<String, String>,
+    args: Vec<String>,
+}
 
+/// Start `xtask dev --no-build` with its own state directory (plus `extra` flags) and wait for
+/// its env file.
+async fn start_dev(name: &str, extra: &[String]) -> Dev {
+    let state = tempfile_dir(name);
+    let mut args = vec!["dev".to_owned(), "--no-build".to_owned(), format!("--state-dir={}", state.display())];
+    args.extend_from_slice(extra);
+    let spec =
+        ProcessSpec::new(format!("xtask-{name}"), workspace_binary("xtask").unwrap(), state.join("xtask-dev.log"))
+            .args(args.clone())
+            .env("CARGO_TARGET_DIR", myownshell_tests::assets::target_dir());
+    let process = std::cell::RefCell::new(ManagedProcess::spawn(spec).unwrap());
     let env_file = state.join("env");
-    let env = eventually("target/dev/env", READY_TIMEOUT, || async {
-        let exited = dev.borrow_mut().exit_status();
+    let env = eventually("the dev env file", READY_TIMEOUT, || async {
+        let exited = process.borrow_mut().exit_status();
         if let Some(status) = exited {
             return Err(format!("xtask dev exited ({status})"));
         }
         read_env(&env_file)
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", dev.borrow().log_tail(40)));
-    let mut dev = dev.into_inner();
+    .unwrap_or_else(|e| panic!("{e}\n{}", process.borrow().log_tail(40)));
+    Dev { process: process.into_inner(), state, env, args }
+}
+
+#[tokio::test]
+async fn xtask_dev_runs_the_operator_and_cleans_up() {
+    let Dev { process: mut dev, state, env, args } = start_dev("dev", &[]).await;
+    let xtask = workspace_binary("xtask").unwrap();
+    let env_file = state.join("env");
     for key in ["KUBECONFIG", "MYOWNSHELL_WEBHOOK_URL", "MYOWNSHELL_METRICS_URL", "MYOWNSHELL_METRICS_TOKEN"] {
         assert!(env.get(key).is_some_and(|v| !v.is_empty()), "{key} missing from {env:?}");
     }
@@ -150,29 +165,10 @@ async fn xtask_dev_runs_both_binaries_against_an_existing_cluster() {
     let cp = myownshell_tests::shared();
     let client = cp.client().unwrap();
     let ns = myownshell_tests::create_namespace(&client, "dev-remote").await.unwrap();
-    let state = tempfile_dir("dev-remote");
     let kubeconfig = cp.kubeconfig_path();
-    let args = [
-        "dev".to_owned(),
-        "--no-build".to_owned(),
-        format!("--state-dir={}", state.display()),
-        format!("--kubeconfig={}", kubeconfig.display()),
-    ];
-    let spec = ProcessSpec::new("xtask-dev-remote", workspace_binary("xtask").unwrap(), state.join("xtask-dev.log"))
-        .args(args)
-        .env("CARGO_TARGET_DIR", myownshell_tests::assets::target_dir());
-    let dev = std::cell::RefCell::new(ManagedProcess::spawn(spec).unwrap());
+    let Dev { process: mut dev, state, env, .. } =
+        start_dev("dev-remote", &[format!("--kubeconfig={}", kubeconfig.display())]).await;
     let env_file = state.join("env");
-    let env = eventually("the env file", READY_TIMEOUT, || async {
-        let exited = dev.borrow_mut().exit_status();
-        if let Some(status) = exited {
-            return Err(format!("xtask dev exited ({status})"));
-        }
-        read_env(&env_file)
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", dev.borrow().log_tail(40)));
-    let mut dev = dev.into_inner();
     assert_eq!(env["KUBECONFIG"], kubeconfig.display().to_string());
 
     // The controller reconciles in that cluster.

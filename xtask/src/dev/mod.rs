@@ -123,6 +123,84 @@ fn spawn(
     ManagedProcess::spawn(spec).with_context(|| format!("starting {name}"))
 }
 
+/// Free loopback ports for one run.
+struct Ports {
+    webhook: u16,
+    webhook_probe: u16,
+    webhook_metrics: u16,
+    controller_probe: u16,
+    controller_metrics: u16,
+}
+
+impl Ports {
+    fn new() -> anyhow::Result<Self> {
+        let port = || free_port().context("finding a free port");
+        Ok(Self {
+            webhook: port()?,
+            webhook_probe: port()?,
+            webhook_metrics: port()?,
+            controller_probe: port()?,
+            controller_metrics: port()?,
+        })
+    }
+
+    /// The URLs every mode writes to the env file.
+    fn urls(&self) -> [(&'static str, String); 3] {
+        let metrics = |port: u16| format!("https://127.0.0.1:{port}{}", names::METRICS_PATH);
+        [
+            ("MYOWNSHELL_WEBHOOK_URL", format!("https://127.0.0.1:{}", self.webhook)),
+            ("MYOWNSHELL_METRICS_URL", metrics(self.controller_metrics)),
+            ("MYOWNSHELL_WEBHOOK_METRICS_URL", metrics(self.webhook_metrics)),
+        ]
+    }
+}
+
+fn local(port: u16) -> String {
+    format!("127.0.0.1:{port}")
+}
+
+/// Start the webhook and the controller on `ports` (plus each mode's own flags) and wait until
+/// both are ready.
+async fn start_binaries(
+    state_dir: &Path,
+    ports: &Ports,
+    (webhook_kubeconfig, webhook_flags): (&Path, Vec<String>),
+    (controller_kubeconfig, controller_flags): (&Path, Vec<String>),
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Vec<Running>> {
+    let mut webhook_args = vec![
+        format!("--webhook-port={}", ports.webhook),
+        "--bind-address=127.0.0.1".into(),
+        format!("--health-probe-bind-address={}", local(ports.webhook_probe)),
+        format!("--metrics-bind-address={}", local(ports.webhook_metrics)),
+    ];
+    webhook_args.extend(webhook_flags);
+    let mut controller_args = vec![
+        format!("--health-probe-bind-address={}", local(ports.controller_probe)),
+        format!("--metrics-bind-address={}", local(ports.controller_metrics)),
+    ];
+    controller_args.extend(controller_flags);
+    let mut running = vec![
+        Running {
+            process: spawn(WEBHOOK, state_dir, webhook_kubeconfig, webhook_args, stop)?,
+            probe: local(ports.webhook_probe).parse()?,
+        },
+        Running {
+            process: spawn(CONTROLLER, state_dir, controller_kubeconfig, controller_args, stop)?,
+            probe: local(ports.controller_probe).parse()?,
+        },
+    ];
+    wait_ready(&mut running).await?;
+    Ok(running)
+}
+
+/// Serve until Ctrl-C / SIGTERM (or a process dies), then stop everything.
+async fn run_until_stopped(mut running: Vec<Running>, stop: Arc<AtomicBool>) -> anyhow::Result<()> {
+    let outcome = wait_for_stop(&mut running).await;
+    shutdown(running, stop);
+    outcome
+}
+
 async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
     let assets_dir = tokio::task::spawn_blocking(crate::envtest::ensure).await??;
     let found = myownshell_tests::assets::Assets {
@@ -133,63 +211,34 @@ async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
     let cp = ControlPlane::start_with(found).await?;
     step.done();
 
-    let port = || free_port().context("finding a free port");
-    let (webhook_port, webhook_probe, webhook_metrics) = (port()?, port()?, port()?);
-    let (controller_probe, controller_metrics) = (port()?, port()?);
-    let ids = cluster::install(&cp, state_dir, webhook_port).await?;
-
+    let ports = Ports::new()?;
+    let ids = cluster::install(&cp, state_dir, ports.webhook).await?;
     let stop = Arc::new(AtomicBool::new(false));
-    let local = |p: u16| format!("127.0.0.1:{p}");
-    let webhook = Running {
-        process: spawn(
-            WEBHOOK,
-            state_dir,
-            &ids.webhook_kubeconfig,
-            vec![
-                format!("--webhook-port={webhook_port}"),
-                "--bind-address=127.0.0.1".into(),
-                format!("--health-probe-bind-address={}", local(webhook_probe)),
-                format!("--metrics-bind-address={}", local(webhook_metrics)),
-                format!("--namespace={}", cluster::SYSTEM_NAMESPACE),
-                // The local apiserver calls https://127.0.0.1:PORT, so the serving cert needs that SAN.
-                "--extra-san=127.0.0.1".into(),
-            ],
-            &stop,
-        )?,
-        probe: local(webhook_probe).parse()?,
-    };
-    let controller = Running {
-        process: spawn(
-            CONTROLLER,
-            state_dir,
-            &ids.controller_kubeconfig,
-            vec![
-                "--leader-elect".into(),
-                format!("--leader-election-namespace={}", cluster::SYSTEM_NAMESPACE),
-                format!("--health-probe-bind-address={}", local(controller_probe)),
-                format!("--metrics-bind-address={}", local(controller_metrics)),
-            ],
-            &stop,
-        )?,
-        probe: local(controller_probe).parse()?,
-    };
-    let mut running = vec![webhook, controller];
-    wait_ready(&mut running).await?;
-
-    let env = [
-        ("KUBECONFIG", ids.admin_kubeconfig.display().to_string()),
-        ("MYOWNSHELL_WEBHOOK_URL", format!("https://127.0.0.1:{webhook_port}")),
-        ("MYOWNSHELL_METRICS_URL", format!("https://127.0.0.1:{controller_metrics}{}", names::METRICS_PATH)),
-        ("MYOWNSHELL_WEBHOOK_METRICS_URL", format!("https://127.0.0.1:{webhook_metrics}{}", names::METRICS_PATH)),
-        ("MYOWNSHELL_METRICS_TOKEN", ids.metrics_token.clone()),
+    let webhook_flags = vec![
+        format!("--namespace={}", cluster::SYSTEM_NAMESPACE),
+        // The local apiserver calls https://127.0.0.1:PORT, so the serving cert needs that SAN.
+        "--extra-san=127.0.0.1".into(),
     ];
+    let controller_flags =
+        vec!["--leader-elect".into(), format!("--leader-election-namespace={}", cluster::SYSTEM_NAMESPACE)];
+    let running = start_binaries(
+        state_dir,
+        &ports,
+        (&ids.webhook_kubeconfig, webhook_flags),
+        (&ids.controller_kubeconfig, controller_flags),
+        &stop,
+    )
+    .await?;
+
+    let mut env = vec![("KUBECONFIG", ids.admin_kubeconfig.display().to_string())];
+    env.extend(ports.urls());
+    env.push(("MYOWNSHELL_METRICS_TOKEN", ids.metrics_token.clone()));
     write_env(state_dir, &env)?;
     let mut pids = cp.pids();
     pids.extend(running.iter().map(|r| r.process.pid()));
     write_pids(state_dir, &pids)?;
-    announce(state_dir, &env, &cp);
-    let outcome = wait_for_stop(&mut running).await;
-    shutdown(running, stop);
+    announce(state_dir, &env, &cp.summary());
+    let outcome = run_until_stopped(running, stop).await;
     drop(cp);
     eprintln!("xtask: dev stopped; every process it started is gone");
     outcome
@@ -214,65 +263,21 @@ async fn run_remote(kubeconfig: &Path, state_dir: &Path) -> anyhow::Result<()> {
     // the cluster can reach this machine.
     let cert_dir = state_dir.join("webhook-certs");
     let ca_file = local_serving_cert(&cert_dir)?;
+    let ports = Ports::new()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let port = || free_port().context("finding a free port");
-    let (webhook_port, webhook_probe, webhook_metrics) = (port()?, port()?, port()?);
-    let (controller_probe, controller_metrics) = (port()?, port()?);
-    let local = |p: u16| format!("127.0.0.1:{p}");
-    let webhook = Running {
-        process: spawn(
-            WEBHOOK,
-            state_dir,
-            kubeconfig,
-            vec![
-                format!("--webhook-port={webhook_port}"),
-                "--bind-address=127.0.0.1".into(),
-                format!("--health-probe-bind-address={}", local(webhook_probe)),
-                format!("--metrics-bind-address={}", local(webhook_metrics)),
-                format!("--cert-dir={}", cert_dir.display()),
-            ],
-            &stop,
-        )?,
-        probe: local(webhook_probe).parse()?,
-    };
-    let controller = Running {
-        process: spawn(
-            CONTROLLER,
-            state_dir,
-            kubeconfig,
-            vec![
-                format!("--health-probe-bind-address={}", local(controller_probe)),
-                format!("--metrics-bind-address={}", local(controller_metrics)),
-            ],
-            &stop,
-        )?,
-        probe: local(controller_probe).parse()?,
-    };
-    let mut running = vec![webhook, controller];
-    wait_ready(&mut running).await?;
-    let env = [
-        ("KUBECONFIG", kubeconfig.display().to_string()),
-        ("MYOWNSHELL_WEBHOOK_URL", format!("https://127.0.0.1:{webhook_port}")),
-        ("MYOWNSHELL_WEBHOOK_CA", ca_file.display().to_string()),
-        ("MYOWNSHELL_METRICS_URL", format!("https://127.0.0.1:{controller_metrics}{}", names::METRICS_PATH)),
-        ("MYOWNSHELL_WEBHOOK_METRICS_URL", format!("https://127.0.0.1:{webhook_metrics}{}", names::METRICS_PATH)),
-    ];
+    let webhook_flags = vec![format!("--cert-dir={}", cert_dir.display())];
+    let running =
+        start_binaries(state_dir, &ports, (kubeconfig, webhook_flags), (kubeconfig, Vec::new()), &stop).await?;
+
+    let mut env = vec![("KUBECONFIG", kubeconfig.display().to_string())];
+    env.extend(ports.urls());
+    env.push(("MYOWNSHELL_WEBHOOK_CA", ca_file.display().to_string()));
     write_env(state_dir, &env)?;
     write_pids(state_dir, &running.iter().map(|r| r.process.pid()).collect::<Vec<_>>())?;
-    eprintln!(
-        "\nxtask: MyOwnShell is running against {} (metrics need a token of that cluster bound to metrics-reader)",
-        kubeconfig.display()
-    );
-    for (key, value) in &env {
-        eprintln!("  export {key}={value}");
-    }
-    eprintln!(
-        "\n  source {}/env\n\nLogs: {}/*.log. Ctrl-C stops everything.\n",
-        state_dir.display(),
-        state_dir.display()
-    );
-    let outcome = wait_for_stop(&mut running).await;
-    shutdown(running, stop);
+    let what =
+        format!("against {} (metrics need a token of that cluster bound to metrics-reader)", kubeconfig.display());
+    announce(state_dir, &env, &what);
+    let outcome = run_until_stopped(running, stop).await;
     eprintln!("xtask: dev stopped; every process it started is gone");
     outcome
 }
@@ -343,8 +348,8 @@ fn write_env(state_dir: &Path, env: &[(&str, String)]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn announce(state_dir: &Path, env: &[(&str, String)], cp: &ControlPlane) {
-    eprintln!("\nxtask: MyOwnShell is running ({})", cp.summary());
+fn announce(state_dir: &Path, env: &[(&str, String)], what: &str) {
+    eprintln!("\nxtask: MyOwnShell is running ({what})");
     for (key, value) in env {
         let shown = if key.ends_with("TOKEN") { "<in the env file>" } else { value.as_str() };
         eprintln!("  export {key}={shown}");
