@@ -149,25 +149,27 @@ async fn tokens_stop_working_when_their_bound_object_or_account_is_deleted() {
 
     // kube-apiserver caches token authentication itself (10 s), so this takes about that long.
     secrets.delete("anchor", &DeleteParams::default()).await.unwrap();
-    eventually("the token bound to the deleted Secret to be refused", TIMEOUT, || async {
-        match server.https.status(server.addr, "/metrics", Some(&bound)).await? {
-            StatusCode::UNAUTHORIZED => Ok(()),
-            other => Err(other.to_string()),
-        }
-    })
-    .await
-    .unwrap();
+    server
+        .https
+        .wait_for_status(
+            server.addr,
+            Some(&bound),
+            StatusCode::UNAUTHORIZED,
+            "the token bound to the deleted Secret to be refused",
+        )
+        .await;
     // The account's unbound token still authenticates until the account itself goes.
     assert_eq!(server.get("/metrics", Some(&plain)).await.status, StatusCode::FORBIDDEN);
     Api::<ServiceAccount>::namespaced(admin.clone(), &ns).delete("scraper", &DeleteParams::default()).await.unwrap();
-    eventually("the deleted account's token to be refused", TIMEOUT, || async {
-        match server.https.status(server.addr, "/metrics", Some(&plain)).await? {
-            StatusCode::UNAUTHORIZED => Ok(()),
-            other => Err(other.to_string()),
-        }
-    })
-    .await
-    .unwrap();
+    server
+        .https
+        .wait_for_status(
+            server.addr,
+            Some(&plain),
+            StatusCode::UNAUTHORIZED,
+            "the deleted account's token to be refused",
+        )
+        .await;
     server.stop().await;
 }
 
@@ -317,14 +319,7 @@ async fn client_certificates_from_the_configured_ca_are_checked_before_tokens() 
     create_reader_role(&admin, &role, &["/metrics", "/whoami"]).await;
     bind_cluster_role(&admin, &role, &role, user_subject(&user)).await;
     wait_for_rbac(&admin, &user, &["metrics-team"], "/metrics", true).await;
-    eventually("the certificate user to get 200", TIMEOUT, || async {
-        match with_cert.status(server.addr, "/metrics", None).await? {
-            StatusCode::OK => Ok(()),
-            other => Err(other.to_string()),
-        }
-    })
-    .await
-    .unwrap();
+    with_cert.wait_for_status(server.addr, None, StatusCode::OK, "the certificate user to get 200").await;
     let whoami = with_cert.get(server.addr, "/whoami", None).await.unwrap().text();
     assert_eq!(whoami, format!("{user} ClientCertificate metrics-team"));
 
@@ -408,14 +403,7 @@ authorization:
         subjects: Some(vec![service_account_subject(&ns, "scraper")]),
     };
     Api::<RoleBinding>::namespaced(admin.clone(), &ns).create(&PostParams::default(), &binding).await.unwrap();
-    eventually("the Role to allow the scraper", TIMEOUT, || async {
-        match server.https.status(server.addr, "/metrics", Some(&token)).await? {
-            StatusCode::OK => Ok(()),
-            other => Err(other.to_string()),
-        }
-    })
-    .await
-    .unwrap();
+    server.https.wait_for_status(server.addr, Some(&token), StatusCode::OK, "the Role to allow the scraper").await;
     server.stop().await;
 }
 

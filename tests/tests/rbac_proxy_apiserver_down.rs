@@ -9,7 +9,7 @@ mod rbac_proxy_support;
 use std::time::Duration;
 
 use http::StatusCode;
-use myownshell_tests::{create_namespace, eventually, service_account_token, service_account_user, shared};
+use myownshell_tests::{create_namespace, service_account_token, service_account_user, shared};
 use rbac_proxy_support::*;
 
 const LONG: Duration = Duration::from_secs(300);
@@ -43,13 +43,9 @@ async fn with_the_apiserver_down_uncached_tokens_never_get_200() {
     assert_eq!(server.get("/metrics", Some(&warm)).await.status, StatusCode::OK);
 
     cp.start_apiserver().await.unwrap();
-    eventually("the same token to work once the apiserver is back", TIMEOUT, || async {
-        match server.https.status(server.addr, "/metrics", Some(&cold)).await? {
-            StatusCode::OK => Ok(()),
-            other => Err(other.to_string()),
-        }
-    })
-    .await
-    .unwrap();
+    server
+        .https
+        .wait_for_status(server.addr, Some(&cold), StatusCode::OK, "the same token to work once the apiserver is back")
+        .await;
     server.stop().await;
 }

@@ -317,6 +317,18 @@ impl Https {
         Ok(status)
     }
 
+    /// Poll `GET /metrics` until it answers `want` (RBAC and the caches take effect eventually).
+    pub async fn wait_for_status(&self, addr: SocketAddr, token: Option<&str>, want: StatusCode, what: &str) {
+        eventually(what, TIMEOUT, || async {
+            match self.status(addr, "/metrics", token).await? {
+                status if status == want => Ok(()),
+                other => Err(other.to_string()),
+            }
+        })
+        .await
+        .unwrap();
+    }
+
     /// The status of a GET, or the error text (for polling).
     pub async fn status(&self, addr: SocketAddr, path: &str, token: Option<&str>) -> Result<StatusCode, String> {
         self.get(addr, path, token).await.map(|r| r.status)
