@@ -6,6 +6,7 @@
 //! from files ([`certdir`], cert-manager).
 
 pub mod certdir;
+pub mod guard;
 pub mod inject;
 pub mod manager;
 pub mod pki;

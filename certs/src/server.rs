@@ -1,23 +1,29 @@
-//! HTTP/1.1 over TLS for an axum `Router`, with keep-alive and graceful shutdown.
+//! HTTP/1.1 over TLS for an axum `Router` or any hyper service, with keep-alive and graceful shutdown.
 //!
 //! On shutdown the listener stops accepting, in-flight requests finish, and idle keep-alive
 //! connections are closed, so a client such as kube-apiserver moves to another replica instead
-//! of reusing a connection to a process that is going away.
+//! of reusing a connection to a process that is going away. Connections that idle too long, or
+//! trickle a request head, are closed by their [`crate::guard`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper::body::{Body, Incoming};
+use hyper::service::Service;
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
 use rustls_pki_types::CertificateDer;
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
+
+use crate::guard::{self, Activity, CountedIo, CountedService, GuardConfig};
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,15 +38,47 @@ pub struct ConnectionInfo {
     pub peer_certificates: Option<Arc<Vec<CertificateDer<'static>>>>,
 }
 
-/// Serve `app` on `listener` until `shutdown` is cancelled, then drain.
+/// Serve `app` on `listener` until `shutdown` is cancelled, then drain. Each request carries
+/// the [`ConnectionInfo`] of its connection in its extensions.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
     app: Router,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    let make_service = move |info: ConnectionInfo| {
+        let service = app.clone().map_request(move |mut req: http::Request<Incoming>| {
+            req.extensions_mut().insert(info.clone());
+            req
+        });
+        TowerToHyperService::new(service)
+    };
+    serve_tls_with(listener, tls, make_service, GuardConfig::default(), shutdown).await
+}
+
+/// [`serve_tls`] for any hyper service: `make_service` builds the service of each connection
+/// from its [`ConnectionInfo`]. For a server that needs neither routing nor connection facts
+/// (the admission webhook), this skips both. `guard` says when a connection that does nothing
+/// useful is closed.
+pub async fn serve_tls_with<M, S, B>(
+    listener: TcpListener,
+    tls: Arc<ServerConfig>,
+    make_service: M,
+    guard: GuardConfig,
+    shutdown: CancellationToken,
+) -> std::io::Result<()>
+where
+    M: Fn(ConnectionInfo) -> S + Send + Sync + 'static,
+    S: Service<http::Request<Incoming>, Response = http::Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let acceptor = TlsAcceptor::from(tls);
-    let graceful = GracefulShutdown::new();
+    let make_service = Arc::new(make_service);
+    let connections = TaskTracker::new();
     loop {
         let (tcp, remote_addr) = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -55,9 +93,9 @@ pub async fn serve_tls(
         };
         let _ = tcp.set_nodelay(true);
         let acceptor = acceptor.clone();
-        let app = app.clone();
-        let watcher = graceful.watcher();
-        tokio::spawn(async move {
+        let make_service = make_service.clone();
+        let (shutdown, tracker) = (shutdown.clone(), connections.clone());
+        connections.spawn(async move {
             let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                 Ok(Ok(tls)) => tls,
                 Ok(Err(e)) => {
@@ -70,23 +108,46 @@ pub async fn serve_tls(
                 }
             };
             let peer_certificates = tls.get_ref().1.peer_certificates().map(|c| Arc::new(c.to_vec()));
-            let info = ConnectionInfo { remote_addr, peer_certificates };
-            let service = app.map_request(move |mut req: http::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(info.clone());
-                req
-            });
+            let activity = Arc::new(Activity::default());
+            let service =
+                CountedService::new(make_service(ConnectionInfo { remote_addr, peer_certificates }), activity.clone());
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .serve_connection(TokioIo::new(tls), TowerToHyperService::new(service));
-            if let Err(e) = watcher.watch(conn).await {
-                tracing::debug!(%remote_addr, error = %e, "connection ended with an error");
+                .serve_connection(TokioIo::new(CountedIo::new(tls, activity.clone())), service);
+            // The connection runs in its own task, which polls nothing but the connection and a
+            // one-shot drain signal; this task stays as its guard and relays shutdown.
+            let (drain, drained) = oneshot::channel::<()>();
+            let mut served = tracker.spawn(async move {
+                let mut conn = std::pin::pin!(conn);
+                let mut drained = drained;
+                let result = tokio::select! {
+                    biased;
+                    result = conn.as_mut() => result,
+                    _ = &mut drained => {
+                        // Finish the request in flight, if any, then close.
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = result {
+                    tracing::debug!(%remote_addr, error = %e, "connection ended with an error");
+                }
+            });
+            tokio::select! {
+                verdict = guard::watch(activity, guard, &mut served) => if let Some(verdict) = verdict {
+                    tracing::debug!(%remote_addr, ?verdict, "closing a connection that does nothing useful");
+                    served.abort();
+                },
+                () = shutdown.cancelled() => {
+                    let _ = drain.send(());
+                    let _ = served.await;
+                }
             }
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
+    connections.close();
+    if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait()).await.is_err() {
         tracing::warn!("connections still open after the drain timeout; closing them");
     }
     Ok(())

@@ -1,0 +1,185 @@
+//! The TLS server over real sockets and real TLS: connections that do nothing useful are closed
+//! by their guard (idle, or a request head trickled in), busy ones are not, and shutdown drains
+//! (the request in flight finishes, idle keep-alive connections close, the server returns).
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper_util::rt::TokioIo;
+use myownshell_certs::guard::GuardConfig;
+use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
+use myownshell_certs::server::serve_tls_with;
+use myownshell_certs::tls::{LiveResolver, certs_from_pem, server_config};
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+use tokio_rustls::client::TlsStream;
+use tokio_util::sync::CancellationToken;
+
+const GUARD: GuardConfig = GuardConfig {
+    idle: Duration::from_millis(1500),
+    head: Duration::from_millis(600),
+    tick: Duration::from_millis(100),
+};
+
+struct Server {
+    addr: SocketAddr,
+    client_tls: Arc<rustls::ClientConfig>,
+    shutdown: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+/// A server whose handler answers `GET /slow` after `slow` and anything else at once.
+async fn start(slow: Duration) -> Server {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let ca = CertificateAuthority::generate("guard-test-ca", Duration::from_secs(3600)).unwrap();
+    let leaf = ca
+        .issue(&LeafSpec::server("guard-test", vec![], vec!["127.0.0.1".parse().unwrap()], Duration::from_secs(3600)))
+        .unwrap();
+    let tls = Arc::new(server_config(LiveResolver::from_pem(&leaf.cert_pem, &leaf.key_pem).unwrap(), None).unwrap());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs_from_pem(ca.cert_pem()).unwrap() {
+        roots.add(cert).unwrap();
+    }
+    let client_tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let make_service = move |_| {
+        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| async move {
+            if request.uri().path() == "/slow" {
+                tokio::time::sleep(slow).await;
+            }
+            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+        })
+    };
+    let task = tokio::spawn(serve_tls_with(listener, tls, make_service, GUARD, shutdown.clone()));
+    Server { addr, client_tls: Arc::new(client_tls), shutdown, task }
+}
+
+async fn tls_connect(server: &Server) -> TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(server.addr).await.unwrap();
+    tokio_rustls::TlsConnector::from(server.client_tls.clone())
+        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
+        .await
+        .unwrap()
+}
+
+/// Read until the server closes the connection; how long that took from `since`. Fails after
+/// `deadline`.
+async fn closed_after(stream: &mut TlsStream<TcpStream>, since: Instant, deadline: Duration) -> Duration {
+    let mut buf = [0u8; 256];
+    loop {
+        match tokio::time::timeout_at((since + deadline).into(), stream.read(&mut buf)).await {
+            Err(_) => panic!("still open after {deadline:?}"),
+            // EOF, a reset, or a close without close_notify: closed either way.
+            Ok(Ok(0) | Err(_)) => return since.elapsed(),
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
+
+async fn http_client(server: &Server) -> (Sender, JoinHandle<()>) {
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls_connect(server).await)).await.unwrap();
+    (
+        sender,
+        tokio::spawn(async move {
+            let _ = conn.await;
+        }),
+    )
+}
+
+async fn get(sender: &mut Sender, path: &str) -> Result<String, hyper::Error> {
+    sender.ready().await?;
+    let request = http::Request::get(path).header("host", "127.0.0.1").body(Empty::new()).unwrap();
+    let response = sender.send_request(request).await?;
+    let body = response.into_body().collect().await?.to_bytes();
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_closed_after_the_idle_timeout() {
+    let server = start(Duration::ZERO).await;
+    let mut stream = tls_connect(&server).await;
+    let started = Instant::now();
+    let took = closed_after(&mut stream, started, Duration::from_secs(5)).await;
+    assert!(took >= GUARD.idle, "closed after {took:?}, before the idle timeout");
+}
+
+#[tokio::test]
+async fn a_trickled_request_head_is_closed_after_the_head_timeout() {
+    let server = start(Duration::ZERO).await;
+    let mut stream = tls_connect(&server).await;
+    let started = Instant::now();
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
+    // One header byte every 50 ms keeps bytes flowing; the head never completes.
+    let trickle = async {
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if stream.write_all(b"X").await.is_err() || stream.flush().await.is_err() {
+                return started.elapsed();
+            }
+        }
+    };
+    let took = tokio::time::timeout(Duration::from_secs(5), trickle).await.expect("the server kept the trickle open");
+    assert!(took >= GUARD.head, "closed after {took:?}");
+    assert!(took < GUARD.idle + Duration::from_secs(1), "closed only after {took:?}: the trickle kept it alive");
+}
+
+#[tokio::test]
+async fn busy_and_regularly_used_connections_stay_open() {
+    let server = start(GUARD.idle * 2).await;
+    let (mut sender, _conn) = http_client(&server).await;
+    // A handler slower than the idle timeout is not cut off.
+    assert_eq!(get(&mut sender, "/slow").await.unwrap(), "ok");
+    // A keep-alive connection used every fifth of the idle timeout stays the same connection.
+    for _ in 0..4 {
+        tokio::time::sleep(GUARD.idle / 5).await;
+        assert_eq!(get(&mut sender, "/").await.unwrap(), "ok");
+    }
+    // Left alone, it is closed.
+    let started = Instant::now();
+    loop {
+        if sender.is_closed() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "the idle keep-alive connection was never closed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn shutdown_finishes_the_request_in_flight_and_closes_idle_connections() {
+    let server = start(Duration::from_millis(500)).await;
+    let (mut idle, _idle_conn) = http_client(&server).await;
+    assert_eq!(get(&mut idle, "/").await.unwrap(), "ok");
+    let (mut busy, _busy_conn) = http_client(&server).await;
+    let in_flight = tokio::spawn(async move { get(&mut busy, "/slow").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let started = Instant::now();
+    server.shutdown.cancel();
+    assert_eq!(in_flight.await.unwrap().unwrap(), "ok", "the request in flight was answered");
+    tokio::time::timeout(Duration::from_secs(5), server.task)
+        .await
+        .expect("the server did not return")
+        .unwrap()
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "draining took {:?}", started.elapsed());
+    assert!(idle.is_closed() || get(&mut idle, "/").await.is_err(), "the idle connection is closed");
+    assert!(TcpStream::connect(server.addr).await.is_err(), "the listener is closed");
+}
