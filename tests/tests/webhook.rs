@@ -226,6 +226,30 @@ async fn defaults_dry_run_scale_and_warnings_through_kubectl() {
 }
 
 #[tokio::test]
+async fn numbers_work_as_quantities_and_wrong_types_are_named_by_the_schema() {
+    let env = Env::start("wh-types", &[]).await;
+    let kubectl = env.kubectl();
+    // `cpu: 1` is an int-or-string quantity, as in a Pod: accepted, checked against its request.
+    let numbers = "  resources:\n    requests: {cpu: 1, memory: 16Mi}\n    limits: {cpu: 2, memory: 64Mi}";
+    kubectl.apply(&env.ns, &manifest("numbers", numbers)).await.unwrap().ok().unwrap();
+    assert_eq!(env.get_json("numbers").await["spec"]["resources"]["limits"]["cpu"], json!(2));
+    let above = "  resources:\n    requests: {cpu: 2}\n    limits: {cpu: 1}";
+    let out = kubectl.apply(&env.ns, &manifest("above", above)).await.unwrap();
+    assert!(
+        out.stderr.contains(VALIDATING)
+            && out
+                .stderr
+                .contains("spec.resources.requests.cpu: must be less than or equal to the limit \"1\", got \"2\""),
+        "{}",
+        out.stderr
+    );
+    // A value of the wrong type passes defaulting untouched and is named by the schema check.
+    let out = kubectl.apply(&env.ns, &manifest("typed", "  size: three")).await.unwrap();
+    assert!(!out.success, "{}", out.stdout);
+    assert!(out.stderr.contains("spec.size") && out.stderr.contains("integer"), "{}", out.stderr);
+}
+
+#[tokio::test]
 async fn deleting_works_while_the_webhook_is_stopped() {
     let mut env = Env::start("wh-delete", &[]).await;
     let kubectl = env.kubectl();
@@ -313,21 +337,25 @@ async fn bad_input_gets_a_plain_400_or_denial_and_the_server_keeps_serving() {
         }
     }
 
-    // A readable review whose object is not a MyOwnShell: a denial (code 400) with the reason.
+    // A readable review whose spec is not a MyOwnShell's: the validating webhook denies it (code
+    // 400) with the reason; the mutating one fills only unset fields and leaves the bad value
+    // for the schema check that follows mutation.
     let undecodable = review(
         "admission.k8s.io/v1",
         "AdmissionReview",
         request(json!({"metadata": {"name": "x"}, "spec": {"size": "three"}})),
     );
-    for path in [names::MUTATE_PATH, names::VALIDATE_PATH] {
-        let (status, text) = conn.post(path, undecodable.clone()).await.unwrap();
-        assert_eq!(status, 200);
-        let answer: Value = serde_json::from_slice(&text).unwrap();
-        assert_eq!(answer["response"]["allowed"], json!(false), "{answer}");
-        assert_eq!(answer["response"]["uid"], json!("0b1e7c1e-0000-4000-8000-000000000001"));
-        assert_eq!(answer["response"]["status"]["code"], json!(400));
-        assert!(answer["response"]["status"]["message"].as_str().unwrap().contains("spec does not decode"), "{answer}");
-    }
+    let (status, text) = conn.post(names::VALIDATE_PATH, undecodable.clone()).await.unwrap();
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_slice(&text).unwrap();
+    assert_eq!(answer["response"]["allowed"], json!(false), "{answer}");
+    assert_eq!(answer["response"]["uid"], json!("0b1e7c1e-0000-4000-8000-000000000001"));
+    assert_eq!(answer["response"]["status"]["code"], json!(400));
+    assert!(answer["response"]["status"]["message"].as_str().unwrap().contains("spec does not decode"), "{answer}");
+    let (status, text) = conn.post(names::MUTATE_PATH, undecodable).await.unwrap();
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_slice(&text).unwrap();
+    assert_eq!(answer["response"]["allowed"], json!(true), "{answer}");
 
     // Same connection, still serving: a good review gets its patch.
     let (status, text) = conn
@@ -345,7 +373,7 @@ async fn bad_input_gets_a_plain_400_or_denial_and_the_server_keeps_serving() {
     assert_eq!(logged, bad.len() * 2, "{log}");
     let metrics = env.webhook.metrics(&env.client).await.unwrap();
     assert!(metrics.contains("result=\"bad_request\"} 5"), "{metrics}");
-    assert!(metrics.contains("result=\"invalid\"} 1"), "{metrics}");
+    assert!(metrics.contains("webhook=\"validate\",operation=\"CREATE\",result=\"invalid\"} 1"), "{metrics}");
 }
 
 #[tokio::test]

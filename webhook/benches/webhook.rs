@@ -4,9 +4,10 @@
 //! in this process and in the same run, at concurrency 1, 8 and 32. Prints p50/p99 latency,
 //! requests/s, and `ratio = webhook/floor` for throughput.
 //!
-//! Flags after `--`: `--seconds N` per measurement (default 3), `--concurrency 1,8,32`,
-//! `--rounds N` (default 3): webhook and floor are measured in alternation N times and the best
-//! round of each is reported, so a burst of other work on the machine does not decide the ratio.
+//! Flags after `--`: `--seconds N` per measurement (default 2), `--concurrency 1,8,32`,
+//! `--rounds N` (default 5): webhook and floor are measured back to back N times (alternating
+//! which goes first); the ratio is the median of the per-round ratios, so a burst of other work
+//! on the machine moves one round, not the result.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -24,7 +25,7 @@ use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_certs::tls::{LiveResolver, server_config};
 use myownshell_webhook::admission::Policy;
 use myownshell_webhook::metrics::Metrics;
-use myownshell_webhook::server::{AppState, webhook_router};
+use myownshell_webhook::server::{AppState, admission_service};
 use rustls_pki_types::ServerName;
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
@@ -39,7 +40,7 @@ struct Options {
 }
 
 fn options() -> Options {
-    let mut o = Options { seconds: 3, concurrency: vec![1, 8, 32], rounds: 3 };
+    let mut o = Options { seconds: 2, concurrency: vec![1, 8, 32], rounds: 5 };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i < args.len() {
@@ -120,12 +121,18 @@ fn tls() -> Tls {
     Tls { server, client: Arc::new(client) }
 }
 
-/// The webhook: its real router on the real TLS server.
+/// The webhook: its real service on the real TLS server.
 async fn start_webhook(tls: Arc<rustls::ServerConfig>, shutdown: CancellationToken) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = webhook_router(AppState { policy: Arc::new(Policy::default()), metrics: Arc::new(Metrics::new()) });
-    tokio::spawn(myownshell_certs::server::serve_tls(listener, tls, app, shutdown));
+    let state = AppState { policy: Policy::default(), metrics: Arc::new(Metrics::new()) };
+    tokio::spawn(myownshell_certs::server::serve_tls_with(
+        listener,
+        tls,
+        move |_| admission_service(state.clone()),
+        Default::default(),
+        shutdown,
+    ));
     addr
 }
 
@@ -234,6 +241,17 @@ async fn load(
     Figures { p50: pick(0.50), p99: pick(0.99), rps: all.len() as f64 / duration.as_secs_f64() }
 }
 
+/// The round with the median throughput (its latencies come with it).
+fn median_round(rounds: &[Figures]) -> Figures {
+    let mut sorted = rounds.to_vec();
+    sorted.sort_by(|a, b| a.rps.total_cmp(&b.rps));
+    sorted[sorted.len() / 2]
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    sorted[sorted.len() / 2]
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
@@ -250,7 +268,7 @@ fn main() {
         // The floor answers with what the webhook would answer, byte for byte.
         let webhook = start_webhook(tls.server.clone(), shutdown.clone()).await;
         let sample = {
-            let state = AppState { policy: Arc::new(Policy::default()), metrics: Arc::new(Metrics::new()) };
+            let state = AppState { policy: Policy::default(), metrics: Arc::new(Metrics::new()) };
             let response = myownshell_webhook::server::answer(myownshell_webhook::admission::Webhook::Mutate, &body, &state, Instant::now());
             response.into_body().collect().await.unwrap().to_bytes()
         };
@@ -258,7 +276,7 @@ fn main() {
         let duration = Duration::from_secs(opts.seconds);
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         println!(
-            "webhook bench: {} byte AdmissionReview (CREATE, alternating mutate/validate), TLS keep-alive, best of {} rounds of {}s, {cores} cores, release={}",
+            "webhook bench: {} byte AdmissionReview (CREATE, alternating mutate/validate), TLS keep-alive, {} paired rounds of {}s, {cores} cores, release={}",
             body.len(),
             opts.rounds,
             opts.seconds,
@@ -266,17 +284,27 @@ fn main() {
         );
         println!("{:>11} {:>8} {:>11} {:>11} {:>11}", "concurrency", "server", "p50", "p99", "req/s");
         let paths = [names::MUTATE_PATH, names::VALIDATE_PATH];
-        let best = |a: Option<Figures>, b: Figures| Some(match a { Some(a) if a.rps >= b.rps => a, _ => b });
         for &c in &opts.concurrency {
-            let (mut w, mut f) = (None, None);
-            for _ in 0..opts.rounds {
-                w = best(w, load(webhook, tls.client.clone(), c, duration, paths, body.clone()).await);
-                f = best(f, load(floor, tls.client.clone(), c, duration, paths, body.clone()).await);
+            let (mut w, mut f) = (Vec::new(), Vec::new());
+            for round in 0..opts.rounds {
+                // Each round measures both back to back, in alternating order, so drift and
+                // bursts of other work on the machine fall on both alike.
+                let run = |addr| load(addr, tls.client.clone(), c, duration, paths, body.clone());
+                if round % 2 == 0 {
+                    w.push(run(webhook).await);
+                    f.push(run(floor).await);
+                } else {
+                    f.push(run(floor).await);
+                    w.push(run(webhook).await);
+                }
             }
-            let (w, f) = (w.unwrap(), f.unwrap());
+            let mut ratios: Vec<f64> = w.iter().zip(&f).map(|(w, f)| w.rps / f.rps).collect();
+            ratios.sort_by(f64::total_cmp);
+            let (w, f) = (median_round(&w), median_round(&f));
             println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "webhook", ms(w.p50), ms(w.p99), w.rps);
             println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "floor", ms(f.p50), ms(f.p99), f.rps);
-            println!("{c:>11} ratio = webhook/floor = {:.2}", w.rps / f.rps);
+            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            println!("{c:>11} ratio = webhook/floor = {:.2} (median of rounds: {})", median(&ratios), each.join(" "));
         }
         shutdown.cancel();
     });

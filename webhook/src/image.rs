@@ -6,22 +6,22 @@ pub const DEFAULT_REGISTRY: &str = "docker.io";
 const MAX_NAME_LEN: usize = 255;
 const MAX_TAG_LEN: usize = 128;
 
-/// A parsed reference.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageRef {
+/// A parsed reference, borrowing from the text it was parsed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageRef<'a> {
     /// Registry host (with port) if the reference names one.
-    pub host: Option<String>,
+    pub host: Option<&'a str>,
     /// Repository path within the registry, e.g. `library/busybox` or `tools/shell`.
-    pub path: String,
-    pub tag: Option<String>,
+    pub path: &'a str,
+    pub tag: Option<&'a str>,
     /// `sha256:<hex>`.
-    pub digest: Option<String>,
+    pub digest: Option<&'a str>,
 }
 
-impl ImageRef {
+impl ImageRef<'_> {
     /// The registry the image is pulled from (`docker.io` when none is named).
     pub fn registry(&self) -> &str {
-        self.host.as_deref().unwrap_or(DEFAULT_REGISTRY)
+        self.host.unwrap_or(DEFAULT_REGISTRY)
     }
 
     /// `registry/path`, the repository as a whole (for allow-list prefixes).
@@ -31,17 +31,18 @@ impl ImageRef {
 
     /// Pinned to a digest, or to a tag other than `latest`.
     pub fn is_pinned(&self) -> bool {
-        self.digest.is_some() || self.tag.as_deref().is_some_and(|t| t != "latest")
+        self.digest.is_some() || self.tag.is_some_and(|t| t != "latest")
     }
 
     /// Whether the image comes from one of `allowed`: each entry is a registry (`ghcr.io`,
-    /// `registry.example.com:5000`) or a repository prefix (`ghcr.io/my-org`).
+    /// `registry.example.com:5000`), a repository prefix (`ghcr.io/my-org`) or a whole
+    /// repository (`ghcr.io/my-org/shell`), matched at `/` boundaries.
     pub fn allowed_by(&self, allowed: &[String]) -> bool {
         let repository = self.repository();
-        allowed
-            .iter()
-            .map(|a| a.trim_end_matches('/'))
-            .any(|a| a == self.registry() || repository.strip_prefix(a).is_some_and(|rest| rest.starts_with('/')))
+        allowed.iter().map(|a| a.trim_end_matches('/')).any(|a| {
+            a == self.registry()
+                || repository.strip_prefix(a).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
     }
 }
 
@@ -100,7 +101,7 @@ fn valid_host(host: &str) -> bool {
 }
 
 /// Parse `reference`; the error says which part is wrong.
-pub fn parse(reference: &str) -> Result<ImageRef, String> {
+pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
     if reference.is_empty() {
         return Err("empty".into());
     }
@@ -113,7 +114,7 @@ pub fn parse(reference: &str) -> Result<ImageRef, String> {
             if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
                 return Err("sha256 digest must be 64 lowercase hex digits".into());
             }
-            (rest, Some(digest.to_owned()))
+            (rest, Some(digest))
         }
         None => (reference, None),
     };
@@ -144,7 +145,7 @@ pub fn parse(reference: &str) -> Result<ImageRef, String> {
             if !valid_host(first) {
                 return Err(format!("invalid registry host {first:?}"));
             }
-            (Some(first.to_owned()), rest)
+            (Some(first), rest)
         }
         _ => (None, name),
     };
@@ -154,7 +155,7 @@ pub fn parse(reference: &str) -> Result<ImageRef, String> {
     if let Some(bad) = path.split('/').find(|c| !valid_path_component(c)) {
         return Err(format!("invalid path component {bad:?}"));
     }
-    Ok(ImageRef { host, path: path.to_owned(), tag: tag.map(str::to_owned), digest })
+    Ok(ImageRef { host, path, tag, digest })
 }
 
 #[cfg(test)]
@@ -185,17 +186,15 @@ mod tests {
         ];
         for (input, host, path, tag, digest) in cases {
             let r = parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
-            assert_eq!(
-                (r.host.as_deref(), r.path.as_str(), r.tag.as_deref(), r.digest.is_some()),
-                (*host, *path, *tag, *digest),
-                "{input}"
-            );
+            assert_eq!((r.host, r.path, r.tag, r.digest.is_some()), (*host, *path, *tag, *digest), "{input}");
         }
-        let pinned = parse(&format!("ghcr.io/org/shell@{DIGEST}")).unwrap();
-        assert_eq!(pinned.digest.as_deref(), Some(DIGEST));
+        let pinned_text = format!("ghcr.io/org/shell@{DIGEST}");
+        let pinned = parse(&pinned_text).unwrap();
+        assert_eq!(pinned.digest, Some(DIGEST));
         assert!(pinned.is_pinned());
-        let both = parse(&format!("shell:1.0@{DIGEST}")).unwrap();
-        assert_eq!((both.tag.as_deref(), both.digest.is_some()), (Some("1.0"), true));
+        let both_text = format!("shell:1.0@{DIGEST}");
+        let both = parse(&both_text).unwrap();
+        assert_eq!((both.tag, both.digest.is_some()), (Some("1.0"), true));
     }
 
     #[test]
@@ -236,5 +235,10 @@ mod tests {
         assert!(parse("ghcr.io/my-org/shell:1").unwrap().allowed_by(&allowed));
         assert!(!parse("ghcr.io/my-org-evil/shell:1").unwrap().allowed_by(&allowed));
         assert!(!parse("quay.io/x/shell:1").unwrap().allowed_by(&allowed));
+        // A whole repository allows itself, and nothing that merely starts with its name.
+        let exact: Vec<String> = vec!["ghcr.io/my-org/shell".into()];
+        assert!(parse("ghcr.io/my-org/shell:1").unwrap().allowed_by(&exact));
+        assert!(!parse("ghcr.io/my-org/shell-evil:1").unwrap().allowed_by(&exact));
+        assert!(!parse("ghcr.io/my-org/other:1").unwrap().allowed_by(&exact));
     }
 }

@@ -1,8 +1,8 @@
 //! Prometheus metrics of the webhook, and the `/metrics` router (plain HTTP for now; the
 //! binary keeps it on its own listener so an authenticating layer can wrap just this router).
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use axum::Router;
@@ -17,6 +17,29 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+
+use crate::admission::{Operation, Outcome, Webhook};
+
+/// How a request ended, as the `result` label says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestResult {
+    Allowed = 0,
+    Patched = 1,
+    Denied = 2,
+    Invalid = 3,
+    BadRequest = 4,
+}
+
+impl From<Outcome> for RequestResult {
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Allowed => RequestResult::Allowed,
+            Outcome::Patched => RequestResult::Patched,
+            Outcome::Denied => RequestResult::Denied,
+            Outcome::Invalid => RequestResult::Invalid,
+        }
+    }
+}
 
 // Static label values: counting a request allocates nothing.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -34,11 +57,22 @@ pub struct WebhookLabel {
     pub webhook: &'static str,
 }
 
+/// The `operation` label values, in [`Metrics::observe`]'s index order.
+const OPERATIONS: [&str; 5] = ["", "CREATE", "UPDATE", "DELETE", "CONNECT"];
+/// The `result` label values.
+const RESULTS: [&str; 5] = ["allowed", "patched", "denied", "invalid", "bad_request"];
+const WEBHOOKS: [Webhook; 2] = [Webhook::Mutate, Webhook::Validate];
+
 /// Every metric of the webhook.
 pub struct Metrics {
     registry: Registry,
     pub requests: Family<RequestLabels, Counter>,
     pub latency: Family<WebhookLabel, Histogram>,
+    /// Handles on `requests` by (webhook, operation, result) index, taken on first use: a
+    /// request counts itself without hashing its labels. A series appears once it is non-zero.
+    request_counters: [OnceLock<Counter>; WEBHOOKS.len() * OPERATIONS.len() * RESULTS.len()],
+    /// Handles on `latency`, one per webhook.
+    latencies: [Histogram; WEBHOOKS.len()],
     /// Seconds until the served certificate expires (negative once expired).
     pub cert_expiry: Gauge<f64, AtomicU64>,
     /// 1 when the injected caBundle trusts the served certificate.
@@ -81,12 +115,37 @@ impl Metrics {
             "1 if the caBundle injected in the webhook configurations trusts the served certificate",
             cert_trusted.clone(),
         );
-        Self { registry, requests, latency, cert_expiry, cert_trusted }
+        let latencies = WEBHOOKS.map(|w| latency.get_or_create(&WebhookLabel { webhook: w.as_str() }).clone());
+        Self {
+            registry,
+            requests,
+            latency,
+            request_counters: [const { OnceLock::new() }; WEBHOOKS.len() * OPERATIONS.len() * RESULTS.len()],
+            latencies,
+            cert_expiry,
+            cert_trusted,
+        }
     }
 
-    pub fn observe(&self, webhook: &'static str, operation: &'static str, result: &'static str, elapsed: Duration) {
-        self.requests.get_or_create(&RequestLabels { webhook, operation, result }).inc();
-        self.latency.get_or_create(&WebhookLabel { webhook }).observe(elapsed.as_secs_f64());
+    /// Count one answered request and its latency.
+    pub fn observe(&self, webhook: Webhook, operation: Option<Operation>, result: RequestResult, elapsed: Duration) {
+        let w = webhook as usize;
+        let op = match operation {
+            None => 0,
+            Some(Operation::Create) => 1,
+            Some(Operation::Update) => 2,
+            Some(Operation::Delete) => 3,
+            Some(Operation::Connect) => 4,
+        };
+        let r = result as usize;
+        let index = (w * OPERATIONS.len() + op) * RESULTS.len() + r;
+        if let Some(slot) = self.request_counters.get(index) {
+            let labels = || RequestLabels { webhook: webhook.as_str(), operation: OPERATIONS[op], result: RESULTS[r] };
+            slot.get_or_init(|| self.requests.get_or_create(&labels()).clone()).inc();
+        }
+        if let Some(histogram) = self.latencies.get(w) {
+            histogram.observe(elapsed.as_secs_f64());
+        }
     }
 
     /// Update the certificate gauges.
@@ -136,12 +195,16 @@ mod tests {
     #[test]
     fn exposition_has_every_metric() {
         let m = Metrics::new();
-        m.observe("validate", "CREATE", "denied", Duration::from_micros(300));
+        m.observe(Webhook::Validate, Some(Operation::Create), RequestResult::Denied, Duration::from_micros(300));
+        m.observe(Webhook::Validate, Some(Operation::Create), RequestResult::Denied, Duration::from_micros(300));
+        m.observe(Webhook::Mutate, None, RequestResult::BadRequest, Duration::from_micros(30));
         m.set_certificate(Some(SystemTime::now() + Duration::from_secs(100)), true);
         let text = m.encode().unwrap();
         for want in [
-            "myownshell_webhook_requests_total{webhook=\"validate\",operation=\"CREATE\",result=\"denied\"} 1",
-            "myownshell_webhook_request_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\"} 1",
+            "myownshell_webhook_requests_total{webhook=\"validate\",operation=\"CREATE\",result=\"denied\"} 2",
+            "myownshell_webhook_requests_total{webhook=\"mutate\",operation=\"\",result=\"bad_request\"} 1",
+            "myownshell_webhook_request_duration_seconds_bucket{le=\"0.0005\",webhook=\"validate\"} 2",
+            "myownshell_webhook_request_duration_seconds_bucket{le=\"0.00005\",webhook=\"mutate\"} 1",
             "myownshell_webhook_certificate_trusted 1",
             "myownshell_webhook_certificate_expiry_seconds 9",
         ] {

@@ -61,12 +61,20 @@ pub fn parse(text: &str) -> Result<Quantity, String> {
             _ => return Err(format!("unknown suffix {other:?}")),
         },
     };
-    let digits = format!("{int_part}{frac_part}");
-    let digits = digits.trim_start_matches('0');
-    if digits.len() > 36 {
-        return Err("too many digits".into());
+    // The digits of int and fraction together, without leading zeros (no allocation: this runs
+    // for every quantity of every request).
+    let mut mantissa: i128 = 0;
+    let mut significant = 0usize;
+    for b in int_part.bytes().chain(frac_part.bytes()) {
+        if significant == 0 && b == b'0' {
+            continue;
+        }
+        significant += 1;
+        if significant > 36 {
+            return Err("too many digits".into());
+        }
+        mantissa = mantissa * 10 + i128::from(b - b'0');
     }
-    let mantissa: i128 = if digits.is_empty() { 0 } else { digits.parse().map_err(|_| "not a number".to_owned())? };
     // value = mantissa × 10^(exp10 − frac digits) × 2^exp2, in nano-units: × 10^9.
     let scale = exp10 - i32::try_from(frac_part.len()).map_err(|_| "too many digits".to_owned())? + 9;
     let too_big = || "too large".to_owned();

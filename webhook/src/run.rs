@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::Policy;
 use crate::cli::{Args, Listen, LogFormat};
 use crate::metrics::{self, Metrics};
-use crate::server::{AppState, probes_router, webhook_router};
+use crate::server::{AppState, admission_service, probes_router};
 
 /// How often `--cert-dir` files are compared for changes.
 const CERT_DIR_POLL: Duration = Duration::from_secs(1);
@@ -112,7 +112,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     tokio::spawn(signals(shutdown.clone()));
 
-    let policy = Arc::new(Policy { max_size: args.max_size, allowed_registries: args.allowed_registries() });
+    let policy = Policy { max_size: args.max_size, allowed_registries: args.allowed_registries() };
     let metrics = Arc::new(Metrics::new());
     let listening = Arc::new(AtomicBool::new(false));
     let (status_tx, status_rx) = watch::channel(CertStatus::default());
@@ -202,8 +202,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the webhook address {addr}"))?;
     tracing::info!(%addr, "webhook listening");
     listening.store(true, Ordering::Relaxed);
-    let app = webhook_router(AppState { policy, metrics });
-    server::serve_tls(listener, tls, app, shutdown).await.context("webhook server")?;
+    let state = AppState { policy, metrics };
+    server::serve_tls_with(listener, tls, move |_| admission_service(state.clone()), Default::default(), shutdown)
+        .await
+        .context("webhook server")?;
     tracing::info!("stopped");
     Ok(())
 }

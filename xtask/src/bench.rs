@@ -10,14 +10,14 @@ pub enum Target {
     /// Admission requests over TLS keep-alive against the webhook and against a minimal
     /// rustls+hyper fixed-body server, at concurrency 1, 8 and 32 (`webhook/benches/webhook.rs`).
     Webhook {
-        /// Seconds measured per server and concurrency.
-        #[arg(long, default_value_t = 3)]
+        /// Seconds measured per server, round and concurrency.
+        #[arg(long, default_value_t = 2)]
         seconds: u64,
         /// Concurrency levels, comma-separated.
         #[arg(long, default_value = "1,8,32")]
         concurrency: String,
-        /// Alternating rounds per level; the best round of each server is reported.
-        #[arg(long, default_value_t = 3)]
+        /// Paired rounds per level; the ratio is the median of the rounds' ratios.
+        #[arg(long, default_value_t = 5)]
         rounds: u32,
     },
     /// N MyOwnShells through the real controller binary to Deployments and statuses, against

@@ -1,5 +1,6 @@
 //! Table tests of the admission functions, on AdmissionReview JSON shaped like the apiserver's.
 
+use myownshell_api::defaults;
 use serde_json::{Value, json};
 
 use super::*;
@@ -34,17 +35,22 @@ fn shell(spec: Value) -> Value {
     json!({"apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": "x", "namespace": "ns"}, "spec": spec})
 }
 
-fn request(operation: &str, object: Value, old: Value) -> Request {
-    decode(&body(operation, object, old, None)).unwrap()
+/// A request decoded from a body that lives as long as the test (requests borrow their body).
+fn request(operation: &str, object: Value, old: Value) -> Request<'static> {
+    decode(Box::leak(body(operation, object, old, None).into_boxed_slice())).unwrap()
 }
 
-fn apply_patch(object: &Value, response: &AdmissionResponse) -> Value {
+fn apply_patch(object: &Value, response: &Response<'_>) -> Value {
     let mut doc = object.clone();
-    if let Some(patch) = &response.patch {
-        let patch: Patch = serde_json::from_slice(patch).unwrap();
+    if let Some(patch) = response.patch {
+        let patch: json_patch::Patch = serde_json::from_slice(&patch.json).unwrap();
         json_patch::patch(&mut doc, &patch).unwrap();
     }
     doc
+}
+
+fn code(response: &Response<'_>) -> u16 {
+    response.status.as_ref().map_or(200, |s| s.code)
 }
 
 fn full_spec() -> Value {
@@ -98,14 +104,14 @@ fn mutation_fills_exactly_what_is_missing() {
 #[test]
 fn mutation_patch_is_minimal_and_ordered() {
     let response = mutate(&request("CREATE", shell(json!({"size": 2, "image": "busybox:1"})), Value::Null));
-    let ops: Value = serde_json::from_slice(response.patch.as_ref().unwrap()).unwrap();
+    let ops: Value = serde_json::from_slice(&response.patch.unwrap().json).unwrap();
     let paths: Vec<&str> = ops.as_array().unwrap().iter().map(|o| o["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["/spec/command", "/spec/resources", "/metadata/finalizers"]);
     assert!(ops.as_array().unwrap().iter().all(|o| o["op"] == "add"));
 
     // No spec: the parent is created first.
     let response = mutate(&request("CREATE", json!({"metadata": {"name": "x"}}), Value::Null));
-    let ops: Value = serde_json::from_slice(response.patch.as_ref().unwrap()).unwrap();
+    let ops: Value = serde_json::from_slice(&response.patch.unwrap().json).unwrap();
     assert_eq!(ops[0], json!({"op": "add", "path": "/spec", "value": {}}));
 }
 
@@ -147,7 +153,7 @@ fn validation_table() {
     ];
     for spec in ok {
         let response = validate(&request("CREATE", shell(spec.clone()), Value::Null), &policy);
-        assert!(response.allowed, "{spec}: {}", response.result.message);
+        assert!(response.allowed, "{spec}: {}", response.message());
     }
     let bad: &[(Value, &str)] = &[
         (json!({"size": 51}), "spec.size: must be between 0 and 50, got 51"),
@@ -185,8 +191,8 @@ fn validation_table() {
     for (spec, want) in bad {
         let response = validate(&request("CREATE", shell(spec.clone()), Value::Null), &policy);
         assert!(!response.allowed, "{spec} was allowed");
-        assert!(response.result.message.starts_with(want), "{spec}: {}", response.result.message);
-        assert_eq!(response.result.code, 422);
+        assert!(response.message().starts_with(want), "{spec}: {}", response.message());
+        assert_eq!(code(&response), 422);
     }
 }
 
@@ -195,7 +201,7 @@ fn several_problems_are_reported_together() {
     let policy = Policy::default();
     let spec = json!({"size": 99, "image": "UPPER", "command": [""], "resources": {"requests": {"cpu": "3"}, "limits": {"cpu": "2"}}});
     let response = validate(&request("CREATE", shell(spec), Value::Null), &policy);
-    let fields: Vec<&str> = response.result.message.split("; ").map(|p| p.split(':').next().unwrap()).collect();
+    let fields: Vec<&str> = response.message().split("; ").map(|p| p.split(':').next().unwrap()).collect();
     assert_eq!(fields, ["spec.size", "spec.image", "spec.command[0]", "spec.resources.requests.cpu"]);
 }
 
@@ -210,9 +216,9 @@ fn allowed_registries() {
         ("quay.io/shell:1", false),
     ] {
         let response = validate(&request("CREATE", shell(json!({"image": image})), Value::Null), &policy);
-        assert_eq!(response.allowed, allowed, "{image}: {}", response.result.message);
+        assert_eq!(response.allowed, allowed, "{image}: {}", response.message());
         if !allowed {
-            assert!(response.result.message.contains("must come from an allowed registry (docker.io, ghcr.io/my-org)"));
+            assert!(response.message().contains("must come from an allowed registry (docker.io, ghcr.io/my-org)"));
         }
     }
 }
@@ -227,7 +233,7 @@ fn moving_tags_pass_with_a_warning() {
     ] {
         let response = validate(&request("CREATE", shell(json!({"image": image})), Value::Null), &Policy::default());
         assert!(response.allowed, "{image}");
-        let w = response.warnings.unwrap_or_default();
+        let w = response.warnings;
         assert_eq!(!w.is_empty(), warned, "{image}: {w:?}");
         if warned {
             assert!(w[0].starts_with("spec.image:") && w[0].contains("latest"), "{w:?}");
@@ -249,7 +255,7 @@ fn updates_only_answer_for_what_changes() {
     );
     let bigger = validate(&request("UPDATE", shell(json!({"size": 11, "image": "busybox:1"})), old), &strict);
     assert!(!bigger.allowed);
-    assert!(bigger.result.message.contains("must be between 0 and 5, got 11"));
+    assert!(bigger.message().contains("must be between 0 and 5, got 11"));
 }
 
 #[test]
@@ -269,18 +275,19 @@ fn removing_finalizers_from_a_deleting_object_is_always_allowed() {
 fn scale_subresource_is_checked_as_size() {
     let scale = |n: i64| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "x", "namespace": "ns"}, "spec": {"replicas": n}, "status": {"replicas": 1}});
     let run = |n: i64| {
-        let req = decode(&body("UPDATE", scale(n), scale(1), Some("scale"))).unwrap();
-        validate(&req, &Policy::default())
+        let b = body("UPDATE", scale(n), scale(1), Some("scale"));
+        let req = decode(&b).unwrap();
+        let response = validate(&req, &Policy::default());
+        (response.allowed, response.message().to_owned())
     };
-    assert!(run(50).allowed);
-    assert!(run(0).allowed);
-    let denied = run(500);
-    assert!(!denied.allowed);
-    assert_eq!(denied.result.message, "spec.size: must be between 0 and 50, got 500");
-    assert!(!run(i64::from(i32::MAX) + 1).allowed);
+    assert!(run(50).0);
+    assert!(run(0).0);
+    assert_eq!(run(500), (false, "spec.size: must be between 0 and 50, got 500".to_owned()));
+    let (allowed, message) = run(i64::from(i32::MAX) + 1);
+    assert!(!allowed && message.contains("spec.replicas must be a 32-bit integer, got 2147483648"), "{message}");
     // The mutating webhook is not registered for scale; if called, it leaves it alone.
-    let req = decode(&body("UPDATE", scale(500), scale(1), Some("scale"))).unwrap();
-    assert_eq!(mutate(&req).patch, None);
+    let b = body("UPDATE", scale(500), scale(1), Some("scale"));
+    assert_eq!(mutate(&decode(&b).unwrap()).patch, None);
 }
 
 #[test]
@@ -302,24 +309,34 @@ fn bad_input_gets_a_plain_reason() {
     );
     assert!(bad_request(br#"[1,2]"#).contains("expected apiVersion"));
 
-    // The review is fine but the object is not a MyOwnShell: a denial, not a 400.
-    for webhook in [Webhook::Mutate, Webhook::Validate] {
-        let undecodable = body("CREATE", shell(json!({"size": "three"})), Value::Null, None);
-        match review(webhook, &undecodable, &Policy::default()) {
-            Answer::Review { review, outcome, .. } => {
-                let response = review.response.unwrap();
-                assert!(!response.allowed);
-                assert_eq!(outcome, Outcome::Invalid);
-                assert_eq!(response.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
-                assert!(response.result.message.contains("spec does not decode"), "{}", response.result.message);
-            }
-            other => panic!("{other:?}"),
+    // The review is fine but the spec is not a MyOwnShell's: the validating webhook denies it
+    // (code 400); the mutating one fills only what is unset and leaves the bad value for the
+    // schema check that follows mutation.
+    let undecodable = body("CREATE", shell(json!({"size": "three"})), Value::Null, None);
+    match review(Webhook::Validate, &undecodable, &Policy::default()) {
+        Answer::Review { response, outcome, .. } => {
+            assert!(!response.allowed);
+            assert_eq!(outcome, Outcome::Invalid);
+            assert_eq!(response.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
+            assert!(response.message().contains("spec does not decode"), "{}", response.message());
         }
+        other => panic!("{other:?}"),
+    }
+    match review(Webhook::Mutate, &undecodable, &Policy::default()) {
+        Answer::Review { response, outcome, .. } => {
+            assert_eq!(outcome, Outcome::Patched);
+            let patched = apply_patch(&shell(json!({"size": "three"})), &response);
+            assert_eq!(patched["spec"]["size"], "three", "not touched");
+            assert_eq!(patched["spec"]["image"], defaults::IMAGE);
+        }
+        other => panic!("{other:?}"),
+    }
+    for webhook in [Webhook::Mutate, Webhook::Validate] {
         // Broken request fields (operation unknown) with a uid: denied too.
         let mut v: Value = serde_json::from_slice(&body("CREATE", shell(json!({})), Value::Null, None)).unwrap();
         v["request"]["operation"] = json!("EXPLODE");
         match review(webhook, &serde_json::to_vec(&v).unwrap(), &Policy::default()) {
-            Answer::Review { review, .. } => assert!(!review.response.unwrap().allowed),
+            Answer::Review { response, .. } => assert!(!response.allowed),
             other => panic!("{other:?}"),
         }
     }
@@ -327,10 +344,11 @@ fn bad_input_gets_a_plain_reason() {
 
 #[test]
 fn review_answers_carry_uid_type_and_outcome() {
-    let answer = review(Webhook::Mutate, &body("CREATE", shell(json!({})), Value::Null, None), &Policy::default());
-    let Answer::Review { review, operation, outcome } = answer else { panic!() };
-    assert_eq!((operation, outcome), ("CREATE", Outcome::Patched));
-    let json = serde_json::to_value(&*review).unwrap();
+    let b = body("CREATE", shell(json!({})), Value::Null, None);
+    let answer = review(Webhook::Mutate, &b, &Policy::default());
+    let Answer::Review { response, operation, outcome } = answer else { panic!() };
+    assert_eq!((operation, outcome), (Some(Operation::Create), Outcome::Patched));
+    let json: Value = serde_json::from_slice(&response.to_review_json()).unwrap();
     assert_eq!(json["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(json["kind"], "AdmissionReview");
     assert_eq!(json["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
@@ -396,7 +414,7 @@ mod no_panics {
             if let Ok(req) = decode(&b) {
                 let response = mutate(&req);
                 let patched = apply_patch(&object, &response);
-                if response.allowed && !scale && spec_of(req.object.as_ref().unwrap()).is_ok() {
+                if response.allowed && !scale && req.object.as_ref().unwrap().spec().is_ok() {
                     for field in ["size", "image", "command", "resources"] {
                         prop_assert!(!patched["spec"][field].is_null(), "{} missing after {:?}", field, spec);
                     }
@@ -416,7 +434,253 @@ mod no_panics {
         let req = request("CREATE", shell(json!({})), Value::Null);
         let patched = apply_patch(&shell(json!({})), &mutate(&req));
         let response = validate(&request("CREATE", patched, Value::Null), &Policy::default());
-        assert!(response.allowed, "{}", response.result.message);
-        assert_eq!(response.warnings, None, "the default image is pinned");
+        assert!(response.allowed, "{}", response.message());
+        assert!(response.warnings.is_empty(), "the default image is pinned");
     }
+}
+
+#[test]
+fn answers_read_back_as_kubes_admission_review() {
+    // kube's own AdmissionReview type is the reference for the wire format.
+    type KubeReview = kube::core::admission::AdmissionReview<kube::core::DynamicObject>;
+    let read = |response: &Response<'_>| -> kube::core::admission::AdmissionResponse {
+        let review: KubeReview = serde_json::from_slice(&response.to_review_json()).unwrap();
+        assert_eq!(
+            (review.types.api_version.as_str(), review.types.kind.as_str()),
+            ("admission.k8s.io/v1", "AdmissionReview")
+        );
+        review.response.unwrap()
+    };
+
+    // kube writes `patch` as base64 but reads it back as a byte array, so the patched answer
+    // is checked as JSON.
+    let patched = mutate(&request("CREATE", shell(json!({})), Value::Null));
+    let wire: Value = serde_json::from_slice(&patched.to_review_json()).unwrap();
+    assert_eq!(wire["response"]["allowed"], true);
+    assert_eq!(wire["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(wire["response"]["patchType"], "JSONPatch");
+    use base64::Engine;
+    let patch = base64::engine::general_purpose::STANDARD.decode(wire["response"]["patch"].as_str().unwrap()).unwrap();
+    assert_eq!(patch, patched.patch.unwrap().json, "base64 of the JSON Patch");
+
+    let denied = validate(&request("CREATE", shell(json!({"size": 500})), Value::Null), &Policy::default());
+    let theirs = read(&denied);
+    assert!(!theirs.allowed);
+    assert_eq!((theirs.result.code, theirs.result.reason.as_str()), (422, "Invalid"));
+    assert_eq!(theirs.result.message, "spec.size: must be between 0 and 50, got 500");
+    assert!(theirs.patch.is_none());
+
+    // (kube's type wants a `status` in every answer; the apiserver does not, so allowed answers
+    // leave it out and are checked as JSON.)
+    let warned = validate(&request("CREATE", shell(json!({"image": "busybox"})), Value::Null), &Policy::default());
+    let wire: Value = serde_json::from_slice(&warned.to_review_json()).unwrap();
+    assert_eq!(wire["response"]["warnings"], json!(warned.warnings));
+    assert!(!warned.warnings.is_empty());
+
+    // A uid with characters JSON must escape survives the trip.
+    let odd = Response::deny("a\"b\\c\u{1}".into(), 400, "BadRequest", "x".into());
+    assert_eq!(read(&odd).uid, "a\"b\\c\u{1}");
+}
+
+#[test]
+fn the_spec_admission_reads_has_the_fields_of_the_crd() {
+    let crd = myownshell_api::crd::definition();
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let properties = schema["openAPIV3Schema"]["properties"]["spec"]["properties"].as_object().unwrap();
+    let mut in_crd: Vec<&str> = properties.keys().map(String::as_str).collect();
+    let mut read = request::SPEC_FIELDS.to_vec();
+    in_crd.sort_unstable();
+    read.sort_unstable();
+    assert_eq!(read, in_crd, "a field added to MyOwnShellSpec must be read (and checked) by admission too");
+
+    // And a full spec of the api crate decodes into the view with every value.
+    let full = myownshell_api::MyOwnShellSpec {
+        size: Some(3),
+        image: Some("busybox:1".into()),
+        command: Some(vec!["sh".into()]),
+        resources: Some(defaults::resources()),
+    };
+    let text = serde_json::to_string(&full).unwrap();
+    let view: Spec<'_> = serde_json::from_str(&text).unwrap();
+    assert_eq!((view.size, view.image.as_deref()), (Some(3), Some("busybox:1")));
+    assert_eq!(view.command.unwrap(), ["sh"]);
+    let resources = view.resources.unwrap();
+    assert_eq!(resources.limits.unwrap().get("memory").unwrap().0, "64Mi");
+}
+
+#[test]
+fn every_default_patch_is_built_once_and_applies() {
+    use defaulting::{FinalizerChange, Needs, operations, patch_for};
+    let finalizers = [FinalizerChange::None, FinalizerChange::CreateList, FinalizerChange::Append];
+    for bits in 0u8..16 {
+        for spec_missing in [false, true] {
+            for finalizer in finalizers {
+                let bit = |n: u8| spec_missing || bits & (1 << n) != 0;
+                let needs = Needs {
+                    spec: spec_missing,
+                    size: bit(0),
+                    image: bit(1),
+                    command: bit(2),
+                    resources: bit(3),
+                    finalizer,
+                };
+                let Some(patch) = patch_for(&needs) else {
+                    assert!(needs.nothing(), "{needs:?}");
+                    continue;
+                };
+                assert!(std::ptr::eq(patch, patch_for(&needs).unwrap()), "cached, not rebuilt: {needs:?}");
+                let ops: json_patch::Patch = serde_json::from_slice(&patch.json).unwrap();
+                assert_eq!(ops.0, operations(&needs), "{needs:?}");
+                use base64::Engine;
+                assert_eq!(base64::engine::general_purpose::STANDARD.decode(&patch.base64).unwrap(), patch.json);
+                // It applies to an object lacking exactly that.
+                let mut object = json!({"metadata": {}});
+                if !spec_missing {
+                    let mut spec = full_spec();
+                    for (n, field) in ["size", "image", "command", "resources"].into_iter().enumerate() {
+                        if bits & (1 << n) != 0 {
+                            spec.as_object_mut().unwrap().remove(field);
+                        }
+                    }
+                    object["spec"] = spec;
+                }
+                match finalizer {
+                    FinalizerChange::None | FinalizerChange::CreateList => {}
+                    FinalizerChange::Append => object["metadata"]["finalizers"] = json!(["other.io/x"]),
+                }
+                json_patch::patch(&mut object, &ops).unwrap_or_else(|e| panic!("{needs:?}: {e}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn what_an_object_needs() {
+    use defaulting::{FinalizerChange, Needs};
+    let needs = |object: Value| {
+        let b = Box::leak(body("CREATE", object, Value::Null, None).into_boxed_slice());
+        let req = decode(b).unwrap();
+        let object = req.object.unwrap();
+        let spec = object.spec_fields().unwrap();
+        Needs::of(&object, spec.as_ref())
+    };
+    let all = Needs {
+        spec: true,
+        size: true,
+        image: true,
+        command: true,
+        resources: true,
+        finalizer: FinalizerChange::CreateList,
+    };
+    let cases = [
+        ("no spec", json!({"metadata": {}}), all),
+        ("null spec", json!({"metadata": {}, "spec": null}), all),
+        ("null metadata", json!({"metadata": null, "spec": null}), all),
+        ("empty spec", shell(json!({})), Needs { spec: false, ..all }),
+        (
+            "image and null size",
+            shell(json!({"image": "x:1", "size": null})),
+            Needs { spec: false, image: false, ..all },
+        ),
+        (
+            "full spec, other finalizer",
+            json!({"metadata": {"finalizers": ["a/b"]}, "spec": full_spec()}),
+            Needs {
+                spec: false,
+                size: false,
+                image: false,
+                command: false,
+                resources: false,
+                finalizer: FinalizerChange::Append,
+            },
+        ),
+        (
+            "being deleted",
+            json!({"metadata": {"deletionTimestamp": "2025-01-01T00:00:00Z"}, "spec": full_spec()}),
+            Needs {
+                spec: false,
+                size: false,
+                image: false,
+                command: false,
+                resources: false,
+                finalizer: FinalizerChange::None,
+            },
+        ),
+    ];
+    for (what, object, want) in cases {
+        assert_eq!(needs(object), want, "{what}");
+    }
+}
+
+#[test]
+fn quantities_may_be_numbers_as_the_schema_allows() {
+    let policy = Policy::default();
+    let ok = validate(
+        &request(
+            "CREATE",
+            shell(json!({"resources": {"requests": {"cpu": 0.5}, "limits": {"cpu": 1, "memory": "64Mi"}}})),
+            Value::Null,
+        ),
+        &policy,
+    );
+    assert!(ok.allowed, "{}", ok.message());
+    let bad = validate(
+        &request("CREATE", shell(json!({"resources": {"requests": {"cpu": 2}, "limits": {"cpu": 1}}})), Value::Null),
+        &policy,
+    );
+    assert_eq!(bad.message(), "spec.resources.requests.cpu: must be less than or equal to the limit \"1\", got \"2\"");
+    // Not a quantity at all: named with its type.
+    let wrong =
+        validate(&request("CREATE", shell(json!({"resources": {"limits": {"cpu": true}}})), Value::Null), &policy);
+    assert_eq!(code(&wrong), 400);
+    assert!(
+        wrong.message().contains("spec does not decode") && wrong.message().contains("quantity"),
+        "{}",
+        wrong.message()
+    );
+}
+
+#[test]
+fn a_spec_that_is_not_an_object_is_refused_by_both_webhooks() {
+    for (spec, kind) in
+        [(json!([]), "an array"), (json!("x"), "a string"), (json!(3), "a number"), (json!(true), "a boolean")]
+    {
+        let req = request("CREATE", shell(spec.clone()), Value::Null);
+        for response in [mutate(&req), validate(&req, &Policy::default())] {
+            assert!(!response.allowed, "{spec}");
+            assert_eq!(code(&response), 400);
+            assert_eq!(response.message(), format!("spec does not decode: expected an object, got {kind}"));
+        }
+    }
+}
+
+#[test]
+fn strings_with_escapes_decode_like_plain_ones() {
+    // serde borrows plain strings from the body and copies escaped ones; both must behave.
+    let escaped = br#"{"apiVersion":"admission.k8s.io\/v1","kind":"AdmissionReview","request":{"uid":"u\u0031","kind":{"group":"myownshell.io","version":"v1alpha1","kind":"MyOwnShell"},"operation":"CREATE","object":{"metadata":{"finalizers":["myownshell.io\/finalizer"]},"spec":{"size":60,"image":"busybox:1\u002e2","resources":{"limits":{"cpu":"1\u0030"}}}}}}"#;
+    let req = decode(escaped).unwrap();
+    assert_eq!(req.uid, "u1");
+    let response = validate(&req, &Policy::default());
+    assert_eq!(response.message(), "spec.size: must be between 0 and 50, got 60");
+    let spec = req.object.as_ref().unwrap().spec().unwrap().unwrap();
+    assert_eq!(spec.image.as_deref(), Some("busybox:1.2"));
+    assert_eq!(spec.resources.unwrap().limits.unwrap().get("cpu").unwrap().0, "10");
+    // The finalizer is recognised through its escape: only the missing command is added.
+    let patched = mutate(&req);
+    let ops: Value = serde_json::from_slice(&patched.patch.unwrap().json).unwrap();
+    let paths: Vec<&str> = ops.as_array().unwrap().iter().map(|op| op["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["/spec/command"]);
+}
+
+#[test]
+fn resource_lists_are_sorted_and_a_repeated_name_keeps_its_last_value() {
+    let list: request::ResourceList<'_> =
+        serde_json::from_str(r#"{"memory": "1Mi", "cpu": "1", "ephemeral-storage": 5, "cpu": "3"}"#).unwrap();
+    let entries: Vec<(&str, &str)> = list.iter().map(|(n, q)| (n, q.0.as_ref())).collect();
+    assert_eq!(entries, [("cpu", "3"), ("ephemeral-storage", "5"), ("memory", "1Mi")]);
+    // Equal lists in another order compare equal (update ratcheting compares them).
+    let other: request::ResourceList<'_> =
+        serde_json::from_str(r#"{"ephemeral-storage": "5", "cpu": "3", "memory": "1Mi"}"#).unwrap();
+    assert_eq!(list, other);
+    assert!(serde_json::from_str::<request::ResourceList<'_>>(r#"["cpu"]"#).is_err());
 }

@@ -1,0 +1,176 @@
+//! The mutating webhook: fill unset spec fields with [`defaults`] and add the finalizer, as an
+//! RFC 6902 JSON Patch of exactly the changes.
+//!
+//! The patch depends only on which of a handful of things the object lacks ([`Needs`]), so
+//! each distinct patch is built once (with the `json-patch` types), encoded once (JSON, then
+//! base64 as the AdmissionReview wants it) and reused for every request that needs it.
+
+use std::sync::OnceLock;
+
+use base64::Engine;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use myownshell_api::{defaults, names};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use super::request::{Object, Operation, Request, SpecFields};
+use super::response::Response;
+use super::{invalid, shell_object};
+
+/// What the finalizer list needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalizerChange {
+    None,
+    /// No `finalizers` list yet: add one holding ours.
+    CreateList,
+    /// A list without ours: append it.
+    Append,
+}
+
+/// What an object lacks. Every field is one bit of the cache key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// No spec at all (absent or null): `/spec` is created first.
+    pub spec: bool,
+    pub size: bool,
+    pub image: bool,
+    pub command: bool,
+    pub resources: bool,
+    pub finalizer: FinalizerChange,
+}
+
+impl Needs {
+    /// What `object` (with the fields its spec sets) lacks.
+    pub fn of(object: &Object<'_>, spec: Option<&SpecFields>) -> Self {
+        let finalizer = if object.is_being_deleted() {
+            // Never add a finalizer to an object on its way out.
+            FinalizerChange::None
+        } else {
+            match object.finalizers() {
+                None => FinalizerChange::CreateList,
+                Some(list) if !list.iter().any(|f| f == names::FINALIZER) => FinalizerChange::Append,
+                Some(_) => FinalizerChange::None,
+            }
+        };
+        Self {
+            spec: spec.is_none(),
+            size: spec.is_none_or(|s| !s.size),
+            image: spec.is_none_or(|s| !s.image),
+            command: spec.is_none_or(|s| !s.command),
+            resources: spec.is_none_or(|s| !s.resources),
+            finalizer,
+        }
+    }
+
+    pub fn nothing(&self) -> bool {
+        !(self.spec || self.size || self.image || self.command || self.resources)
+            && self.finalizer == FinalizerChange::None
+    }
+
+    fn key(&self) -> usize {
+        let finalizer = match self.finalizer {
+            FinalizerChange::None => 0,
+            FinalizerChange::CreateList => 1,
+            FinalizerChange::Append => 2,
+        };
+        usize::from(self.spec)
+            | usize::from(self.size) << 1
+            | usize::from(self.image) << 2
+            | usize::from(self.command) << 3
+            | usize::from(self.resources) << 4
+            | finalizer << 5
+    }
+}
+
+/// One encoded patch.
+#[derive(Debug)]
+pub struct DefaultPatch {
+    /// The RFC 6902 JSON Patch.
+    pub json: Vec<u8>,
+    /// `json` in base64, as `AdmissionResponse.patch` carries it.
+    pub base64: String,
+    /// `base64` as a JSON string, written into answers as it is (base64 needs no escaping, so
+    /// the answer's encoder need not scan it byte by byte).
+    pub base64_json: Box<RawValue>,
+}
+
+impl PartialEq for DefaultPatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.json == other.json
+    }
+}
+
+/// 2^5 spec states × 3 finalizer changes.
+const KEYS: usize = 3 << 5;
+
+fn add(path: &[&str], value: Value) -> PatchOperation {
+    PatchOperation::Add(AddOperation { path: PointerBuf::from_tokens(path.iter().copied()), value })
+}
+
+/// The operations for `needs`, parents before children, spec before metadata.
+pub fn operations(needs: &Needs) -> Vec<PatchOperation> {
+    let mut ops = Vec::new();
+    if needs.spec {
+        ops.push(add(&["spec"], json!({})));
+    }
+    if needs.size {
+        ops.push(add(&["spec", "size"], json!(defaults::SIZE)));
+    }
+    if needs.image {
+        ops.push(add(&["spec", "image"], json!(defaults::IMAGE)));
+    }
+    if needs.command {
+        ops.push(add(&["spec", "command"], json!(defaults::command())));
+    }
+    if needs.resources {
+        let resources = serde_json::to_value(defaults::resources()).unwrap_or_else(|_| json!({}));
+        ops.push(add(&["spec", "resources"], resources));
+    }
+    match needs.finalizer {
+        FinalizerChange::None => {}
+        FinalizerChange::CreateList => ops.push(add(&["metadata", "finalizers"], json!([names::FINALIZER]))),
+        FinalizerChange::Append => ops.push(add(&["metadata", "finalizers", "-"], json!(names::FINALIZER))),
+    }
+    ops
+}
+
+fn encode(needs: &Needs) -> DefaultPatch {
+    // A Vec of plain JSON values always serializes.
+    let json = serde_json::to_vec(&Patch(operations(needs))).unwrap_or_default();
+    let base64 = base64::engine::general_purpose::STANDARD.encode(&json);
+    // `"` + base64 + `"` is valid JSON; the fallback is never taken.
+    let base64_json = RawValue::from_string(format!("\"{base64}\"")).unwrap_or_else(|_| RawValue::NULL.to_owned());
+    DefaultPatch { json, base64, base64_json }
+}
+
+/// The encoded patch for `needs`, built on first use; `None` when nothing is needed.
+pub fn patch_for(needs: &Needs) -> Option<&'static DefaultPatch> {
+    static TABLE: [OnceLock<DefaultPatch>; KEYS] = [const { OnceLock::new() }; KEYS];
+    if needs.nothing() {
+        return None;
+    }
+    TABLE.get(needs.key()).map(|slot| slot.get_or_init(|| encode(needs)))
+}
+
+/// The mutating webhook: defaults and the finalizer, as a JSON Patch (or no patch). It reads
+/// only which spec fields are set: a value of the wrong type is left for the schema check that
+/// follows mutation (and for the validating webhook) to name.
+pub fn mutate<'a>(request: &Request<'a>) -> Response<'a> {
+    let allowed = Response::allow(request);
+    if !matches!(request.operation, Operation::Create | Operation::Update) || request.sub_resource.is_some() {
+        return allowed;
+    }
+    let object = match shell_object(request) {
+        Ok(object) => object,
+        Err(reason) => return invalid(request, reason),
+    };
+    let spec = match object.spec_fields() {
+        Ok(spec) => spec,
+        Err(reason) => return invalid(request, reason),
+    };
+    match patch_for(&Needs::of(object, spec.as_ref())) {
+        Some(patch) => allowed.with_patch(patch),
+        None => allowed,
+    }
+}

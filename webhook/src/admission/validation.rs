@@ -1,0 +1,259 @@
+//! The validating webhook: every rule a spec must meet, each denial naming the field, the rule
+//! and the value; warnings for values that pass but are risky.
+
+use std::borrow::Cow;
+
+use super::request::{Operation, QuantityText, Request, ResourceList, Spec};
+use super::response::Response;
+use super::{Policy, invalid, is_scale, shell_object};
+use crate::{image, quantity};
+
+/// One rule a spec breaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `spec.size`, `spec.resources.limits.cpu`, …
+    pub field: String,
+    /// Which spec field it belongs to (for update ratcheting): `size`, `image`, `command`,
+    /// `resources`.
+    pub top: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+fn problem(top: &'static str, field: impl Into<String>, message: String) -> Problem {
+    Problem { field: field.into(), top, message }
+}
+
+fn is_standard_resource(name: &str) -> bool {
+    matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-") || name.contains('/')
+}
+
+/// The rule `size` breaks, if any.
+pub fn check_size(size: i32, policy: &Policy) -> Option<Problem> {
+    (!(0..=policy.max_size).contains(&size))
+        .then(|| problem("size", "spec.size", format!("must be between 0 and {}, got {size}", policy.max_size)))
+}
+
+fn check_image<'r>(reference: &'r str, policy: &Policy) -> Result<image::ImageRef<'r>, Problem> {
+    match image::parse(reference) {
+        Err(why) => {
+            Err(problem("image", "spec.image", format!("must be a valid image reference ({why}), got {reference:?}")))
+        }
+        Ok(parsed) if !policy.allowed_registries.is_empty() && !parsed.allowed_by(&policy.allowed_registries) => {
+            Err(problem(
+                "image",
+                "spec.image",
+                format!(
+                    "must come from an allowed registry ({}), got {reference:?}",
+                    policy.allowed_registries.join(", ")
+                ),
+            ))
+        }
+        Ok(parsed) => Ok(parsed),
+    }
+}
+
+/// The warning for an image that passes but moves (no tag, or `latest` without a digest).
+fn image_warning(reference: &str, parsed: &image::ImageRef<'_>) -> Option<String> {
+    if parsed.tag == Some("latest") && parsed.digest.is_none() {
+        Some(format!(
+            "spec.image: {reference:?} uses the moving tag \"latest\"; pin a version tag or a digest so every shell runs the same image"
+        ))
+    } else if !parsed.is_pinned() {
+        Some(format!(
+            "spec.image: {reference:?} has no tag, which means \"latest\"; pin a version tag or a digest so every shell runs the same image"
+        ))
+    } else {
+        None
+    }
+}
+
+fn check_command(command: &[Cow<'_, str>]) -> Option<Problem> {
+    match command.first() {
+        None => Some(problem("command", "spec.command", "must not be empty, got []".into())),
+        Some(first) if first.trim().is_empty() => Some(problem(
+            "command",
+            "spec.command[0]",
+            format!("the executable must not be empty, got {:?}", first.as_ref()),
+        )),
+        Some(_) => None,
+    }
+}
+
+type List<'l, 'a> = Option<&'l ResourceList<'a>>;
+
+/// One resource list entry: a known resource name and a quantity that parses and is not
+/// negative. Returns the value when it is fine.
+fn check_entry(
+    kind: &str,
+    name: &str,
+    q: &QuantityText<'_>,
+    problems: &mut Vec<Problem>,
+) -> Option<quantity::Quantity> {
+    let field = || format!("spec.resources.{kind}.{name}");
+    if !is_standard_resource(name) {
+        problems.push(problem(
+            "resources",
+            field(),
+            format!("must be cpu, memory, ephemeral-storage, hugepages-* or a domain-qualified name, got {name:?}"),
+        ));
+        return None;
+    }
+    match quantity::parse(&q.0) {
+        Err(why) => problems.push(problem(
+            "resources",
+            field(),
+            format!("must be a valid quantity such as 250m or 64Mi ({why}), got {:?}", q.0),
+        )),
+        Ok(v) if v.is_negative() => {
+            problems.push(problem("resources", field(), format!("must not be negative, got {:?}", q.0)));
+        }
+        Ok(v) => return Some(v),
+    }
+    None
+}
+
+/// Problems of `spec.resources`: each entry of both lists, then requests above their limits.
+fn check_resources(requests: List<'_, '_>, limits: List<'_, '_>, problems: &mut Vec<Problem>) {
+    // Compared after both lists are checked, so problems come in field order.
+    let mut above_limit = Vec::new();
+    for (name, request) in requests.into_iter().flat_map(ResourceList::iter) {
+        let Some(r) = check_entry("requests", name, request, problems) else { continue };
+        let Some(limit) = limits.and_then(|l| l.get(name)) else { continue };
+        if quantity::parse(&limit.0).is_ok_and(|l| r > l) {
+            above_limit.push(problem(
+                "resources",
+                format!("spec.resources.requests.{name}"),
+                format!("must be less than or equal to the limit {:?}, got {:?}", limit.0, request.0),
+            ));
+        }
+    }
+    for (name, limit) in limits.into_iter().flat_map(ResourceList::iter) {
+        check_entry("limits", name, limit, problems);
+    }
+    problems.append(&mut above_limit);
+}
+
+/// Every rule the spec breaks (in field order), and the warning its image earns if it passes.
+fn examine(spec: &Spec<'_>, policy: &Policy) -> (Vec<Problem>, Option<String>) {
+    let mut problems = Vec::new();
+    let mut warning = None;
+    if let Some(size) = spec.size {
+        problems.extend(check_size(size, policy));
+    }
+    if let Some(reference) = &spec.image {
+        match check_image(reference, policy) {
+            Ok(parsed) => warning = image_warning(reference, &parsed),
+            Err(p) => problems.push(p),
+        }
+    }
+    if let Some(command) = &spec.command {
+        problems.extend(check_command(command));
+    }
+    if let Some(resources) = &spec.resources {
+        check_resources(resources.requests.as_ref(), resources.limits.as_ref(), &mut problems);
+    }
+    (problems, warning)
+}
+
+/// Every rule the spec breaks, in field order. Unset fields are fine (defaults apply).
+pub fn check_spec(spec: &Spec<'_>, policy: &Policy) -> Vec<Problem> {
+    examine(spec, policy).0
+}
+
+/// Admission warnings for values that pass but are risky.
+pub fn warnings(spec: &Spec<'_>) -> Vec<String> {
+    let Some(reference) = &spec.image else { return Vec::new() };
+    image::parse(reference).ok().and_then(|parsed| image_warning(reference, &parsed)).into_iter().collect()
+}
+
+fn deny<'a>(request: &Request<'a>, problems: &[Problem]) -> Response<'a> {
+    let message = problems.iter().map(Problem::to_string).collect::<Vec<_>>().join("; ");
+    Response::deny(request.uid.clone(), 422, "Invalid", message)
+}
+
+/// An UPDATE of an object being deleted that only removes finalizers.
+fn only_removes_finalizers(request: &Request<'_>) -> bool {
+    let (Some(new), Some(old)) = (&request.object, &request.old_object) else { return false };
+    if !old.is_being_deleted() {
+        return false;
+    }
+    let old_finalizers = old.finalizers().unwrap_or_default();
+    let new_finalizers = new.finalizers().unwrap_or_default();
+    new_finalizers.len() < old_finalizers.len()
+        && new_finalizers.iter().all(|f| old_finalizers.contains(f))
+        && new.raw_spec() == old.raw_spec()
+}
+
+/// The validating webhook: CREATE and UPDATE of `MyOwnShell`, and the `scale` subresource.
+///
+/// On UPDATE only fields that change are held to the rules ("ratcheting"): an object that
+/// became invalid because the policy tightened (say `--max-size` lowered) can still get its
+/// finalizer removed or its labels changed, and fixing one field is not blocked by another.
+pub fn validate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
+    if !matches!(request.operation, Operation::Create | Operation::Update) {
+        return Response::allow(request);
+    }
+    if is_scale(request) {
+        return validate_scale(request, policy);
+    }
+    let object = match shell_object(request) {
+        Ok(object) => object,
+        Err(reason) => return invalid(request, reason),
+    };
+    if request.operation == Operation::Update && only_removes_finalizers(request) {
+        return Response::allow(request);
+    }
+    let spec = match object.spec() {
+        Ok(spec) => spec.unwrap_or_default(),
+        Err(reason) => return invalid(request, reason),
+    };
+    let (mut problems, warning) = examine(&spec, policy);
+    if request.operation == Operation::Update
+        && !problems.is_empty()
+        && let Some(old) = request.old_object.as_ref().and_then(|o| o.spec().ok())
+    {
+        let old = old.unwrap_or_default();
+        let unchanged = |top: &str| match top {
+            "size" => spec.size == old.size,
+            "image" => spec.image == old.image,
+            "command" => spec.command == old.command,
+            "resources" => spec.resources == old.resources,
+            _ => false,
+        };
+        problems.retain(|p| !unchanged(p.top));
+    }
+    if !problems.is_empty() {
+        return deny(request, &problems);
+    }
+    let mut response = Response::allow(request);
+    response.warnings.extend(warning);
+    response
+}
+
+/// `kubectl scale`: an `autoscaling/v1` `Scale` whose `spec.replicas` becomes `spec.size`.
+fn validate_scale<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
+    let Some(object) = &request.object else {
+        return invalid(request, "the request has no object".into());
+    };
+    let replicas = match object.scale_spec() {
+        Ok(spec) => spec.replicas,
+        Err(reason) => return invalid(request, reason),
+    };
+    let size = match replicas {
+        None => 0,
+        Some(n) => match n.as_i64().and_then(|n| i32::try_from(n).ok()) {
+            Some(n) => n,
+            None => return invalid(request, format!("spec.replicas must be a 32-bit integer, got {n}")),
+        },
+    };
+    match check_size(size, policy) {
+        Some(p) => deny(request, &[p]),
+        None => Response::allow(request),
+    }
+}
