@@ -17,7 +17,8 @@ use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use rustix::process::{Pid, Signal, kill_process_group};
+pub use rustix::process::Signal;
+use rustix::process::{Pid, kill_process_group};
 
 type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 

@@ -6,11 +6,14 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
 use myownshell_tests::controller_helpers::ControllerProcess;
+use myownshell_tests::gate::AdmissionGate;
+use myownshell_tests::process::Signal;
 use myownshell_tests::{create_namespace, eventually, shared};
 use serde_json::json;
 
@@ -106,6 +109,63 @@ async fn sigterm_stops_the_controller_with_exit_code_zero() {
     let status = controller.process.stop(Duration::from_secs(10)).unwrap();
     assert!(status.success(), "exit status {status}\n{}", controller.log_tail(30));
     assert!(controller.log_tail(5).contains("controller stopped"), "{}", controller.log_tail(30));
+}
+
+#[tokio::test]
+async fn sigterm_lets_the_reconcile_in_flight_finish() {
+    let cp = shared();
+    let client = cp.client().unwrap();
+    let ns = create_namespace(&client, "ctrl-inflight").await.unwrap();
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    // Deployment writes in this namespace wait at the gate until the test opens it.
+    let rule = RuleWithOperations {
+        api_groups: Some(vec!["apps".into()]),
+        api_versions: Some(vec!["v1".into()]),
+        operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
+        resources: Some(vec!["deployments".into()]),
+        scope: Some("Namespaced".into()),
+    };
+    let probe: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "gate-probe", "namespace": ns},
+        "spec": {
+            "selector": {"matchLabels": {"app": "gate-probe"}},
+            "template": {"metadata": {"labels": {"app": "gate-probe"}}, "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}},
+        },
+    }))
+    .unwrap();
+    let gate = AdmissionGate::install(&client, &format!("{ns}-gate"), &ns, rule, probe).await.unwrap();
+    gate.close();
+
+    let mut controller = ControllerProcess::start(cp, "inflight", &["--namespace", &ns]).unwrap();
+    shells.create(&PostParams::default(), &shell("lambda")).await.unwrap();
+    // The controller's apply of the Deployment is in flight, held at the gate.
+    gate.wait_until_holding(1, TIMEOUT).await.unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
+
+    controller.process.signal(Signal::TERM).unwrap();
+    eventually("the controller to take the SIGTERM", TIMEOUT, || async {
+        if controller.log_tail(50).contains("SIGTERM: shutting down") { Ok(()) } else { Err("not yet".to_owned()) }
+    })
+    .await
+    .unwrap();
+    assert!(controller.process.is_running(), "exited with a reconcile in flight:\n{}", controller.log_tail(30));
+
+    gate.open();
+    let status = eventually("the controller to exit", TIMEOUT, || {
+        let exited = controller.process.exit_status();
+        async move { exited.ok_or_else(|| "still running".to_owned()) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
+    assert!(status.success(), "exit status {status}\n{}", controller.log_tail(30));
+
+    // The reconcile went on after the signal: the Deployment exists and the status it writes
+    // after the apply is there.
+    assert!(deployments.get_opt("lambda").await.unwrap().is_some());
+    let after = shells.get("lambda").await.unwrap();
+    let observed = after.status.as_ref().and_then(|s| s.observed_generation);
+    assert_eq!(observed, after.metadata.generation, "status not written: {:?}", after.status);
+    gate.remove().await.unwrap();
 }
 
 #[tokio::test]
