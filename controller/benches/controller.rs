@@ -1,13 +1,22 @@
 //! `cargo xtask bench controller [--objects N] [--concurrency C]`
 //!
 //! On a private test control plane (real etcd + kube-apiserver), in one run:
+//! - warm-up: one object through every kind of write, so that no phase pays the apiserver's
+//!   first-use costs (its first write of a custom resource takes about two seconds);
 //! - floor: create N Deployments directly (the very objects the controller would build), C at a
-//!   time, with one client: the apiserver-bound cost of the writes the controller must cause;
+//!   time, with one client;
+//! - same-writes floor: the requests the controller path makes for N objects, made by a plain
+//!   client with no watch, cache or reconcile in between: the N `MyOwnShell` creates C at a time
+//!   (as the benchmark makes them) and, as each is created, its finalizer patch, Deployment
+//!   apply, status patch and Created event, C objects at a time (as the controller's
+//!   `--concurrency C`). This is what the apiserver must do for the end state; the clock stops
+//!   as the controller's does, when a watch has seen every Deployment and every status;
 //! - controller: start the real controller binary (release build, `--concurrency C`), create N
 //!   `MyOwnShell`s C at a time with the same kind of client, and stop the clock when all N
 //!   Deployments exist and all N statuses report the current generation.
 //!
-//! Prints both times, `ratio = controller/floor`, and the controller process's peak RSS (VmHWM).
+//! Prints the times, `ratio = controller/floor`, `ratio = controller/same-writes floor`, what
+//! each kind of write costs alone, and the controller process's peak RSS (VmHWM).
 
 // A benchmark reports failures by panicking, like a test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,11 +26,14 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
-use myownshell_api::{MyOwnShell, MyOwnShellSpec};
-use myownshell_controller::deployment;
+use kube::{Client, Resource, ResourceExt};
+use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
+use myownshell_controller::{deployment, status};
 use myownshell_tests::http::plain_get;
 use myownshell_tests::process::{ManagedProcess, ProcessSpec, free_port};
 use myownshell_tests::{ControlPlane, create_namespace, eventually};
@@ -79,6 +91,166 @@ where
     .try_collect::<Vec<()>>()
     .await
     .unwrap();
+}
+
+/// The kinds of write the controller path makes for one object, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Create,
+    Finalizer,
+    Apply,
+    Status,
+    Event,
+}
+
+const WRITES: [Write; 5] = [Write::Create, Write::Finalizer, Write::Apply, Write::Status, Write::Event];
+
+impl Write {
+    fn label(self) -> &'static str {
+        match self {
+            Write::Create => "create MyOwnShell",
+            Write::Finalizer => "add the finalizer (JSON patch)",
+            Write::Apply => "apply the Deployment (server-side apply)",
+            Write::Status => "write the status (merge patch)",
+            Write::Event => "record the Created event",
+        }
+    }
+}
+
+/// The same requests the controller makes, for the `MyOwnShell` `shell` already created.
+async fn write(kind: Write, client: &Client, recorder: &Recorder, shell: &MyOwnShell) -> Result<(), kube::Error> {
+    let ns = shell.namespace().unwrap_or_default();
+    let name = shell.name_any();
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    match kind {
+        Write::Create => shells.create(&PostParams::default(), shell).await.map(|_| ()),
+        Write::Finalizer => {
+            // What kube's finalizer helper sends.
+            let patch = serde_json::json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [names::FINALIZER]},
+            ]);
+            let patch: json_patch::Patch = serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+            shells.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch)).await.map(|_| ())
+        }
+        Write::Apply => {
+            let desired = deployment::desired(shell).map_err(|e| kube::Error::Service(e.to_string().into()))?;
+            Api::<Deployment>::namespaced(client.clone(), &ns)
+                .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
+                .await
+                .map(|_| ())
+        }
+        Write::Status => {
+            let status = status::compute(shell, None, None, None, &Time(Timestamp::now()));
+            let patch = Patch::Merge(serde_json::json!({ "status": status }));
+            shells.patch_status(&name, &PatchParams::default(), &patch).await.map(|_| ())
+        }
+        Write::Event => {
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "Created".into(),
+                note: Some(format!("Created Deployment {name} with 1 shell pod(s)")),
+                action: "ApplyDeployment".into(),
+                secondary: None,
+            };
+            recorder.publish(&event, &shell.object_ref(&())).await
+        }
+    }
+}
+
+fn recorder(client: &Client) -> Recorder {
+    Recorder::new(client.clone(), Reporter { controller: "myownshell-bench".into(), instance: None })
+}
+
+/// One object through every kind of write, then gone again.
+async fn warm_up(client: &Client) {
+    let ns = create_namespace(client, "bench-warmup").await.unwrap();
+    let recorder = recorder(client);
+    let mut shell = shell(0);
+    shell.metadata.namespace = Some(ns.clone());
+    write(Write::Create, client, &recorder, &shell).await.unwrap();
+    let shell = Api::<MyOwnShell>::namespaced(client.clone(), &ns).get(&shell.name_any()).await.unwrap();
+    for kind in [Write::Finalizer, Write::Apply, Write::Status, Write::Event] {
+        write(kind, client, &recorder, &shell).await.unwrap();
+    }
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    deployments.delete(&shell.name_any(), &DeleteParams::default()).await.unwrap();
+}
+
+/// The same-writes floor (see the crate docs); the whole time and each kind's share of it.
+async fn same_writes_floor(client: Client, ns: &str, options: &Options) -> Duration {
+    let recorder = recorder(&client);
+    let (created_tx, created_rx) = tokio::sync::mpsc::channel::<MyOwnShell>(options.objects);
+    let start = Instant::now();
+    // The same watcher stops this clock as the controller's: it loads the apiserver alike.
+    let done = tokio::spawn(converged(client.clone(), ns.to_owned(), options.objects));
+    let creates = {
+        let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+        let (objects, concurrency) = (options.objects, options.concurrency);
+        tokio::spawn(async move {
+            futures::stream::iter((0..objects).map(|i| {
+                let (shells, created_tx) = (shells.clone(), created_tx.clone());
+                async move {
+                    let created = shells.create(&PostParams::default(), &shell(i)).await?;
+                    // The follow-up writes need the created object (uid, generation).
+                    let _ = created_tx.send(created).await;
+                    Ok::<(), kube::Error>(())
+                }
+            }))
+            .buffer_unordered(concurrency)
+            .try_collect::<Vec<()>>()
+            .await
+        })
+    };
+    let follow_ups = tokio_stream_of(created_rx)
+        .map(|created| {
+            let (client, recorder) = (client.clone(), recorder.clone());
+            async move {
+                for kind in [Write::Finalizer, Write::Apply, Write::Status, Write::Event] {
+                    write(kind, &client, &recorder, &created).await?;
+                }
+                Ok::<(), kube::Error>(())
+            }
+        })
+        .buffer_unordered(options.concurrency)
+        .try_collect::<Vec<()>>();
+    follow_ups.await.unwrap();
+    creates.await.unwrap().unwrap();
+    tokio::time::timeout(DEADLINE, done).await.expect("the same-writes floor did not converge").unwrap();
+    start.elapsed()
+}
+
+/// A stream of what arrives on `rx`, until every sender is gone.
+fn tokio_stream_of<T: Send + 'static>(rx: tokio::sync::mpsc::Receiver<T>) -> impl futures::Stream<Item = T> {
+    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
+}
+
+/// Each kind of write alone, for N objects C at a time (each needs the ones before it).
+async fn breakdown(client: Client, ns: &str, options: &Options) -> Vec<(Write, Duration)> {
+    let recorder = recorder(&client);
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+    let mut times = Vec::new();
+    for kind in WRITES {
+        let objects: Vec<MyOwnShell> = if kind == Write::Create {
+            (0..options.objects)
+                .map(|i| {
+                    let mut s = shell(i);
+                    s.metadata.namespace = Some(ns.to_owned());
+                    s
+                })
+                .collect()
+        } else {
+            shells.list(&Default::default()).await.unwrap().items
+        };
+        let start = Instant::now();
+        futures::stream::iter(objects.iter().map(|s| write(kind, &client, &recorder, s)))
+            .buffer_unordered(options.concurrency)
+            .try_collect::<Vec<()>>()
+            .await
+            .unwrap();
+        times.push((kind, start.elapsed()));
+    }
+    times
 }
 
 async fn floor(client: Client, ns: &str, options: &Options) -> Duration {
@@ -191,20 +363,41 @@ fn main() {
         let cp = ControlPlane::start().await.unwrap_or_else(|e| panic!("control plane: {e}"));
         eprintln!("{}", cp.summary());
         let client = cp.client().unwrap();
+        warm_up(&client).await;
         let floor_ns = create_namespace(&client, "bench-floor").await.unwrap();
+        let same_ns = create_namespace(&client, "bench-same-writes").await.unwrap();
         let ctrl_ns = create_namespace(&client, "bench-controller").await.unwrap();
+        let parts_ns = create_namespace(&client, "bench-breakdown").await.unwrap();
 
         let n = options.objects;
-        let floor = floor(client, &floor_ns, &options).await;
+        let floor = floor(client.clone(), &floor_ns, &options).await;
+        let same = same_writes_floor(client.clone(), &same_ns, &options).await;
         let (controller, idle, rss) = with_controller(&cp, &ctrl_ns, &options).await;
+        let parts = breakdown(client, &parts_ns, &options).await;
         let per_sec = |d: Duration| n as f64 / d.as_secs_f64();
         println!("controller bench: {n} objects, concurrency {}", options.concurrency);
-        println!("  floor: {n} Deployments created directly      {floor:>10.2?}  ({:.0}/s)", per_sec(floor));
+        println!("  floor: {n} Deployments created directly              {floor:>10.2?}  ({:.0}/s)", per_sec(floor));
+        println!("  same-writes floor: the controller path's requests    {same:>10.2?}  ({:.0}/s)", per_sec(same));
         println!(
-            "  controller: {n} MyOwnShells -> Deployments + status {controller:>10.2?}  ({:.0}/s)",
+            "  controller: {n} MyOwnShells -> Deployments + status   {controller:>10.2?}  ({:.0}/s)",
             per_sec(controller)
         );
         println!("  ratio = controller/floor = {:.2}", controller.as_secs_f64() / floor.as_secs_f64());
+        println!("  ratio = controller/same-writes floor = {:.2}", controller.as_secs_f64() / same.as_secs_f64());
+        println!("  each kind of write alone ({n} objects, concurrency {}):", options.concurrency);
+        for (kind, took) in &parts {
+            println!(
+                "    {:<42} {took:>10.2?}  ({:.2}x a Deployment create)",
+                kind.label(),
+                took.as_secs_f64() / floor.as_secs_f64()
+            );
+        }
+        let sum: Duration = parts.iter().map(|(_, t)| *t).sum();
+        println!(
+            "    {:<42} {sum:>10.2?}  ({:.2}x)",
+            "all of them, one after another",
+            sum.as_secs_f64() / floor.as_secs_f64()
+        );
         println!("  controller RSS idle = {idle:.1} MiB, peak (VmHWM) = {rss:.1} MiB");
     });
 }

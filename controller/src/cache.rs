@@ -107,12 +107,13 @@ pub fn shell_stream(
         .backoff(WatchBackoff::default())
         .modify(prune_shell)
         .reflect(writer)
-        .map_ok(move |event| {
-            written.observe(&event);
+        .try_filter_map(move |event| {
+            let own_write = written.observe(&event);
             if matches!(event, watcher::Event::InitDone) {
                 synced.send_replace(true);
             }
-            event
+            // The echo of our own status write changes nothing a reconcile would act on.
+            std::future::ready(Ok((!own_write).then_some(event)))
         })
         .applied_objects()
 }
@@ -131,12 +132,13 @@ pub fn deployment_stream(
         .modify(prune_deployment)
         .reflect(writer)
         // After `reflect`: the store already holds what the event carries.
-        .map_ok(move |event| {
-            cache.observe(&event);
+        .try_filter_map(move |event| {
+            let own_write = cache.observe(&event);
             if matches!(event, watcher::Event::InitDone) {
                 synced.send_replace(true);
             }
-            event
+            // The echo of our own apply: the reconcile that made it already used its response.
+            std::future::ready(Ok((!own_write).then_some(event)))
         })
         .touched_objects()
 }
@@ -149,8 +151,21 @@ pub struct StatusMemo {
     written: Arc<Mutex<Written>>,
 }
 
-/// Each status written, and when.
-type Written = HashMap<ObjectRef<MyOwnShell>, (MyOwnShellStatus, Instant)>;
+/// A status this controller wrote.
+struct Memo {
+    status: MyOwnShellStatus,
+    /// Of the object the write returned: its watch event is our own echo.
+    resource_version: Option<String>,
+    at: Instant,
+}
+
+/// Each status written.
+type Written = HashMap<ObjectRef<MyOwnShell>, Memo>;
+
+/// Whether `seen` is the very version a write of ours returned.
+fn same_version(written: Option<&String>, seen: Option<&String>) -> bool {
+    written.is_some() && written == seen
+}
 
 impl StatusMemo {
     /// A memo older than this is not trusted: watch events arrive in milliseconds, so an
@@ -167,8 +182,8 @@ impl StatusMemo {
         let key = ObjectRef::from_obj(shell);
         let mut written = self.written();
         match written.get(&key) {
-            Some((status, at)) if Some(status) != shell.status.as_ref() && at.elapsed() < Self::TTL => {
-                Some(status.clone())
+            Some(memo) if Some(&memo.status) != shell.status.as_ref() && memo.at.elapsed() < Self::TTL => {
+                Some(memo.status.clone())
             }
             Some(_) => {
                 written.remove(&key);
@@ -178,24 +193,33 @@ impl StatusMemo {
         }
     }
 
-    pub fn record(&self, shell: &MyOwnShell, status: MyOwnShellStatus) {
-        self.written().insert(ObjectRef::from_obj(shell), (status, Instant::now()));
+    /// Remember `status`, written to `shell`; `resource_version` is that of the object the
+    /// write returned.
+    pub fn record(&self, shell: &MyOwnShell, status: MyOwnShellStatus, resource_version: Option<String>) {
+        let memo = Memo { status, resource_version, at: Instant::now() };
+        self.written().insert(ObjectRef::from_obj(shell), memo);
     }
 
-    /// The watch caught up with (or went past) a write: forget it.
-    fn observe(&self, event: &watcher::Event<MyOwnShell>) {
+    /// The watch caught up with (or went past) a write: forget it. Returns whether the event
+    /// is exactly the version our write produced (a relist's objects never count as that).
+    pub fn observe(&self, event: &watcher::Event<MyOwnShell>) -> bool {
         match event {
             watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
                 let key = ObjectRef::from_obj(s);
                 let mut written = self.written();
-                if written.get(&key).is_some_and(|(status, _)| Some(status) == s.status.as_ref()) {
+                let Some(memo) = written.get(&key) else { return false };
+                let echo = matches!(event, watcher::Event::Apply(_))
+                    && same_version(memo.resource_version.as_ref(), s.metadata.resource_version.as_ref());
+                if Some(&memo.status) == s.status.as_ref() {
                     written.remove(&key);
                 }
+                echo
             }
             watcher::Event::Delete(s) => {
                 self.written().remove(&ObjectRef::from_obj(s));
+                false
             }
-            watcher::Event::Init | watcher::Event::InitDone => {}
+            watcher::Event::Init | watcher::Event::InitDone => false,
         }
     }
 
@@ -244,14 +268,25 @@ impl DeploymentCache {
 
     /// Once the watch reports on a Deployment, the store is at least as new as our own write.
     /// A relist replaces the store wholesale (deletions during a disconnect produce no event),
-    /// so its end clears the overlay too.
-    fn observe(&self, event: &watcher::Event<Deployment>) {
+    /// so its end clears the overlay too. Returns whether the event is exactly the version our
+    /// own apply returned.
+    pub fn observe(&self, event: &watcher::Event<Deployment>) -> bool {
         match event {
-            watcher::Event::Apply(d) | watcher::Event::Delete(d) | watcher::Event::InitApply(d) => {
-                self.recent().remove(&ObjectRef::from_obj(d));
+            watcher::Event::Apply(d) => {
+                let applied = self.recent().remove(&ObjectRef::from_obj(d));
+                applied.is_some_and(|a| {
+                    same_version(a.metadata.resource_version.as_ref(), d.metadata.resource_version.as_ref())
+                })
             }
-            watcher::Event::InitDone => self.recent().clear(),
-            watcher::Event::Init => {}
+            watcher::Event::Delete(d) | watcher::Event::InitApply(d) => {
+                self.recent().remove(&ObjectRef::from_obj(d));
+                false
+            }
+            watcher::Event::InitDone => {
+                self.recent().clear();
+                false
+            }
+            watcher::Event::Init => false,
         }
     }
 
@@ -288,22 +323,64 @@ mod tests {
         shell.status = Some(old.clone());
         assert_eq!(memo.latest(&shell), Some(old.clone()), "nothing written: the cache");
 
-        memo.record(&shell, new.clone());
+        memo.record(&shell, new.clone(), Some("12".into()));
         assert_eq!(memo.latest(&shell), Some(new.clone()), "the cache is behind our write");
 
         let mut caught_up = shell.clone();
         caught_up.status = Some(new.clone());
-        memo.observe(&watcher::Event::Apply(caught_up.clone()));
+        caught_up.metadata.resource_version = Some("12".into());
+        assert!(memo.observe(&watcher::Event::Apply(caught_up.clone())), "the echo of our write");
         assert!(memo.is_empty(), "the watch delivered our write");
         assert_eq!(memo.latest(&caught_up), Some(new.clone()));
 
-        memo.record(&shell, new.clone());
+        memo.record(&shell, new.clone(), Some("12".into()));
         assert_eq!(memo.latest(&caught_up), Some(new), "equal to the cache: the memo goes");
         assert!(memo.is_empty());
 
-        memo.record(&shell, old);
-        memo.observe(&watcher::Event::Delete(shell));
+        memo.record(&shell, old.clone(), Some("13".into()));
+        memo.observe(&watcher::Event::Delete(shell.clone()));
         assert!(memo.is_empty(), "deleted objects leave no memo");
+
+        // Only the very version written is an echo; a relist never is.
+        let cases = [
+            ("a later version (someone else's change)", watcher::Event::Apply(versioned(&shell, "15")), false),
+            ("an earlier version", watcher::Event::Apply(versioned(&shell, "13")), false),
+            ("our version, in a relist", watcher::Event::InitApply(versioned(&shell, "14")), false),
+            ("our version", watcher::Event::Apply(versioned(&shell, "14")), true),
+        ];
+        for (what, event, echo) in cases {
+            memo.record(&shell, old.clone(), Some("14".into()));
+            assert_eq!(memo.observe(&event), echo, "{what}");
+        }
+        memo.record(&shell, old, None);
+        assert!(!memo.observe(&watcher::Event::Apply(shell.clone())), "no version known: never an echo");
+    }
+
+    fn versioned(shell: &MyOwnShell, resource_version: &str) -> MyOwnShell {
+        let mut s = shell.clone();
+        s.metadata.resource_version = Some(resource_version.into());
+        s
+    }
+
+    #[test]
+    fn only_the_applied_version_of_a_deployment_is_our_echo() {
+        let (store, _writer) = reflector::store::<Deployment>();
+        let (_tx, synced) = Synced::new();
+        let cache = DeploymentCache::new(store, synced);
+        let deployment = |rv: &str| {
+            let mut d = Deployment::default();
+            d.metadata.name = Some("web".into());
+            d.metadata.namespace = Some("ns".into());
+            d.metadata.resource_version = Some(rv.into());
+            d
+        };
+        cache.record_applied(deployment("7"));
+        assert!(cache.observe(&watcher::Event::Apply(deployment("7"))), "the echo of our apply");
+        assert!(!cache.observe(&watcher::Event::Apply(deployment("7"))), "seen once: the overlay is gone");
+        cache.record_applied(deployment("9"));
+        assert!(!cache.observe(&watcher::Event::Apply(deployment("10"))), "status update by the deployment controller");
+        cache.record_applied(deployment("11"));
+        assert!(!cache.observe(&watcher::Event::Delete(deployment("11"))), "a deletion always triggers");
     }
 
     #[test]

@@ -116,15 +116,13 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         status::compute(shell, previous.as_ref(), current.as_deref(), failure.as_ref(), &Time(Timestamp::now()));
     let status_written = if previous.as_ref() != Some(&status) {
         ctx.metrics.wrote("status");
-        let written = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
-            .await
-            .map(|_| ())
-            .map_err(Error::WriteStatus);
-        if written.is_ok() {
-            ctx.statuses.record(shell, status);
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status }))).await {
+            Ok(written) => {
+                ctx.statuses.record(shell, status, written.metadata.resource_version);
+                Ok(())
+            }
+            Err(e) => Err(Error::WriteStatus(e)),
         }
-        written
     } else {
         Ok(())
     };

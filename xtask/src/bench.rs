@@ -21,7 +21,8 @@ pub enum Target {
         rounds: u32,
     },
     /// N MyOwnShells through the real controller binary to Deployments and statuses, against
-    /// creating the same N Deployments directly; ratio and the controller's peak RSS
+    /// creating the same N Deployments directly and against a plain client making the same
+    /// requests; both ratios, each write's cost, and the controller's peak RSS
     /// (`controller/benches/controller.rs`).
     Controller {
         /// Objects per run.
