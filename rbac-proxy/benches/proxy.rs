@@ -1,7 +1,9 @@
 //! `cargo xtask bench proxy`: authenticated GETs of a fixed metrics body with a warm cache,
 //! through the standalone `myownshell-rbac-proxy` (TLS + auth + forwarding) versus straight to
 //! the same upstream, in the same run at the same concurrency. Prints requests/s, p50, p99 and
-//! `ratio = proxied / direct` (requests/s).
+//! `ratio = proxied / direct` (requests/s), and two bounds measured alongside: the same upstream
+//! over TLS (what any TLS endpoint costs) and a null proxy that forwards over TLS with no
+//! authentication at all (what any TLS-terminating forwarder costs).
 //!
 //! A real control plane (the test harness) issues the token and answers the one TokenReview and
 //! SubjectAccessReview the warm-up costs; after that every request is served from the caches.
@@ -93,6 +95,53 @@ async fn start_tls_upstream(body: Bytes, cert_pem: &str, key_pem: &str) -> Socke
     let addr = listener.local_addr().unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     tokio::spawn(myownshell_certs::server::serve_tls(listener, config, upstream_app(body), shutdown));
+    addr
+}
+
+/// The least any TLS-terminating forwarder must do, with no authentication at all: a rustls +
+/// hyper server and a pooled hyper client to the upstream, bodies streamed. It runs on its own
+/// threads with as many runtime threads as the proxy gets (`--worker-threads`), so the two
+/// compare like for like.
+fn start_null_proxy(upstream: SocketAddr, cert_pem: &str, key_pem: &str, threads: u16) -> SocketAddr {
+    let resolver = myownshell_certs::tls::LiveResolver::from_pem(cert_pem, key_pem).unwrap();
+    let config = Arc::new(myownshell_certs::tls::server_config(resolver, None).unwrap());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let rt = match threads {
+            1 => tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
+            n => tokio::runtime::Builder::new_multi_thread().worker_threads(n.into()).enable_all().build().unwrap(),
+        };
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
+            let mut connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            connector.set_nodelay(true);
+            let client: hyper_util::client::legacy::Client<_, hyper::body::Incoming> =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                tcp.set_nodelay(true).unwrap();
+                let (acceptor, client) = (acceptor.clone(), client.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else { return };
+                    let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let client = client.clone();
+                        async move {
+                            let (mut parts, body) = req.into_parts();
+                            let pq = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/").to_owned();
+                            parts.uri = format!("http://{upstream}{pq}").parse().unwrap();
+                            parts.headers.remove(http::header::HOST);
+                            client.request(Request::from_parts(parts, body)).await
+                        }
+                    });
+                    let _ =
+                        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
+                });
+            }
+        });
+    });
     addr
 }
 
@@ -247,6 +296,7 @@ async fn bench(args: Args) {
     .arg(format!("--tls-cert-file={}", cert_file.display()))
     .arg(format!("--tls-private-key-file={}", key_file.display()))
     .arg("--authz-deny-cache-ttl=200ms")
+    .arg(format!("--worker-threads={}", args.proxy_worker_threads))
     .env("RUST_LOG", "warn");
     let mut process = ManagedProcess::spawn(spec).unwrap();
 
@@ -278,11 +328,21 @@ async fn bench(args: Args) {
         measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(tls_upstream, tls.clone()))
             .await;
     print("direct+tls", &direct_tls);
+    let null_proxy = start_null_proxy(upstream, &leaf.cert_pem, &leaf.key_pem, args.proxy_worker_threads);
+    let null =
+        measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(null_proxy, tls.clone())).await;
+    print("null proxy", &null);
     let proxied =
         measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(proxy, tls.clone())).await;
     print("proxied", &proxied);
-    println!("ratio = proxied/direct = {:.2} (target >= 0.8)", proxied.rate() / direct.rate());
-    println!("(proxied/direct+tls = {:.2}: the hop and the auth layer alone)", proxied.rate() / direct_tls.rate());
+    let of_direct = |f: &Figures| f.rate() / direct.rate();
+    println!("ratio = proxied/direct = {:.2} (target >= 0.8)", of_direct(&proxied));
+    println!("  bounds on this machine, same run: any TLS server = direct+tls/direct = {:.2};", of_direct(&direct_tls));
+    println!("  any TLS-terminating forwarder = null proxy/direct = {:.2}", of_direct(&null));
+    println!(
+        "proxied/null proxy = {:.2} (what authentication, authorization and this proxy's forwarding cost over the least a forwarder does)",
+        proxied.rate() / null.rate()
+    );
     let status = process.stop(Duration::from_secs(10)).unwrap();
     assert!(status.success(), "the proxy exited with {status}: {}", process.log_tail(20));
 }
