@@ -572,6 +572,7 @@ fn what_an_object_needs() {
         resources: true,
         finalizer: FinalizerChange::CreateList,
     };
+    let complete = Needs { spec: false, size: false, image: false, command: false, resources: false, ..all };
     let cases = [
         ("no spec", json!({"metadata": {}}), all),
         ("null spec", json!({"metadata": {}, "spec": null}), all),
@@ -585,26 +586,12 @@ fn what_an_object_needs() {
         (
             "full spec, other finalizer",
             json!({"metadata": {"finalizers": ["a/b"]}, "spec": full_spec()}),
-            Needs {
-                spec: false,
-                size: false,
-                image: false,
-                command: false,
-                resources: false,
-                finalizer: FinalizerChange::Append,
-            },
+            Needs { finalizer: FinalizerChange::Append, ..complete },
         ),
         (
             "being deleted",
             json!({"metadata": {"deletionTimestamp": "2025-01-01T00:00:00Z"}, "spec": full_spec()}),
-            Needs {
-                spec: false,
-                size: false,
-                image: false,
-                command: false,
-                resources: false,
-                finalizer: FinalizerChange::None,
-            },
+            Needs { finalizer: FinalizerChange::None, ..complete },
         ),
     ];
     for (what, object, want) in cases {
