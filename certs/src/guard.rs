@@ -1,6 +1,7 @@
-//! Closing connections that hold a slot without using it: a client that moves no bytes for the
-//! idle timeout (a forgotten keep-alive connection, a vanished peer), or one that trickles bytes
-//! without ever completing a request head (slowloris).
+//! Closing connections that hold a slot without using it: a client that sends no request and
+//! receives nothing for the idle timeout (a forgotten keep-alive connection, a vanished peer),
+//! one that trickles bytes without ever completing a request head (slowloris), and a request
+//! that moves no byte either way for the idle timeout (a body never sent, a stalled answer).
 //!
 //! hyper's own `header_read_timeout` does the second by arming a timer for every request, which
 //! was a measurable share of an admission answer. Here each connection counts its bytes and
@@ -16,6 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use hyper::body::{Body, Frame, SizeHint};
 use hyper::service::Service;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -23,8 +25,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// When a connection is closed for doing nothing useful.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GuardConfig {
-    /// No bytes in or out and no request being answered for this long: closed. Longer than a
-    /// Go client's idle timeout (90 s), so the apiserver closes its idle connections first.
+    /// No request and nothing written for this long (between requests), or no byte moved
+    /// either way for this long (during one): closed. Longer than a Go client's idle timeout
+    /// (90 s), so the apiserver closes its idle connections first.
     pub idle: Duration,
     /// Bytes arriving without a request head completing for this long: closed.
     pub head: Duration,
@@ -71,16 +74,22 @@ impl Activity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     Keep,
+    /// Between requests, nothing asked or answered for the idle timeout.
     Idle,
+    /// A request head trickling in for longer than the head timeout.
     SlowHead,
+    /// A request being answered moved no byte either way for the idle timeout.
+    Stalled,
 }
 
 /// The watcher's memory between ticks.
 #[derive(Debug, Clone)]
 pub struct Watch {
     last: Snapshot,
-    /// Since when no request has come in and nothing has been written. Bytes read alone do not
-    /// count: a client trickling a head must not keep its connection alive that way.
+    /// Since when no byte has moved either way.
+    quiet_since: Instant,
+    /// Since when no request has come in or finished and nothing has been written. Bytes read
+    /// alone do not count: a client trickling a head must not keep its connection alive so.
     active_since: Instant,
     /// Since when bytes have been read without a request head completing.
     partial_since: Option<Instant>,
@@ -88,30 +97,37 @@ pub struct Watch {
 
 impl Watch {
     pub fn new(now: Instant) -> Self {
-        Self { last: Snapshot::default(), active_since: now, partial_since: None }
+        Self { last: Snapshot::default(), quiet_since: now, active_since: now, partial_since: None }
     }
 
     /// Look at `seen` at time `now`.
     pub fn step(&mut self, seen: Snapshot, now: Instant, config: &GuardConfig) -> Verdict {
         let last = std::mem::replace(&mut self.last, seen);
+        let elapsed = |since: Instant| now.duration_since(since);
+        if seen.read != last.read || seen.written != last.written {
+            self.quiet_since = now;
+        }
         if seen.in_flight > 0 {
-            // A request is being answered (maybe slowly, maybe streaming): never cut it off.
+            // A request is being answered, maybe slowly, maybe streaming: cut off only if it
+            // has moved nothing for the idle timeout.
             self.active_since = now;
             self.partial_since = None;
-            return Verdict::Keep;
+            return if elapsed(self.quiet_since) >= config.idle { Verdict::Stalled } else { Verdict::Keep };
         }
-        let new_request = seen.requests != last.requests;
-        if new_request || seen.written != last.written {
+        // A request that ended since the last look is a boundary: what it read was its body,
+        // not the start of another head.
+        let boundary = seen.requests != last.requests || last.in_flight > 0;
+        if boundary || seen.written != last.written {
             self.active_since = now;
         }
-        if new_request {
+        if boundary {
             self.partial_since = None;
         } else if seen.read != last.read {
             self.partial_since.get_or_insert(now);
         }
-        if self.partial_since.is_some_and(|since| now.duration_since(since) >= config.head) {
+        if self.partial_since.is_some_and(|since| elapsed(since) >= config.head) {
             Verdict::SlowHead
-        } else if now.duration_since(self.active_since) >= config.idle {
+        } else if elapsed(self.active_since) >= config.idle {
             Verdict::Idle
         } else {
             Verdict::Keep
@@ -203,7 +219,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for CountedIo<T> {
     }
 }
 
-/// A connection's service, counting requests and those still being answered.
+/// A connection's service, counting requests and those still being answered: from the call
+/// until the response body has been sent (or dropped), so a long or paused response counts as
+/// in flight.
 #[derive(Debug, Clone)]
 pub struct CountedService<S> {
     inner: S,
@@ -216,50 +234,87 @@ impl<S> CountedService<S> {
     }
 }
 
-impl<S, R> Service<R> for CountedService<S>
+impl<S, R, B> Service<R> for CountedService<S>
 where
-    S: Service<R>,
+    S: Service<R, Response = http::Response<B>>,
 {
-    type Response = S::Response;
+    type Response = http::Response<CountedBody<B>>;
     type Error = S::Error;
     type Future = InFlight<S::Future>;
 
     fn call(&self, request: R) -> Self::Future {
         self.activity.requests.fetch_add(1, Ordering::Relaxed);
         self.activity.in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight { inner: self.inner.call(request), activity: Some(self.activity.clone()) }
+        InFlight { inner: self.inner.call(request), answering: Some(Answering(self.activity.clone())) }
+    }
+}
+
+/// One request counted in flight; counted out when dropped.
+#[derive(Debug)]
+pub struct Answering(Arc<Activity>);
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 pin_project! {
-    /// A request being answered; counted out when it resolves or is dropped.
+    /// A request being answered; its count moves into the response body.
     pub struct InFlight<F> {
         #[pin]
         inner: F,
-        activity: Option<Arc<Activity>>,
+        answering: Option<Answering>,
     }
+}
 
-    impl<F> PinnedDrop for InFlight<F> {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some(activity) = this.project().activity.take() {
-                activity.in_flight.fetch_sub(1, Ordering::Relaxed);
+impl<F, B, E> Future for InFlight<F>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+{
+    type Output = Result<http::Response<CountedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        match this.inner.poll(cx) {
+            Poll::Pending => Poll::Pending,
+            // An error drops the count here; a response carries it until its body ends.
+            Poll::Ready(result) => {
+                let answering = this.answering.take();
+                Poll::Ready(result.map(|response| response.map(|inner| CountedBody { inner, answering })))
             }
         }
     }
 }
 
-impl<F: Future> Future for InFlight<F> {
-    type Output = F::Output;
+pin_project! {
+    /// A response body that keeps its request counted in flight until it ends or is dropped.
+    pub struct CountedBody<B> {
+        #[pin]
+        inner: B,
+        answering: Option<Answering>,
+    }
+}
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+impl<B: Body> Body for CountedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let this = self.project();
-        let polled = this.inner.poll(cx);
-        if polled.is_ready()
-            && let Some(activity) = this.activity.take()
-        {
-            activity.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let polled = this.inner.poll_frame(cx);
+        if let Poll::Ready(None | Some(Err(_))) = polled {
+            this.answering.take();
         }
         polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -290,9 +345,14 @@ mod tests {
             ),
             ("idle after the last request", &[(5, 500, 300, 1, 0), (65, 500, 300, 1, 0)], Verdict::Idle),
             (
-                "a slow handler moves nothing but is answering",
-                &[(5, 500, 0, 1, 1), (100, 500, 0, 1, 1), (200, 500, 0, 1, 1)],
+                "a slow handler that keeps writing",
+                &[(5, 500, 10, 1, 1), (50, 500, 20, 1, 1), (100, 500, 30, 1, 1), (150, 500, 40, 1, 1)],
                 Verdict::Keep,
+            ),
+            (
+                "a request moving nothing either way",
+                &[(5, 500, 0, 1, 1), (40, 500, 0, 1, 1), (65, 500, 0, 1, 1)],
+                Verdict::Stalled,
             ),
             (
                 "a long upload while answering",
@@ -300,8 +360,13 @@ mod tests {
                 Verdict::Keep,
             ),
             (
-                "a long download after the handler returned",
-                &[(5, 500, 9000, 1, 0), (30, 500, 90000, 1, 0), (90, 500, 900000, 1, 0), (150, 500, 9000000, 1, 0)],
+                "a long download still counted in flight",
+                &[(5, 500, 9000, 1, 1), (30, 500, 90000, 1, 1), (90, 500, 900000, 1, 1), (150, 500, 9000000, 1, 1)],
+                Verdict::Keep,
+            ),
+            (
+                "a body read after the last look, then idle keep-alive",
+                &[(5, 500, 0, 1, 1), (10, 9000, 300, 1, 0), (30, 9000, 300, 1, 0), (55, 9000, 300, 1, 0)],
                 Verdict::Keep,
             ),
             (
@@ -340,34 +405,50 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn counts_requests_in_flight_and_bytes() {
-        let activity = Arc::new(Activity::default());
-        /// Answers its request after one yield.
-        struct Echo;
-        impl Service<u64> for Echo {
-            type Response = u64;
+    async fn a_request_counts_in_flight_until_its_response_body_ends() {
+        use http_body_util::BodyExt;
+        /// Answers with a two-frame body after one yield.
+        struct Answer;
+        impl Service<u64> for Answer {
+            type Response = http::Response<http_body_util::StreamBody<Frames>>;
             type Error = std::convert::Infallible;
-            type Future = Pin<Box<dyn Future<Output = Result<u64, Self::Error>> + Send>>;
-            fn call(&self, n: u64) -> Self::Future {
+            type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+            fn call(&self, _: u64) -> Self::Future {
                 Box::pin(async move {
                     tokio::task::yield_now().await;
-                    Ok(n)
+                    let frames: Vec<Result<Frame<bytes::Bytes>, std::convert::Infallible>> =
+                        vec![Ok(Frame::data("a".into())), Ok(Frame::data("b".into()))];
+                    Ok(http::Response::new(http_body_util::StreamBody::new(futures::stream::iter(frames))))
                 })
             }
         }
-        let service = CountedService::new(Echo, activity.clone());
-        let answering = service.call(1);
-        assert_eq!((activity.snapshot().requests, activity.snapshot().in_flight), (1, 1));
-        assert_eq!(answering.await, Ok(1));
-        assert_eq!(activity.snapshot().in_flight, 0);
-        // Dropped before it resolved: counted out too.
-        drop(service.call(2));
-        assert_eq!((activity.snapshot().requests, activity.snapshot().in_flight), (2, 0));
+        type Frames = futures::stream::Iter<std::vec::IntoIter<Result<Frame<bytes::Bytes>, std::convert::Infallible>>>;
 
-        let (client, server) = tokio::io::duplex(64);
-        let mut counted = CountedIo::new(server, activity.clone());
-        let mut client = client;
+        let activity = Arc::new(Activity::default());
+        let service = CountedService::new(Answer, activity.clone());
+        let in_flight = || activity.snapshot().in_flight;
+        let response = service.call(1).await.unwrap();
+        assert_eq!((activity.snapshot().requests, in_flight()), (1, 1), "answered, body not sent");
+        let mut body = response.into_body();
+        assert!(body.frame().await.is_some());
+        assert_eq!(in_flight(), 1, "half the body sent");
+        assert!(body.frame().await.is_some());
+        assert!(body.frame().await.is_none());
+        assert_eq!(in_flight(), 0, "the body ended");
+
+        // Dropped before it answered, or with its body unsent: counted out too.
+        drop(service.call(2));
+        assert_eq!(in_flight(), 0);
+        drop(service.call(3).await.unwrap());
+        assert_eq!((activity.snapshot().requests, in_flight()), (3, 0));
+    }
+
+    #[tokio::test]
+    async fn counts_bytes_both_ways() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let activity = Arc::new(Activity::default());
+        let (mut client, server) = tokio::io::duplex(64);
+        let mut counted = CountedIo::new(server, activity.clone());
         client.write_all(b"hello").await.unwrap();
         let mut buf = [0u8; 5];
         counted.read_exact(&mut buf).await.unwrap();

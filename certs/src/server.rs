@@ -16,19 +16,31 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
 use rustls_pki_types::CertificateDer;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
+use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 use tower::ServiceExt;
 
 use crate::guard::{self, Activity, CountedIo, CountedService, GuardConfig};
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long in-flight requests get after shutdown starts.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How connections are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// When a connection that does nothing useful is closed.
+    pub guard: GuardConfig,
+    /// How long open connections get to finish after shutdown starts; then they are dropped.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self { guard: GuardConfig::default(), drain_timeout: Duration::from_secs(10) }
+    }
+}
 
 /// Facts about the TLS connection a request came in on, put into the request's extensions.
 #[derive(Debug, Clone)]
@@ -53,18 +65,17 @@ pub async fn serve_tls(
         });
         TowerToHyperService::new(service)
     };
-    serve_tls_with(listener, tls, make_service, GuardConfig::default(), shutdown).await
+    serve_tls_with(listener, tls, make_service, ServeOptions::default(), shutdown).await
 }
 
 /// [`serve_tls`] for any hyper service: `make_service` builds the service of each connection
 /// from its [`ConnectionInfo`]. For a server that needs neither routing nor connection facts
-/// (the admission webhook), this skips both. `guard` says when a connection that does nothing
-/// useful is closed.
+/// (the admission webhook), this skips both.
 pub async fn serve_tls_with<M, S, B>(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
     make_service: M,
-    guard: GuardConfig,
+    options: ServeOptions,
     shutdown: CancellationToken,
 ) -> std::io::Result<()>
 where
@@ -79,6 +90,8 @@ where
     let acceptor = TlsAcceptor::from(tls);
     let make_service = Arc::new(make_service);
     let connections = TaskTracker::new();
+    // Cancelled when draining takes too long: every connection still open is dropped.
+    let give_up = CancellationToken::new();
     loop {
         let (tcp, remote_addr) = tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -92,63 +105,103 @@ where
             },
         };
         let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
-        let make_service = make_service.clone();
-        let (shutdown, tracker) = (shutdown.clone(), connections.clone());
+        let serve = connection(
+            tcp,
+            remote_addr,
+            acceptor.clone(),
+            make_service.clone(),
+            options.guard,
+            connections.clone(),
+            shutdown.clone(),
+        );
+        let give_up = give_up.clone();
         connections.spawn(async move {
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%remote_addr, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%remote_addr, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let peer_certificates = tls.get_ref().1.peer_certificates().map(|c| Arc::new(c.to_vec()));
-            let activity = Arc::new(Activity::default());
-            let service =
-                CountedService::new(make_service(ConnectionInfo { remote_addr, peer_certificates }), activity.clone());
-            let conn = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(CountedIo::new(tls, activity.clone())), service);
-            // The connection runs in its own task, which polls nothing but the connection and a
-            // one-shot drain signal; this task stays as its guard and relays shutdown.
-            let (drain, drained) = oneshot::channel::<()>();
-            let mut served = tracker.spawn(async move {
-                let mut conn = std::pin::pin!(conn);
-                let mut drained = drained;
-                let result = tokio::select! {
-                    biased;
-                    result = conn.as_mut() => result,
-                    _ = &mut drained => {
-                        // Finish the request in flight, if any, then close.
-                        conn.as_mut().graceful_shutdown();
-                        conn.await
-                    }
-                };
-                if let Err(e) = result {
-                    tracing::debug!(%remote_addr, error = %e, "connection ended with an error");
-                }
-            });
             tokio::select! {
-                verdict = guard::watch(activity, guard, &mut served) => if let Some(verdict) = verdict {
-                    tracing::debug!(%remote_addr, ?verdict, "closing a connection that does nothing useful");
-                    served.abort();
-                },
-                () = shutdown.cancelled() => {
-                    let _ = drain.send(());
-                    let _ = served.await;
-                }
+                () = give_up.cancelled() => {}
+                () = serve => {}
             }
         });
     }
     drop(listener);
     connections.close();
-    if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait()).await.is_err() {
+    if tokio::time::timeout(options.drain_timeout, connections.wait()).await.is_err() {
         tracing::warn!("connections still open after the drain timeout; closing them");
+        give_up.cancel();
+        connections.wait().await;
     }
     Ok(())
+}
+
+/// One connection: TLS handshake, then HTTP/1.1 in a task of its own, watched by its guard,
+/// drained gracefully on `shutdown`. Dropping this future drops the connection.
+async fn connection<M, S, B>(
+    tcp: TcpStream,
+    remote_addr: SocketAddr,
+    acceptor: TlsAcceptor,
+    make_service: Arc<M>,
+    guard: GuardConfig,
+    tracker: TaskTracker,
+    shutdown: CancellationToken,
+) where
+    M: Fn(ConnectionInfo) -> S + Send + Sync + 'static,
+    S: Service<http::Request<Incoming>, Response = http::Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::debug!(%remote_addr, error = %e, "TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%remote_addr, "TLS handshake timed out");
+            return;
+        }
+    };
+    let peer_certificates = tls.get_ref().1.peer_certificates().map(|c| Arc::new(c.to_vec()));
+    let activity = Arc::new(Activity::default());
+    let service =
+        CountedService::new(make_service(ConnectionInfo { remote_addr, peer_certificates }), activity.clone());
+    let conn = hyper::server::conn::http1::Builder::new()
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(CountedIo::new(tls, activity.clone())), service);
+    // The connection runs in its own task, which polls nothing but the connection and a one-shot
+    // drain signal; this future stays as its guard, relays shutdown, and aborts it when dropped.
+    let (drain, drained) = oneshot::channel::<()>();
+    let mut served = AbortOnDropHandle::new(tracker.spawn(async move {
+        let mut conn = std::pin::pin!(conn);
+        let mut drained = drained;
+        let result = tokio::select! {
+            biased;
+            result = conn.as_mut() => result,
+            _ = &mut drained => {
+                // Finish the request in flight, if any, then close.
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(%remote_addr, error = %e, "connection ended with an error");
+        }
+    }));
+    tokio::select! {
+        verdict = guard::watch(activity.clone(), guard, &mut served) => {
+            log_verdict(remote_addr, verdict);
+            return;
+        }
+        () = shutdown.cancelled() => {}
+    }
+    // Draining: the connection finishes what it is answering and closes, still guarded.
+    let _ = drain.send(());
+    log_verdict(remote_addr, guard::watch(activity, guard, &mut served).await);
+}
+
+fn log_verdict(remote_addr: SocketAddr, verdict: Option<guard::Verdict>) {
+    if let Some(verdict) = verdict {
+        tracing::debug!(%remote_addr, ?verdict, "closing a connection that does nothing useful");
+    }
 }

@@ -1,6 +1,7 @@
 //! The TLS server over real sockets and real TLS: connections that do nothing useful are closed
-//! by their guard (idle, or a request head trickled in), busy ones are not, and shutdown drains
-//! (the request in flight finishes, idle keep-alive connections close, the server returns).
+//! by their guard (idle, a request head trickled in, a request that moves nothing), busy ones
+//! are not, and shutdown drains (the request in flight finishes, idle keep-alive connections
+//! close, the server returns).
 
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,11 +12,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full, StreamBody};
+use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use myownshell_certs::guard::GuardConfig;
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
-use myownshell_certs::server::serve_tls_with;
+use myownshell_certs::server::{ServeOptions, serve_tls_with};
 use myownshell_certs::tls::{LiveResolver, certs_from_pem, server_config};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,6 +33,8 @@ const GUARD: GuardConfig = GuardConfig {
     tick: Duration::from_millis(100),
 };
 
+const DRAIN: Duration = Duration::from_millis(1200);
+
 struct Server {
     addr: SocketAddr,
     client_tls: Arc<rustls::ClientConfig>,
@@ -37,7 +42,20 @@ struct Server {
     task: JoinHandle<std::io::Result<()>>,
 }
 
-/// A server whose handler answers `GET /slow` after `slow` and anything else at once.
+/// A body that sends a chunk every `every`, `chunks` times.
+fn trickling_body(every: Duration, chunks: usize) -> BoxBody<Bytes, Infallible> {
+    let frames = futures::stream::unfold(0, move |sent| async move {
+        if sent == chunks {
+            return None;
+        }
+        tokio::time::sleep(every).await;
+        Some((Ok::<_, Infallible>(Frame::data(Bytes::from_static(b"."))), sent + 1))
+    });
+    BodyExt::boxed(StreamBody::new(frames))
+}
+
+/// A server whose handler answers `GET /slow` after `slow`, `GET /silent` after three idle
+/// timeouts, streams `GET /stream` for two idle timeouts, and answers anything else at once.
 async fn start(slow: Duration) -> Server {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let ca = CertificateAuthority::generate("guard-test-ca", Duration::from_secs(3600)).unwrap();
@@ -59,13 +77,26 @@ async fn start(slow: Duration) -> Server {
     let shutdown = CancellationToken::new();
     let make_service = move |_| {
         hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| async move {
-            if request.uri().path() == "/slow" {
-                tokio::time::sleep(slow).await;
-            }
-            Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(b"ok"))))
+            let path = request.uri().path().to_owned();
+            // Read the whole body first, as a real handler does.
+            let _ = request.into_body().collect().await;
+            let body = match path.as_str() {
+                "/slow" => {
+                    tokio::time::sleep(slow).await;
+                    Full::new(Bytes::from_static(b"ok")).boxed()
+                }
+                "/silent" => {
+                    tokio::time::sleep(GUARD.idle * 3).await;
+                    Full::new(Bytes::from_static(b"late")).boxed()
+                }
+                "/stream" => trickling_body(GUARD.idle / 4, 8),
+                _ => Full::new(Bytes::from_static(b"ok")).boxed(),
+            };
+            Ok::<_, Infallible>(http::Response::new(body))
         })
     };
-    let task = tokio::spawn(serve_tls_with(listener, tls, make_service, GUARD, shutdown.clone()));
+    let options = ServeOptions { guard: GUARD, drain_timeout: DRAIN };
+    let task = tokio::spawn(serve_tls_with(listener, tls, make_service, options, shutdown.clone()));
     Server { addr, client_tls: Arc::new(client_tls), shutdown, task }
 }
 
@@ -142,10 +173,12 @@ async fn a_trickled_request_head_is_closed_after_the_head_timeout() {
 
 #[tokio::test]
 async fn busy_and_regularly_used_connections_stay_open() {
-    let server = start(GUARD.idle * 2).await;
+    // Slower than the head timeout: a request being answered is not a slow head.
+    let server = start(GUARD.head + GUARD.head / 2).await;
     let (mut sender, _conn) = http_client(&server).await;
-    // A handler slower than the idle timeout is not cut off.
     assert_eq!(get(&mut sender, "/slow").await.unwrap(), "ok");
+    // A response that keeps coming for longer than the idle timeout is not cut off.
+    assert_eq!(get(&mut sender, "/stream").await.unwrap(), "........");
     // A keep-alive connection used every fifth of the idle timeout stays the same connection.
     for _ in 0..4 {
         tokio::time::sleep(GUARD.idle / 5).await;
@@ -160,6 +193,25 @@ async fn busy_and_regularly_used_connections_stay_open() {
         assert!(started.elapsed() < Duration::from_secs(5), "the idle keep-alive connection was never closed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test]
+async fn a_request_that_moves_nothing_is_closed_after_the_idle_timeout() {
+    let server = start(Duration::ZERO).await;
+    // A handler that answers nothing for three idle timeouts.
+    let (mut sender, _conn) = http_client(&server).await;
+    let started = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(8), get(&mut sender, "/silent")).await.expect("never closed");
+    assert!(answer.is_err(), "answered {answer:?}");
+    let took = started.elapsed();
+    assert!(took >= GUARD.idle && took < GUARD.idle * 2, "closed after {took:?}");
+
+    // A head announcing a body that never comes.
+    let mut stream = tls_connect(&server).await;
+    let started = Instant::now();
+    stream.write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n").await.unwrap();
+    let took = closed_after(&mut stream, started, Duration::from_secs(8)).await;
+    assert!(took >= GUARD.idle, "closed after {took:?}");
 }
 
 #[tokio::test]
@@ -182,4 +234,23 @@ async fn shutdown_finishes_the_request_in_flight_and_closes_idle_connections() {
     assert!(started.elapsed() < Duration::from_secs(3), "draining took {:?}", started.elapsed());
     assert!(idle.is_closed() || get(&mut idle, "/").await.is_err(), "the idle connection is closed");
     assert!(TcpStream::connect(server.addr).await.is_err(), "the listener is closed");
+}
+
+#[tokio::test]
+async fn shutdown_drops_what_is_still_open_after_the_drain_timeout() {
+    let server = start(Duration::ZERO).await;
+    let (mut sender, _conn) = http_client(&server).await;
+    let silent = tokio::spawn(async move { get(&mut sender, "/silent").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    server.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(5), server.task)
+        .await
+        .expect("the server did not return")
+        .unwrap()
+        .unwrap();
+    let took = started.elapsed();
+    assert!(took >= DRAIN && took < DRAIN * 2, "returned after {took:?}");
+    let answer = tokio::time::timeout(Duration::from_secs(2), silent).await.expect("the connection is still open");
+    assert!(answer.unwrap().is_err(), "the dropped request got an answer");
 }

@@ -162,6 +162,20 @@ struct Memo {
 /// Each status written.
 type Written = HashMap<ObjectRef<MyOwnShell>, Memo>;
 
+/// The resourceVersion whose watch event a status write to `reconciled` may skip, given the
+/// object the write returned. A status patch that changes nothing is not written: the apiserver
+/// returns the object as it is, maybe a newer version made by someone else. Its event may be
+/// skipped only if it holds nothing this reconcile did not act on: the same object, generation
+/// (a status write never bumps it; a spec change or a deletion does) and finalizers.
+pub fn echo_version(reconciled: &MyOwnShell, written: &MyOwnShell) -> Option<String> {
+    let (a, b) = (&reconciled.metadata, &written.metadata);
+    let same = a.uid == b.uid
+        && a.generation == b.generation
+        && a.deletion_timestamp == b.deletion_timestamp
+        && a.finalizers == b.finalizers;
+    if same { b.resource_version.clone() } else { None }
+}
+
 /// Whether `seen` is the very version a write of ours returned.
 fn same_version(written: Option<&String>, seen: Option<&String>) -> bool {
     written.is_some() && written == seen
@@ -354,6 +368,38 @@ mod tests {
         }
         memo.record(&shell, old, None);
         assert!(!memo.observe(&watcher::Event::Apply(shell.clone())), "no version known: never an echo");
+    }
+
+    #[test]
+    fn a_status_write_skips_its_echo_only_if_the_returned_object_holds_nothing_new() {
+        let mut reconciled = MyOwnShell::new("web", MyOwnShellSpec::default());
+        reconciled.metadata.uid = Some("u1".into());
+        reconciled.metadata.generation = Some(3);
+        reconciled.metadata.finalizers = Some(vec!["myownshell.io/finalizer".into()]);
+        reconciled.metadata.resource_version = Some("10".into());
+        let returned = |change: fn(&mut MyOwnShell)| {
+            let mut w = reconciled.clone();
+            w.metadata.resource_version = Some("11".into());
+            change(&mut w);
+            w
+        };
+        /// (what, the change between the reconciled and the returned object, the echo version)
+        type Case = (&'static str, fn(&mut MyOwnShell), Option<&'static str>);
+        let cases: [Case; 6] = [
+            ("our write", |_| {}, Some("11")),
+            ("someone's annotation change", |w| w.metadata.annotations = Some(Default::default()), Some("11")),
+            ("a spec change (a no-op patch returned the newer object)", |w| w.metadata.generation = Some(4), None),
+            ("a deletion", |w| w.metadata.deletion_timestamp = reconciled_deleting(), None),
+            ("our finalizer removed by hand", |w| w.metadata.finalizers = None, None),
+            ("a new object of the same name", |w| w.metadata.uid = Some("u2".into()), None),
+        ];
+        for (what, change, want) in cases {
+            assert_eq!(echo_version(&reconciled, &returned(change)).as_deref(), want, "{what}");
+        }
+    }
+
+    fn reconciled_deleting() -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
     }
 
     fn versioned(shell: &MyOwnShell, resource_version: &str) -> MyOwnShell {

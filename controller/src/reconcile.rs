@@ -17,7 +17,7 @@ use myownshell_api::{MyOwnShell, defaults, names};
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use crate::cache::{DeploymentCache, StatusMemo};
+use crate::cache::{self, DeploymentCache, StatusMemo};
 use crate::deployment;
 use crate::error::{Error, api_message};
 use crate::events::{self, actions, reasons};
@@ -118,7 +118,8 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         ctx.metrics.wrote("status");
         match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status }))).await {
             Ok(written) => {
-                ctx.statuses.record(shell, status, written.metadata.resource_version);
+                let echo = cache::echo_version(shell, &written);
+                ctx.statuses.record(shell, status, echo);
                 Ok(())
             }
             Err(e) => Err(Error::WriteStatus(e)),

@@ -18,7 +18,6 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use myownshell_certs::guard::GuardConfig;
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_certs::tls::{LiveResolver, server_config};
 use serde_json::{Value, json};
@@ -101,13 +100,7 @@ async fn serve(
             }
         })
     };
-    tokio::spawn(myownshell_certs::server::serve_tls_with(
-        listener,
-        tls,
-        make_service,
-        GuardConfig::default(),
-        shutdown,
-    ));
+    tokio::spawn(myownshell_certs::server::serve_tls_with(listener, tls, make_service, Default::default(), shutdown));
     Ok((addr, ca.cert_pem().to_owned()))
 }
 
