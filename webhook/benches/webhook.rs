@@ -1,7 +1,8 @@
 //! `cargo xtask bench webhook` (or `cargo bench -p myownshell-webhook --bench webhook`):
-//! AdmissionReview requests over TLS with keep-alive against the real webhook router, and the
+//! AdmissionReview requests over TLS with keep-alive against the real webhook service, and the
 //! same load against a minimal rustls + hyper server answering a fixed body (the floor), both
-//! in this process and in the same run, at concurrency 1, 8 and 32. Prints p50/p99 latency,
+//! in this process and in the same run, at concurrency 1, 8 and 32. Two bodies: a minimal
+//! review, and one captured from kube-apiserver for `kubectl apply`. Prints p50/p99 latency,
 //! requests/s, and `ratio = webhook/floor` for throughput.
 //!
 //! Flags after `--`: `--seconds N` per measurement (default 2), `--concurrency 1,8,32`,
@@ -23,7 +24,7 @@ use hyper_util::rt::TokioIo;
 use myownshell_api::names;
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_certs::tls::{LiveResolver, server_config};
-use myownshell_webhook::admission::Policy;
+use myownshell_webhook::admission::{Policy, Webhook};
 use myownshell_webhook::metrics::Metrics;
 use myownshell_webhook::server::{AppState, admission_service};
 use rustls_pki_types::ServerName;
@@ -63,6 +64,10 @@ fn options() -> Options {
     }
     o
 }
+
+/// What kube-apiserver 1.35 sent the webhook for `kubectl apply` of a MyOwnShell (captured from
+/// the test control plane): managedFields, the last-applied annotation, userInfo extras.
+const KUBECTL_APPLY_REVIEW: &[u8] = include_bytes!("fixtures/review-kubectl-apply.json");
 
 /// A CREATE of a MyOwnShell with a partial spec: the mutating webhook patches, the validating
 /// one checks every field.
@@ -252,6 +257,35 @@ fn median(sorted: &[f64]) -> f64 {
     sorted[sorted.len() / 2]
 }
 
+/// Paired rounds of the webhook and the floor at each concurrency; prints the figures.
+async fn measure(opts: &Options, tls: &Tls, webhook: SocketAddr, floor: SocketAddr, body: &Bytes) {
+    let duration = Duration::from_secs(opts.seconds);
+    println!("{:>11} {:>8} {:>11} {:>11} {:>11}", "concurrency", "server", "p50", "p99", "req/s");
+    let paths = [names::MUTATE_PATH, names::VALIDATE_PATH];
+    for &c in &opts.concurrency {
+        let (mut w, mut f) = (Vec::new(), Vec::new());
+        for round in 0..opts.rounds {
+            // Each round measures both back to back, in alternating order, so drift and
+            // bursts of other work on the machine fall on both alike.
+            let run = |addr| load(addr, tls.client.clone(), c, duration, paths, body.clone());
+            if round % 2 == 0 {
+                w.push(run(webhook).await);
+                f.push(run(floor).await);
+            } else {
+                f.push(run(floor).await);
+                w.push(run(webhook).await);
+            }
+        }
+        let mut ratios: Vec<f64> = w.iter().zip(&f).map(|(w, f)| w.rps / f.rps).collect();
+        ratios.sort_by(f64::total_cmp);
+        let (w, f) = (median_round(&w), median_round(&f));
+        println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "webhook", ms(w.p50), ms(w.p99), w.rps);
+        println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "floor", ms(f.p50), ms(f.p99), f.rps);
+        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        println!("{c:>11} ratio = webhook/floor = {:.2} (median of rounds: {})", median(&ratios), each.join(" "));
+    }
+}
+
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
@@ -263,48 +297,28 @@ fn main() {
     runtime.block_on(async {
         let tls = tls();
         let shutdown = CancellationToken::new();
-        let body = review_body();
-
-        // The floor answers with what the webhook would answer, byte for byte.
         let webhook = start_webhook(tls.server.clone(), shutdown.clone()).await;
-        let sample = {
-            let state = AppState { policy: Policy::default(), metrics: Arc::new(Metrics::new()) };
-            let response = myownshell_webhook::server::answer(myownshell_webhook::admission::Webhook::Mutate, &body, &state, Instant::now());
-            response.into_body().collect().await.unwrap().to_bytes()
-        };
-        let floor = start_floor(tls.server.clone(), sample, shutdown.clone()).await;
-        let duration = Duration::from_secs(opts.seconds);
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        println!(
-            "webhook bench: {} byte AdmissionReview (CREATE, alternating mutate/validate), TLS keep-alive, {} paired rounds of {}s, {cores} cores, release={}",
-            body.len(),
-            opts.rounds,
-            opts.seconds,
-            !cfg!(debug_assertions)
-        );
-        println!("{:>11} {:>8} {:>11} {:>11} {:>11}", "concurrency", "server", "p50", "p99", "req/s");
-        let paths = [names::MUTATE_PATH, names::VALIDATE_PATH];
-        for &c in &opts.concurrency {
-            let (mut w, mut f) = (Vec::new(), Vec::new());
-            for round in 0..opts.rounds {
-                // Each round measures both back to back, in alternating order, so drift and
-                // bursts of other work on the machine fall on both alike.
-                let run = |addr| load(addr, tls.client.clone(), c, duration, paths, body.clone());
-                if round % 2 == 0 {
-                    w.push(run(webhook).await);
-                    f.push(run(floor).await);
-                } else {
-                    f.push(run(floor).await);
-                    w.push(run(webhook).await);
-                }
-            }
-            let mut ratios: Vec<f64> = w.iter().zip(&f).map(|(w, f)| w.rps / f.rps).collect();
-            ratios.sort_by(f64::total_cmp);
-            let (w, f) = (median_round(&w), median_round(&f));
-            println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "webhook", ms(w.p50), ms(w.p99), w.rps);
-            println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "floor", ms(f.p50), ms(f.p99), f.rps);
-            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-            println!("{c:>11} ratio = webhook/floor = {:.2} (median of rounds: {})", median(&ratios), each.join(" "));
+        let bodies = [
+            ("a minimal review", review_body()),
+            ("a kubectl-apply review as kube-apiserver 1.35 sends it", Bytes::from_static(KUBECTL_APPLY_REVIEW)),
+        ];
+        for (what, body) in bodies {
+            // The floor answers with what the webhook would answer, byte for byte.
+            let sample = {
+                let state = AppState { policy: Policy::default(), metrics: Arc::new(Metrics::new()) };
+                let response = myownshell_webhook::server::answer(Webhook::Mutate, &body, &state, Instant::now());
+                response.into_body().collect().await.unwrap().to_bytes()
+            };
+            let floor = start_floor(tls.server.clone(), sample, shutdown.clone()).await;
+            println!(
+                "webhook bench: {what} ({} bytes, CREATE, alternating mutate/validate), TLS keep-alive, {} paired rounds of {}s, {cores} cores, release={}",
+                body.len(),
+                opts.rounds,
+                opts.seconds,
+                !cfg!(debug_assertions)
+            );
+            measure(&opts, &tls, webhook, floor, &body).await;
         }
         shutdown.cancel();
     });

@@ -46,6 +46,12 @@ impl ImageRef<'_> {
     }
 }
 
+/// The first position of `byte` in `text`. Image references are short: a plain loop beats the
+/// general string searcher's setup.
+fn byte_position(text: &str, byte: u8) -> Option<usize> {
+    text.bytes().position(|b| b == byte)
+}
+
 fn is_alnum_lower(b: u8) -> bool {
     b.is_ascii_lowercase() || b.is_ascii_digit()
 }
@@ -85,8 +91,8 @@ fn valid_host(host: &str) -> bool {
         return v6.parse::<std::net::Ipv6Addr>().is_ok()
             && (tail.is_empty() || tail.strip_prefix(':').is_some_and(valid_port));
     }
-    let (name, port) = match host.split_once(':') {
-        Some((name, port)) => (name, Some(port)),
+    let (name, port) = match byte_position(host, b':') {
+        Some(i) => (&host[..i], Some(&host[i + 1..])),
         None => (host, None),
     };
     port.is_none_or(valid_port)
@@ -108,8 +114,9 @@ pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
     if reference.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
         return Err("contains whitespace".into());
     }
-    let (rest, digest) = match reference.split_once('@') {
-        Some((rest, digest)) => {
+    let (rest, digest) = match byte_position(reference, b'@') {
+        Some(i) => {
+            let (rest, digest) = (&reference[..i], &reference[i + 1..]);
             let hex = digest.strip_prefix("sha256:").ok_or("digest must start with sha256:")?;
             if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
                 return Err("sha256 digest must be 64 lowercase hex digits".into());
@@ -119,8 +126,8 @@ pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
         None => (reference, None),
     };
     // A ':' after the last '/' starts the tag (a ':' before it is the registry's port).
-    let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
-    let (name, tag) = match rest[last_slash..].find(':') {
+    let last_slash = rest.bytes().rposition(|b| b == b'/').map_or(0, |i| i + 1);
+    let (name, tag) = match byte_position(&rest[last_slash..], b':') {
         Some(i) => (&rest[..last_slash + i], Some(&rest[last_slash + i + 1..])),
         None => (rest, None),
     };
@@ -140,8 +147,11 @@ pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
     if name.len() > MAX_NAME_LEN {
         return Err(format!("repository name longer than {MAX_NAME_LEN} characters"));
     }
-    let (host, path) = match name.split_once('/') {
-        Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" || first.starts_with('[') => {
+    let first_slash = byte_position(name, b'/');
+    let (host, path) = match first_slash.map(|i| (&name[..i], &name[i + 1..])) {
+        Some((first, rest))
+            if first.bytes().any(|b| b == b'.' || b == b':') || first == "localhost" || first.starts_with('[') =>
+        {
             if !valid_host(first) {
                 return Err(format!("invalid registry host {first:?}"));
             }

@@ -23,19 +23,35 @@ fn pow10(exp: u32) -> Option<i128> {
 /// Parse `text` as the apiserver does (`<signed decimal><suffix>`, suffixes `n u m k M G T P E`,
 /// `Ki Mi Gi Ti Pi Ei`, or an exponent `e<int>`/`E<int>`). The error is a short reason.
 pub fn parse(text: &str) -> Result<Quantity, String> {
-    let s = text.trim();
-    if s.is_empty() || s != text {
+    let bytes = text.as_bytes();
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else { return Err("not a quantity".into()) };
+    if first.is_ascii_whitespace() || last.is_ascii_whitespace() {
         return Err("not a quantity".into());
     }
-    let (negative, body) = match s.as_bytes()[0] {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
+    let (negative, body) = match first {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
     };
-    let number_len = body.bytes().take_while(|b| b.is_ascii_digit() || *b == b'.').count();
+    // One pass over the number: digits with at most one '.' (byte positions, not string
+    // searches: this runs for every quantity of every admission request).
+    let mut number_len = 0;
+    let mut dot = None;
+    for (i, b) in body.bytes().enumerate() {
+        match b {
+            b'0'..=b'9' => {}
+            b'.' if dot.is_none() => dot = Some(i),
+            b'.' => return Err("not a number".into()),
+            _ => break,
+        }
+        number_len = i + 1;
+    }
     let (number, suffix) = body.split_at(number_len);
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    if int_part.is_empty() && frac_part.is_empty() || frac_part.contains('.') {
+    let (int_part, frac_part) = match dot {
+        Some(i) => (&number[..i], &number[i + 1..]),
+        None => (number, ""),
+    };
+    if int_part.is_empty() && frac_part.is_empty() {
         return Err("not a number".into());
     }
     let (exp10, exp2): (i32, u32) = match suffix {
