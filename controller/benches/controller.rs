@@ -35,7 +35,8 @@ use kube::{Client, Resource, ResourceExt};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
 use myownshell_controller::{deployment, status};
 use myownshell_tests::http::plain_get;
-use myownshell_tests::process::{ManagedProcess, ProcessSpec, free_port};
+use myownshell_tests::ports::free_port;
+use myownshell_tests::process::{ManagedProcess, ProcessSpec};
 use myownshell_tests::{ControlPlane, create_namespace, eventually};
 
 const DEADLINE: Duration = Duration::from_secs(600);

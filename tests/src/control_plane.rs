@@ -19,7 +19,8 @@ use secrecy::SecretString;
 
 use crate::assets::{self, Assets, ETCD_VERSION, KUBERNETES_VERSION};
 use crate::kubectl::Kubectl;
-use crate::process::{ManagedProcess, ProcessSpec, free_port, log_tail};
+use crate::ports::free_port;
+use crate::process::{ManagedProcess, ProcessSpec, log_tail};
 use crate::wait::eventually;
 
 const CERT_VALIDITY: Duration = Duration::from_secs(7 * 86_400);

@@ -3,7 +3,8 @@
 
 use crate::assets::workspace_binary;
 use crate::control_plane::ControlPlane;
-use crate::process::{ManagedProcess, ProcessSpec, free_port};
+use crate::ports::free_port;
+use crate::process::{ManagedProcess, ProcessSpec};
 
 /// A controller process with its probe and metrics ports; killed when dropped.
 pub struct ControllerProcess {

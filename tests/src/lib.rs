@@ -10,6 +10,7 @@ pub mod http;
 pub mod kubectl;
 pub mod kustomize;
 pub mod namespace;
+pub mod ports;
 pub mod process;
 pub mod rbac;
 pub mod readme;

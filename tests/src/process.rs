@@ -191,9 +191,3 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
-
-/// A free TCP port on 127.0.0.1 (bound and released; the OS does not hand it out again at once).
-pub fn free_port() -> io::Result<u16> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-    Ok(listener.local_addr()?.port())
-}

@@ -27,7 +27,8 @@ use tokio::net::TcpStream;
 
 use crate::assets::{workspace_binary, workspace_root};
 use crate::control_plane::{ControlPlane, HarnessError};
-use crate::process::{ManagedProcess, ProcessSpec, free_port};
+use crate::ports::free_port;
+use crate::process::{ManagedProcess, ProcessSpec};
 use crate::wait::eventually;
 
 /// The committed configurations, relative to the workspace root.

@@ -17,7 +17,7 @@ use myownshell_rbac_proxy::config::ProxyConfig;
 use myownshell_rbac_proxy::{
     AuthOptions, ReviewCounts, SecureServer, SecureServingOptions, ServeError, TlsFiles, serve_secure_metrics,
 };
-use myownshell_tests::process::free_port;
+use myownshell_tests::ports::free_port;
 use myownshell_tests::{create_namespace, eventually, service_account_token, service_account_user, shared};
 use rbac_proxy_support::*;
 use tokio_util::sync::CancellationToken;

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults, names};
-use myownshell_tests::process::free_port;
+use myownshell_tests::ports::free_port;
 use myownshell_tests::webhooks::{
     HttpsConnection, InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem, served_certificate,
 };

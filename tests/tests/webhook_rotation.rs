@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults};
-use myownshell_tests::process::free_port;
+use myownshell_tests::ports::free_port;
 use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem};
 use myownshell_tests::{create_namespace, eventually, shared};
 use tokio::sync::Mutex;

@@ -23,7 +23,8 @@ use kube::api::Api;
 use myownshell_api::names;
 use myownshell_tests::ControlPlane;
 use myownshell_tests::assets::{self, workspace_binary};
-use myownshell_tests::process::{ManagedProcess, ProcessSpec, free_port};
+use myownshell_tests::ports::free_port;
+use myownshell_tests::process::{ManagedProcess, ProcessSpec};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::progress::Step;
