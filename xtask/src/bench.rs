@@ -11,7 +11,7 @@ pub enum Target {
     /// rustls+hyper fixed-body server, at concurrency 1, 8 and 32 (`webhook/benches/webhook.rs`).
     Webhook {
         /// Seconds measured per server, round and concurrency.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 1)]
         seconds: u64,
         /// Concurrency levels, comma-separated.
         #[arg(long, default_value = "1,8,32")]
@@ -19,6 +19,9 @@ pub enum Target {
         /// Paired rounds per level; the ratio is the median of the rounds' ratios.
         #[arg(long, default_value_t = 5)]
         rounds: u32,
+        /// Fresh processes to repeat it all in; the summary is the median over them.
+        #[arg(long, default_value_t = 3)]
+        processes: u32,
     },
     /// N MyOwnShells through the real controller binary to Deployments and statuses, against
     /// creating the same N Deployments directly and against a plain client making the same
@@ -49,7 +52,7 @@ pub enum Target {
 
 pub fn run(target: Target) -> anyhow::Result<()> {
     match target {
-        Target::Webhook { seconds, concurrency, rounds } => {
+        Target::Webhook { seconds, concurrency, rounds, processes } => {
             let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
                 .args(["bench", "--package", "myownshell-webhook", "--bench", "webhook", "--"])
                 .args([
@@ -59,6 +62,8 @@ pub fn run(target: Target) -> anyhow::Result<()> {
                     &concurrency,
                     "--rounds",
                     &rounds.to_string(),
+                    "--processes",
+                    &processes.to_string(),
                 ])
                 .status()?;
             if !status.success() {
