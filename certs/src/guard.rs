@@ -165,8 +165,12 @@ impl<T> CountedIo<T> {
         Self { inner, activity }
     }
 
-    pub fn get_ref(&self) -> &T {
-        &self.inner
+    /// Count what a write reports written.
+    fn wrote(&self, polled: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = polled {
+            count(&self.activity.written, n);
+        }
+        polled
     }
 }
 
@@ -188,10 +192,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for CountedIo<T> {
 impl<T: AsyncWrite + Unpin> AsyncWrite for CountedIo<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = polled {
-            count(&self.activity.written, n);
-        }
-        polled
+        self.wrote(polled)
     }
 
     fn poll_write_vectored(
@@ -200,10 +201,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for CountedIo<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if let Poll::Ready(Ok(n)) = polled {
-            count(&self.activity.written, n);
-        }
-        polled
+        self.wrote(polled)
     }
 
     fn is_write_vectored(&self) -> bool {

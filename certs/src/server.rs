@@ -42,6 +42,32 @@ impl Default for ServeOptions {
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A hyper service that can serve one connection from a task of its own: what
+/// [`serve_tls_with`] asks of the services it is given. Implemented for every such service.
+pub trait ConnectionService:
+    Service<
+        http::Request<Incoming>,
+        Response = http::Response<Self::ResponseBody>,
+        Future: Send + 'static,
+        Error: Into<BoxError>,
+    > + Send
+    + 'static
+{
+    type ResponseBody: Body<Data: Send, Error: Into<BoxError>> + Send + 'static;
+}
+
+impl<S, B> ConnectionService for S
+where
+    S: Service<http::Request<Incoming>, Response = http::Response<B>> + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body<Data: Send, Error: Into<BoxError>> + Send + 'static,
+{
+    type ResponseBody = B;
+}
+
 /// Facts about the TLS connection a request came in on, put into the request's extensions.
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
@@ -71,7 +97,7 @@ pub async fn serve_tls(
 /// [`serve_tls`] for any hyper service: `make_service` builds the service of each connection
 /// from its [`ConnectionInfo`]. For a server that needs neither routing nor connection facts
 /// (the admission webhook), this skips both.
-pub async fn serve_tls_with<M, S, B>(
+pub async fn serve_tls_with<M, S>(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
     make_service: M,
@@ -80,12 +106,7 @@ pub async fn serve_tls_with<M, S, B>(
 ) -> std::io::Result<()>
 where
     M: Fn(ConnectionInfo) -> S + Send + Sync + 'static,
-    S: Service<http::Request<Incoming>, Response = http::Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: ConnectionService,
 {
     let acceptor = TlsAcceptor::from(tls);
     let make_service = Arc::new(make_service);
@@ -134,7 +155,7 @@ where
 
 /// One connection: TLS handshake, then HTTP/1.1 in a task of its own, watched by its guard,
 /// drained gracefully on `shutdown`. Dropping this future drops the connection.
-async fn connection<M, S, B>(
+async fn connection<M, S>(
     tcp: TcpStream,
     remote_addr: SocketAddr,
     acceptor: TlsAcceptor,
@@ -144,12 +165,7 @@ async fn connection<M, S, B>(
     shutdown: CancellationToken,
 ) where
     M: Fn(ConnectionInfo) -> S + Send + Sync + 'static,
-    S: Service<http::Request<Incoming>, Response = http::Response<B>> + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: ConnectionService,
 {
     let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => tls,

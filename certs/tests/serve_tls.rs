@@ -23,6 +23,7 @@ use myownshell_certs::tls::{LiveResolver, certs_from_pem, server_config};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_rustls::client::TlsStream;
 use tokio_util::sync::CancellationToken;
@@ -40,6 +41,17 @@ struct Server {
     client_tls: Arc<rustls::ClientConfig>,
     shutdown: CancellationToken,
     task: JoinHandle<std::io::Result<()>>,
+    /// How many requests have reached the handler.
+    arrived: watch::Receiver<usize>,
+}
+
+impl Server {
+    /// Wait until `n` requests have reached the handler (they are in flight from then on).
+    async fn until_arrived(&self, n: usize) {
+        let mut arrived = self.arrived.clone();
+        let reached = tokio::time::timeout(Duration::from_secs(5), arrived.wait_for(|count| *count >= n)).await;
+        assert!(reached.is_ok_and(|r| r.is_ok()), "{} of {n} requests arrived", *self.arrived.borrow());
+    }
 }
 
 /// A body that sends a chunk every `every`, `chunks` times.
@@ -75,29 +87,35 @@ async fn start(slow: Duration) -> Server {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
+    let (arrivals, arrived) = watch::channel(0usize);
+    let arrivals = Arc::new(arrivals);
     let make_service = move |_| {
-        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| async move {
-            let path = request.uri().path().to_owned();
-            // Read the whole body first, as a real handler does.
-            let _ = request.into_body().collect().await;
-            let body = match path.as_str() {
-                "/slow" => {
-                    tokio::time::sleep(slow).await;
-                    Full::new(Bytes::from_static(b"ok")).boxed()
-                }
-                "/silent" => {
-                    tokio::time::sleep(GUARD.idle * 3).await;
-                    Full::new(Bytes::from_static(b"late")).boxed()
-                }
-                "/stream" => trickling_body(GUARD.idle / 4, 8),
-                _ => Full::new(Bytes::from_static(b"ok")).boxed(),
-            };
-            Ok::<_, Infallible>(http::Response::new(body))
+        let arrivals = arrivals.clone();
+        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+            arrivals.send_modify(|count| *count += 1);
+            async move {
+                let path = request.uri().path().to_owned();
+                // Read the whole body first, as a real handler does.
+                let _ = request.into_body().collect().await;
+                let body = match path.as_str() {
+                    "/slow" => {
+                        tokio::time::sleep(slow).await;
+                        Full::new(Bytes::from_static(b"ok")).boxed()
+                    }
+                    "/silent" => {
+                        tokio::time::sleep(GUARD.idle * 3).await;
+                        Full::new(Bytes::from_static(b"late")).boxed()
+                    }
+                    "/stream" => trickling_body(GUARD.idle / 4, 8),
+                    _ => Full::new(Bytes::from_static(b"ok")).boxed(),
+                };
+                Ok::<_, Infallible>(http::Response::new(body))
+            }
         })
     };
     let options = ServeOptions { guard: GUARD, drain_timeout: DRAIN };
     let task = tokio::spawn(serve_tls_with(listener, tls, make_service, options, shutdown.clone()));
-    Server { addr, client_tls: Arc::new(client_tls), shutdown, task }
+    Server { addr, client_tls: Arc::new(client_tls), shutdown, task, arrived }
 }
 
 async fn tls_connect(server: &Server) -> TlsStream<TcpStream> {
@@ -221,7 +239,7 @@ async fn shutdown_finishes_the_request_in_flight_and_closes_idle_connections() {
     assert_eq!(get(&mut idle, "/").await.unwrap(), "ok");
     let (mut busy, _busy_conn) = http_client(&server).await;
     let in_flight = tokio::spawn(async move { get(&mut busy, "/slow").await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.until_arrived(2).await;
 
     let started = Instant::now();
     server.shutdown.cancel();
@@ -241,7 +259,7 @@ async fn shutdown_drops_what_is_still_open_after_the_drain_timeout() {
     let server = start(Duration::ZERO).await;
     let (mut sender, _conn) = http_client(&server).await;
     let silent = tokio::spawn(async move { get(&mut sender, "/silent").await });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.until_arrived(1).await;
     let started = Instant::now();
     server.shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(5), server.task)
