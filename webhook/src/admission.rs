@@ -62,15 +62,6 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Allowed => "allowed",
-            Outcome::Patched => "patched",
-            Outcome::Denied => "denied",
-            Outcome::Invalid => "invalid",
-        }
-    }
-
     fn of(response: &Response<'_>) -> Self {
         match (response.allowed, response.patch.is_some(), response.status.as_ref().map(|s| s.code)) {
             (true, true, _) => Outcome::Patched,

@@ -30,6 +30,22 @@ pub enum RequestResult {
     BadRequest = 4,
 }
 
+impl RequestResult {
+    /// How many there are (the discriminants run from 0).
+    const COUNT: usize = RequestResult::BadRequest as usize + 1;
+
+    /// The `result` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RequestResult::Allowed => "allowed",
+            RequestResult::Patched => "patched",
+            RequestResult::Denied => "denied",
+            RequestResult::Invalid => "invalid",
+            RequestResult::BadRequest => "bad_request",
+        }
+    }
+}
+
 impl From<Outcome> for RequestResult {
     fn from(outcome: Outcome) -> Self {
         match outcome {
@@ -57,11 +73,10 @@ pub struct WebhookLabel {
     pub webhook: &'static str,
 }
 
-/// The `operation` label values, in [`Metrics::observe`]'s index order.
-const OPERATIONS: [&str; 5] = ["", "CREATE", "UPDATE", "DELETE", "CONNECT"];
-/// The `result` label values.
-const RESULTS: [&str; 5] = ["allowed", "patched", "denied", "invalid", "bad_request"];
 const WEBHOOKS: [Webhook; 2] = [Webhook::Mutate, Webhook::Validate];
+/// `operation` label slots: none (a request that did not decode), then each [`Operation`].
+const OPERATION_SLOTS: usize = Operation::Connect as usize + 2;
+const REQUEST_SERIES: usize = WEBHOOKS.len() * OPERATION_SLOTS * RequestResult::COUNT;
 
 /// Every metric of the webhook.
 pub struct Metrics {
@@ -70,7 +85,7 @@ pub struct Metrics {
     pub latency: Family<WebhookLabel, Histogram>,
     /// Handles on `requests` by (webhook, operation, result) index, taken on first use: a
     /// request counts itself without hashing its labels. A series appears once it is non-zero.
-    request_counters: [OnceLock<Counter>; WEBHOOKS.len() * OPERATIONS.len() * RESULTS.len()],
+    request_counters: [OnceLock<Counter>; REQUEST_SERIES],
     /// Handles on `latency`, one per webhook.
     latencies: [Histogram; WEBHOOKS.len()],
     /// Seconds until the served certificate expires (negative once expired).
@@ -120,7 +135,7 @@ impl Metrics {
             registry,
             requests,
             latency,
-            request_counters: [const { OnceLock::new() }; WEBHOOKS.len() * OPERATIONS.len() * RESULTS.len()],
+            request_counters: [const { OnceLock::new() }; REQUEST_SERIES],
             latencies,
             cert_expiry,
             cert_trusted,
@@ -130,17 +145,14 @@ impl Metrics {
     /// Count one answered request and its latency.
     pub fn observe(&self, webhook: Webhook, operation: Option<Operation>, result: RequestResult, elapsed: Duration) {
         let w = webhook as usize;
-        let op = match operation {
-            None => 0,
-            Some(Operation::Create) => 1,
-            Some(Operation::Update) => 2,
-            Some(Operation::Delete) => 3,
-            Some(Operation::Connect) => 4,
-        };
-        let r = result as usize;
-        let index = (w * OPERATIONS.len() + op) * RESULTS.len() + r;
+        let op = operation.map_or(0, |o| o as usize + 1);
+        let index = (w * OPERATION_SLOTS + op) * RequestResult::COUNT + result as usize;
         if let Some(slot) = self.request_counters.get(index) {
-            let labels = || RequestLabels { webhook: webhook.as_str(), operation: OPERATIONS[op], result: RESULTS[r] };
+            let labels = || RequestLabels {
+                webhook: webhook.as_str(),
+                operation: operation.map_or("", Operation::as_str),
+                result: result.as_str(),
+            };
             slot.get_or_init(|| self.requests.get_or_create(&labels()).clone()).inc();
         }
         if let Some(histogram) = self.latencies.get(w) {

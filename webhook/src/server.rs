@@ -55,24 +55,27 @@ fn json(body: Vec<u8>) -> Response {
 
 /// Answer one review body; the pure part is [`admission::review`].
 pub fn answer(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
-    let (response, operation, result) = match admission::review(webhook, body, &state.policy) {
-        Answer::BadRequest(reason) => {
-            tracing::warn!(webhook = webhook.as_str(), %reason, "rejected a malformed admission request");
-            (plain(StatusCode::BAD_REQUEST, reason), None, RequestResult::BadRequest)
-        }
-        Answer::Review { response, operation, outcome } => {
-            if outcome == Outcome::Invalid {
-                tracing::warn!(
-                    webhook = webhook.as_str(),
-                    reason = response.message(),
-                    "denied an undecodable admission request"
-                );
-            }
-            (json(response.to_review_json()), operation, RequestResult::from(outcome))
-        }
+    let (response, operation, outcome) = match admission::review(webhook, body, &state.policy) {
+        Answer::BadRequest(reason) => return bad_request(webhook, reason, state, started),
+        Answer::Review { response, operation, outcome } => (response, operation, outcome),
     };
-    state.metrics.observe(webhook, operation, result, started.elapsed());
-    response
+    if outcome == Outcome::Invalid {
+        tracing::warn!(
+            webhook = webhook.as_str(),
+            reason = response.message(),
+            "denied an undecodable admission request"
+        );
+    }
+    let answered = json(response.to_review_json());
+    state.metrics.observe(webhook, operation, RequestResult::from(outcome), started.elapsed());
+    answered
+}
+
+/// HTTP 400: the body is not an AdmissionReview the apiserver sends. Logged and counted once.
+fn bad_request(webhook: Webhook, reason: String, state: &AppState, started: Instant) -> Response {
+    tracing::warn!(webhook = webhook.as_str(), %reason, "rejected a malformed admission request");
+    state.metrics.observe(webhook, None, RequestResult::BadRequest, started.elapsed());
+    plain(StatusCode::BAD_REQUEST, reason)
 }
 
 /// The body, at most [`MAX_BODY_BYTES`] of it.
@@ -134,11 +137,7 @@ where
         .and_then(|v| v.parse::<usize>().ok());
     match read_body(request.into_body(), content_length).await {
         Ok(bytes) => answer(webhook, &bytes, state, started),
-        Err(reason) => {
-            tracing::warn!(webhook = webhook.as_str(), %reason, "rejected a malformed admission request");
-            state.metrics.observe(webhook, None, RequestResult::BadRequest, started.elapsed());
-            plain(StatusCode::BAD_REQUEST, reason)
-        }
+        Err(reason) => bad_request(webhook, reason, state, started),
     }
 }
 

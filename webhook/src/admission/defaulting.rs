@@ -88,10 +88,8 @@ impl Needs {
 pub struct DefaultPatch {
     /// The RFC 6902 JSON Patch.
     pub json: Vec<u8>,
-    /// `json` in base64, as `AdmissionResponse.patch` carries it.
-    pub base64: String,
-    /// `base64` as a JSON string, written into answers as it is (base64 needs no escaping, so
-    /// the answer's encoder need not scan it byte by byte).
+    /// `json` in base64 as a JSON string, as `AdmissionResponse.patch` carries it; written into
+    /// answers as it is (base64 needs no escaping, so the answer's encoder need not scan it).
     pub base64_json: Box<RawValue>,
 }
 
@@ -141,7 +139,7 @@ fn encode(needs: &Needs) -> DefaultPatch {
     let base64 = base64::engine::general_purpose::STANDARD.encode(&json);
     // `"` + base64 + `"` is valid JSON; the fallback is never taken.
     let base64_json = RawValue::from_string(format!("\"{base64}\"")).unwrap_or_else(|_| RawValue::NULL.to_owned());
-    DefaultPatch { json, base64, base64_json }
+    DefaultPatch { json, base64_json }
 }
 
 /// The encoded patch for `needs`, built on first use; `None` when nothing is needed.

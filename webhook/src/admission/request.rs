@@ -101,12 +101,7 @@ impl<'a> Object<'a> {
     /// The `MyOwnShell` spec; a missing or null spec is `None`. The error is the reason the
     /// spec does not decode.
     pub fn spec(&self) -> Result<Option<Spec<'a>>, String> {
-        let Some(raw) = self.spec else { return Ok(None) };
-        // serde reads a struct from a JSON array too; a spec must be an object.
-        if !raw.get().starts_with('{') {
-            return Err(format!("spec does not decode: expected an object, got {}", json_type(raw.get())));
-        }
-        serde_json::from_str(raw.get()).map(Some).map_err(|e| format!("spec does not decode: {e}"))
+        self.read_spec()
     }
 
     /// Which spec fields are set, without reading their values (the mutating webhook fills
@@ -114,7 +109,13 @@ impl<'a> Object<'a> {
     /// apiserver checks right after mutation, and for the validating webhook). `None` when
     /// there is no spec.
     pub fn spec_fields(&self) -> Result<Option<SpecFields>, String> {
+        self.read_spec()
+    }
+
+    /// The spec object read as `T`; `None` when absent or null.
+    fn read_spec<T: Deserialize<'a>>(&self) -> Result<Option<T>, String> {
         let Some(raw) = self.spec else { return Ok(None) };
+        // serde reads a struct from a JSON array too; a spec must be an object.
         if !raw.get().starts_with('{') {
             return Err(format!("spec does not decode: expected an object, got {}", json_type(raw.get())));
         }
@@ -219,12 +220,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for ResourceList<'a> {
                 while let Some(entry) = map.next_entry::<Cow<'de, str>, QuantityText<'de>>()? {
                     entries.push(entry);
                 }
-                // Stable: of equal names the last stays last, and dedup keeps the first of a
-                // run, so reverse the run first.
+                // Reversed, then sorted stably: of equal names the last written comes first, and
+                // dedup keeps the first of a run.
+                entries.reverse();
                 entries.sort_by(|a, b| a.0.cmp(&b.0));
-                entries.reverse();
-                entries.dedup_by(|later, earlier| later.0 == earlier.0);
-                entries.reverse();
+                entries.dedup_by(|next, kept| next.0 == kept.0);
                 Ok(ResourceList(entries))
             }
         }

@@ -532,7 +532,8 @@ fn every_default_patch_is_built_once_and_applies() {
                 let ops: json_patch::Patch = serde_json::from_slice(&patch.json).unwrap();
                 assert_eq!(ops.0, operations(&needs), "{needs:?}");
                 use base64::Engine;
-                assert_eq!(base64::engine::general_purpose::STANDARD.decode(&patch.base64).unwrap(), patch.json);
+                let base64: String = serde_json::from_str(patch.base64_json.get()).unwrap();
+                assert_eq!(base64::engine::general_purpose::STANDARD.decode(base64).unwrap(), patch.json);
                 // It applies to an object lacking exactly that.
                 let mut object = json!({"metadata": {}});
                 if !spec_missing {
@@ -558,9 +559,7 @@ fn every_default_patch_is_built_once_and_applies() {
 fn what_an_object_needs() {
     use defaulting::{FinalizerChange, Needs};
     let needs = |object: Value| {
-        let b = Box::leak(body("CREATE", object, Value::Null, None).into_boxed_slice());
-        let req = decode(b).unwrap();
-        let object = req.object.unwrap();
+        let object = request("CREATE", object, Value::Null).object.unwrap();
         let spec = object.spec_fields().unwrap();
         Needs::of(&object, spec.as_ref())
     };
