@@ -28,22 +28,33 @@ fn review_with_spec(spec: &serde_json::Value, scale: bool) -> Vec<u8> {
     if scale {
         request["subResource"] = serde_json::json!("scale");
     }
-    serde_json::to_vec(&serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}))
-        .unwrap_or_default()
+    serde_json::to_vec(
+        &serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}),
+    )
+    .unwrap_or_default()
 }
 
 fuzz_target!(|data: &[u8]| {
     let policy = Policy { max_size: 50, allowed_registries: vec!["docker.io".into(), "ghcr.io/org".into()] };
-    let mut bodies = vec![data.to_vec()];
+    // Each body with the object it carries, when the fuzzer's bytes became a spec.
+    let mut bodies: Vec<(Vec<u8>, Option<serde_json::Value>)> = vec![(data.to_vec(), None)];
     if let Ok(spec) = serde_json::from_slice::<serde_json::Value>(data) {
-        bodies.push(review_with_spec(&spec, false));
-        bodies.push(review_with_spec(&spec, true));
+        let object = serde_json::json!({"apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": "x"}, "spec": spec});
+        bodies.push((review_with_spec(&spec, false), Some(object)));
+        bodies.push((review_with_spec(&spec, true), None));
     }
-    for body in &bodies {
+    for (body, object) in &bodies {
         for webhook in [Webhook::Mutate, Webhook::Validate] {
-            if let Answer::Review { review, .. } = review(webhook, body, &policy) {
-                // The answer always serializes.
-                assert!(serde_json::to_vec(&review).is_ok());
+            if let Answer::Review { response, .. } = review(webhook, body, &policy) {
+                // The answer is always JSON.
+                assert!(serde_json::from_slice::<serde_json::Value>(&response.to_review_json()).is_ok());
+                // A patch applies to the object it was made for.
+                if let (Some(object), Some(patch)) = (object, response.patch) {
+                    let ops: json_patch::Patch =
+                        serde_json::from_slice(&patch.json).expect("the patch is a JSON Patch");
+                    let mut patched = object.clone();
+                    json_patch::patch(&mut patched, &ops).expect("the patch applies to its object");
+                }
             }
         }
     }
