@@ -33,6 +33,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
+use myownshell_controller::events::{actions, reasons};
 use myownshell_controller::{deployment, status};
 use myownshell_tests::http::plain_get;
 use myownshell_tests::ports::free_port;
@@ -149,9 +150,9 @@ async fn write(kind: Write, client: &Client, recorder: &Recorder, shell: &MyOwnS
         Write::Event => {
             let event = Event {
                 type_: EventType::Normal,
-                reason: "Created".into(),
+                reason: reasons::CREATED.into(),
                 note: Some(format!("Created Deployment {name} with 1 shell pod(s)")),
-                action: "ApplyDeployment".into(),
+                action: actions::APPLY.into(),
                 secondary: None,
             };
             recorder.publish(&event, &shell.object_ref(&())).await
