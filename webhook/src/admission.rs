@@ -2,14 +2,17 @@
 //! clock, no state, so `dryRun` requests behave exactly like real ones and every rule is a table
 //! test. The HTTP layer ([`crate::server`]) only moves bytes.
 //!
-//! - [`request`]: what is read of a review, borrowed from the body;
+//! - [`request`]: what is read of a review, borrowed from the body ([`json_cursor`] and
+//!   `review_reader` read the apiserver's usual shape fast, serde everything else);
 //! - [`defaulting`]: the mutating webhook (defaults and the finalizer as a JSON Patch);
 //! - [`validation`]: the validating webhook (rules, ratcheting on update, warnings);
 //! - [`response`]: the answer and its JSON.
 
 pub mod defaulting;
+pub mod json_cursor;
 pub mod request;
 pub mod response;
+mod review_reader;
 pub mod validation;
 
 use std::borrow::Cow;

@@ -2,9 +2,13 @@
 //!
 //! A review carries much more than admission needs (userInfo, options, request kinds,
 //! labels, annotations, managedFields, status). Decoding all of it into owned values, as
-//! kube's generic `AdmissionRequest` does, costs more than the rules themselves; here serde
-//! skips what is not named below, strings borrow from the body, and `spec` stays raw JSON until
-//! the webhook that needs it reads it as a [`Spec`] or a [`ScaleSpec`].
+//! kube's generic `AdmissionRequest` does, costs more than the rules themselves; here only what
+//! is named below is read, strings borrow from the body, and `spec` stays raw JSON until the
+//! webhook that needs it reads it as a [`Spec`] or a [`ScaleSpec`].
+//!
+//! Two readers produce the same [`Request`]: [`super::review_reader`] for the shape the
+//! apiserver sends (fast, partial), and the serde derives below for everything else; serde's
+//! answer, error message included, is the reference.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -51,7 +55,7 @@ pub struct Kind<'a> {
 }
 
 /// The part of `request` admission reads.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Request<'a> {
     #[serde(borrow)]
@@ -68,25 +72,35 @@ pub struct Request<'a> {
 }
 
 /// An object in a request: a `MyOwnShell`, or a `Scale` for the scale subresource.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 pub struct Object<'a> {
     /// `None` when absent or null.
     #[serde(default, borrow)]
     pub metadata: Option<Metadata<'a>>,
     /// `None` when absent or null; read with [`Object::spec`] or [`Object::scale_spec`].
     #[serde(default, borrow)]
-    pub spec: Option<&'a RawValue>,
+    pub spec: Option<RawJson<'a>>,
+}
+
+/// The JSON text of a value, borrowed from the body (already checked to be JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawJson<'a>(pub &'a str);
+
+impl<'de: 'a, 'a> Deserialize<'de> for RawJson<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'de RawValue>::deserialize(d).map(|raw| RawJson(raw.get()))
+    }
 }
 
 /// The metadata admission reads.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata<'a> {
     #[serde(default, borrow)]
     pub finalizers: Option<Vec<Cow<'a, str>>>,
-    /// Only whether it is set matters.
-    #[serde(default)]
-    pub deletion_timestamp: Option<IgnoredAny>,
+    /// Only whether it is set (present and not null) matters.
+    #[serde(default, deserialize_with = "is_set")]
+    pub deletion_timestamp: bool,
 }
 
 impl<'a> Object<'a> {
@@ -95,7 +109,7 @@ impl<'a> Object<'a> {
     }
 
     pub fn is_being_deleted(&self) -> bool {
-        self.metadata.as_ref().is_some_and(|m| m.deletion_timestamp.is_some())
+        self.metadata.as_ref().is_some_and(|m| m.deletion_timestamp)
     }
 
     /// The `MyOwnShell` spec; a missing or null spec is `None`. The error is the reason the
@@ -114,25 +128,25 @@ impl<'a> Object<'a> {
 
     /// The spec object read as `T`; `None` when absent or null.
     fn read_spec<T: Deserialize<'a>>(&self) -> Result<Option<T>, String> {
-        let Some(raw) = self.spec else { return Ok(None) };
+        let Some(RawJson(raw)) = self.spec else { return Ok(None) };
         // serde reads a struct from a JSON array too; a spec must be an object.
-        if !raw.get().starts_with('{') {
-            return Err(format!("spec does not decode: expected an object, got {}", json_type(raw.get())));
+        if !raw.starts_with('{') {
+            return Err(format!("spec does not decode: expected an object, got {}", json_type(raw)));
         }
-        serde_json::from_str(raw.get()).map(Some).map_err(|e| format!("spec does not decode: {e}"))
+        serde_json::from_str(raw).map(Some).map_err(|e| format!("spec does not decode: {e}"))
     }
 
     /// The `Scale` spec of the scale subresource.
     pub fn scale_spec(&self) -> Result<ScaleSpec, String> {
         match self.spec {
             None => Ok(ScaleSpec::default()),
-            Some(raw) => serde_json::from_str(raw.get()).map_err(|e| format!("spec does not decode: {e}")),
+            Some(RawJson(raw)) => serde_json::from_str(raw).map_err(|e| format!("spec does not decode: {e}")),
         }
     }
 
     /// The spec exactly as sent (both objects of an UPDATE come from the same encoder).
     pub fn raw_spec(&self) -> Option<&'a str> {
-        self.spec.map(RawValue::get)
+        self.spec.map(|RawJson(raw)| raw)
     }
 }
 
@@ -274,15 +288,15 @@ pub struct ScaleSpec {
 }
 
 /// The review as sent.
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct IncomingReview<'a> {
+pub(super) struct IncomingReview<'a> {
     #[serde(default, borrow)]
-    api_version: Cow<'a, str>,
+    pub api_version: Cow<'a, str>,
     #[serde(default, borrow)]
-    kind: Cow<'a, str>,
+    pub kind: Cow<'a, str>,
     #[serde(default, borrow)]
-    request: Option<Request<'a>>,
+    pub request: Option<Request<'a>>,
 }
 
 /// A body that is not a usable AdmissionReview.
@@ -313,13 +327,19 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, DecodeError> {
             Ok(_) => DecodeError::BadRequest("the body is not UTF-8".into()),
         });
     };
-    match serde_json::from_str::<IncomingReview>(text) {
-        Ok(review) => {
-            check_type(&review.api_version, &review.kind)?;
-            review.request.ok_or_else(|| DecodeError::BadRequest("the AdmissionReview has no request".into()))
-        }
-        Err(typed) => Err(explain(body, &typed)),
-    }
+    let review = match super::review_reader::read(text) {
+        Ok(review) => review,
+        // Not the apiserver's usual shape: serde decides, and says why when it fails.
+        Err(_) => serde_json::from_str::<IncomingReview>(text).map_err(|typed| explain(body, &typed))?,
+    };
+    check_type(&review.api_version, &review.kind)?;
+    review.request.ok_or_else(|| DecodeError::BadRequest("the AdmissionReview has no request".into()))
+}
+
+/// The review as serde reads it: the reference the fast reader is tested against.
+#[cfg(test)]
+pub(super) fn decode_with_serde(text: &str) -> Option<IncomingReview<'_>> {
+    serde_json::from_str(text).ok()
 }
 
 /// Why a body that failed to decode did: not JSON, the wrong type, no request, or a request

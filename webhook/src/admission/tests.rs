@@ -361,7 +361,7 @@ mod no_panics {
 
     use super::*;
 
-    fn arb_json() -> impl Strategy<Value = Value> {
+    pub(super) fn arb_json() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::from),
@@ -669,4 +669,228 @@ fn resource_lists_are_sorted_and_a_repeated_name_keeps_its_last_value() {
         serde_json::from_str(r#"{"ephemeral-storage": "5", "cpu": "3", "memory": "1Mi"}"#).unwrap();
     assert_eq!(list, other);
     assert!(serde_json::from_str::<request::ResourceList<'_>>(r#"["cpu"]"#).is_err());
+}
+
+mod fast_reader {
+    use proptest::prelude::*;
+    use proptest::strategy::ValueTree;
+
+    use super::no_panics::arb_json;
+    use super::*;
+    use crate::admission::request::decode_with_serde;
+    use crate::admission::review_reader;
+
+    /// Whenever the fast reader answers, serde reads the same review from the same text.
+    fn agrees(text: &str) -> Result<(), TestCaseError> {
+        if let Ok(fast) = review_reader::read(text) {
+            prop_assert_eq!(Some(fast), decode_with_serde(text), "{}", text);
+        }
+        Ok(())
+    }
+
+    /// A field that is mostly present, mostly with the first of `values` (so that most reviews
+    /// are ones the fast reader answers for, and the comparison is not vacuous).
+    fn field(values: Vec<BoxedStrategy<Value>>) -> impl Strategy<Value = Option<Value>> {
+        let weighted = values.into_iter().enumerate().map(|(i, v)| (if i == 0 { 12 } else { 1 }, v)).collect();
+        prop::option::weighted(0.95, prop::strategy::Union::new_weighted(weighted))
+    }
+
+    fn any_value() -> BoxedStrategy<Value> {
+        arb_json().boxed()
+    }
+
+    fn text(choices: &[&'static str]) -> BoxedStrategy<Value> {
+        prop::sample::select(choices.to_vec()).prop_map(Value::from).boxed()
+    }
+
+    fn arb_metadata() -> impl Strategy<Value = Value> {
+        (
+            field(vec![
+                prop::collection::vec(
+                    prop_oneof![4 => Just(json!(names::FINALIZER)), 4 => Just(json!("other/f")), 1 => arb_json()],
+                    0..3,
+                )
+                .prop_map(Value::from)
+                .boxed(),
+                Just(Value::Null).boxed(),
+                any_value(),
+            ]),
+            field(vec![Just(json!("2026-11-23T05:07:31Z")).boxed(), Just(Value::Null).boxed(), any_value()]),
+            field(vec![any_value()]),
+        )
+            .prop_map(|(finalizers, deletion, extra)| {
+                let mut m = serde_json::Map::new();
+                m.extend(finalizers.map(|v| ("finalizers".to_owned(), v)));
+                m.extend(deletion.map(|v| ("deletionTimestamp".to_owned(), v)));
+                m.extend(extra.map(|v| ("managedFields".to_owned(), v)));
+                Value::Object(m)
+            })
+    }
+
+    fn arb_object() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            2 => Just(Value::Null),
+            1 => any_value(),
+            12 => (
+                field(vec![arb_metadata().boxed(), Just(Value::Null).boxed(), any_value()]),
+                field(vec![any_value(), Just(Value::Null).boxed()]),
+                field(vec![any_value()]),
+            )
+                .prop_map(|(metadata, spec, status)| {
+                    let mut m = serde_json::Map::new();
+                    m.insert("apiVersion".into(), json!("myownshell.io/v1alpha1"));
+                    m.extend(metadata.map(|v| ("metadata".to_owned(), v)));
+                    m.extend(spec.map(|v| ("spec".to_owned(), v)));
+                    m.extend(status.map(|v| ("status".to_owned(), v)));
+                    Value::Object(m)
+                }),
+        ]
+    }
+
+    fn arb_review() -> impl Strategy<Value = Value> {
+        let kind = field(vec![
+            Just(json!({"group": "myownshell.io", "version": "v1alpha1", "kind": "MyOwnShell"})).boxed(),
+            Just(json!({"kind": "Scale"})).boxed(),
+            Just(json!({"group": null, "kind": "Scale"})).boxed(),
+            Just(json!({"group": "g"})).boxed(),
+            any_value(),
+        ]);
+        let operation =
+            field(vec![text(&["CREATE", "UPDATE", "DELETE", "CONNECT"]), text(&["create", "PATCH"]), any_value()]);
+        let request = (
+            field(vec![text(&["705ab4f5-6393-11e8-b7cc-42010a800002", ""]), any_value()]),
+            kind,
+            field(vec![text(&["scale", "status"]), Just(Value::Null).boxed(), any_value()]),
+            operation,
+            field(vec![arb_object().boxed()]),
+            field(vec![arb_object().boxed()]),
+            field(vec![any_value()]),
+        )
+            .prop_map(|(uid, kind, sub, operation, object, old, extra)| {
+                let mut m = serde_json::Map::new();
+                for (k, v) in [
+                    ("uid", uid),
+                    ("kind", kind),
+                    ("subResource", sub),
+                    ("operation", operation),
+                    ("object", object),
+                    ("oldObject", old),
+                    ("userInfo", extra),
+                ] {
+                    m.extend(v.map(|v| (k.to_owned(), v)));
+                }
+                Value::Object(m)
+            });
+        (
+            field(vec![text(&["admission.k8s.io/v1", "admission.k8s.io/v1beta1"]), any_value()]),
+            field(vec![text(&["AdmissionReview"]), any_value()]),
+            field(vec![request.boxed(), Just(Value::Null).boxed(), any_value()]),
+        )
+            .prop_map(|(api_version, kind, request)| {
+                let mut m = serde_json::Map::new();
+                m.extend(api_version.map(|v| ("apiVersion".to_owned(), v)));
+                m.extend(kind.map(|v| ("kind".to_owned(), v)));
+                m.extend(request.map(|v| ("request".to_owned(), v)));
+                Value::Object(m)
+            })
+    }
+
+    /// Changes to the text serde_json wrote: whitespace, escapes, a repeated field, a byte
+    /// replaced or cut off.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        Whitespace(usize),
+        EscapeLetter(char),
+        RepeatField(&'static str),
+        Replace(usize, char),
+        Truncate(usize),
+    }
+
+    fn arb_edit() -> impl Strategy<Value = Edit> {
+        prop_oneof![
+            any::<usize>().prop_map(Edit::Whitespace),
+            prop::char::range('a', 'z').prop_map(Edit::EscapeLetter),
+            prop::sample::select(vec!["uid", "kind", "operation", "object", "finalizers", "spec", "request"])
+                .prop_map(Edit::RepeatField),
+            (
+                any::<usize>(),
+                prop::sample::select(vec!['{', '}', '[', ']', ',', ':', '"', '\\', ' ', '1', 'n', '\u{1}'])
+            )
+                .prop_map(|(at, c)| Edit::Replace(at, c)),
+            any::<usize>().prop_map(Edit::Truncate),
+        ]
+    }
+
+    fn apply(text: &str, edit: &Edit) -> String {
+        let at = |i: usize| {
+            let mut i = i % (text.len() + 1);
+            while !text.is_char_boundary(i) {
+                i -= 1;
+            }
+            i
+        };
+        match *edit {
+            Edit::Whitespace(i) => {
+                // Between tokens only: after a structural character.
+                let i = at(i);
+                match text[..i].rfind([',', ':', '{', '[']) {
+                    Some(j) => format!("{} \n\t{}", &text[..=j], &text[j + 1..]),
+                    None => format!(" {text} "),
+                }
+            }
+            Edit::EscapeLetter(c) => text.replace(c, &format!("\\u{:04x}", c as u32)),
+            Edit::RepeatField(name) => {
+                let key = format!("\"{name}\":");
+                text.replacen(&key, &format!("{key}null,{key}"), 1)
+            }
+            Edit::Replace(i, c) => {
+                let i = at(i);
+                let mut out = text[..i].to_owned();
+                out.push(c);
+                out.push_str(text[i..].get(1..).unwrap_or_default());
+                out
+            }
+            Edit::Truncate(i) => text[..at(i)].to_owned(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+        #[test]
+        fn reads_what_serde_reads(review in arb_review(), edits in prop::collection::vec(arb_edit(), 0..3)) {
+            let mut text = serde_json::to_string(&review).unwrap();
+            agrees(&text)?;
+            for edit in &edits {
+                text = apply(&text, edit);
+                agrees(&text)?;
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_reader_answers_for_most_generated_reviews() {
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = arb_review();
+        let answered = (0..1000)
+            .filter(|_| {
+                let text = serde_json::to_string(&strategy.new_tree(&mut runner).unwrap().current()).unwrap();
+                review_reader::read(&text).is_ok_and(|r| r.request.is_some())
+            })
+            .count();
+        assert!(answered > 200, "the fast reader answered for only {answered} of 1000 reviews");
+    }
+
+    #[test]
+    fn answers_for_what_the_apiserver_sends() {
+        let captured = include_str!("../../benches/fixtures/review-kubectl-apply.json");
+        let shaped = String::from_utf8(body("UPDATE", shell(full_spec()), shell(json!({})), None)).unwrap();
+        let scale =
+            String::from_utf8(body("UPDATE", json!({"spec": {"replicas": 3}}), Value::Null, Some("scale"))).unwrap();
+        for text in [captured, &shaped, &scale] {
+            let fast = review_reader::read(text);
+            assert!(fast.is_ok(), "the fast reader refused {text}");
+            assert_eq!(fast.ok(), decode_with_serde(text));
+        }
+    }
 }
