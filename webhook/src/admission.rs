@@ -13,6 +13,7 @@ pub mod json_cursor;
 pub mod request;
 pub mod response;
 mod review_reader;
+mod spec_reader;
 pub mod validation;
 
 use std::borrow::Cow;

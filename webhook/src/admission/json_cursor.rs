@@ -146,6 +146,11 @@ impl<'a> Cursor<'a> {
     /// A string value (after whitespace), borrowed from the text. An escaped string is
     /// refused: decoding escapes (surrogate pairs and all) is left to serde_json.
     pub fn string(&mut self) -> Result<Cow<'a, str>> {
+        self.plain_string().map(Cow::Borrowed)
+    }
+
+    /// A string value without escapes (after whitespace), borrowed from the text.
+    pub fn plain_string(&mut self) -> Result<&'a str> {
         if self.peek_token() != Some(b'"') {
             return Err(Refused);
         }
@@ -155,7 +160,7 @@ impl<'a> Cursor<'a> {
             return Err(Refused);
         }
         // `start` and `end` sit next to ASCII quotes, so they are char boundaries.
-        self.text.get(start..end).map(Cow::Borrowed).ok_or(Refused)
+        self.text.get(start..end).ok_or(Refused)
     }
 
     /// Skip one value (after whitespace), checking its grammar; returns its text.
@@ -272,18 +277,41 @@ impl<'a> Cursor<'a> {
         if self.pos == start { Err(Refused) } else { Ok(()) }
     }
 
+    /// A JSON integer (after whitespace) that fits an `i32`. Fractions, exponents, `-0` and
+    /// larger integers are refused (serde says what is wrong with them).
+    pub fn int32(&mut self) -> Result<i32> {
+        self.skip_whitespace();
+        let start = self.pos;
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.pos += 1;
+        }
+        let digits_start = self.pos;
+        match self.peek() {
+            // serde_json reads `-0` as the float -0.0.
+            Some(b'0') if !negative => self.pos += 1,
+            Some(b'1'..=b'9') => self.digits(),
+            _ => return Err(Refused),
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) || self.pos - digits_start > 10 {
+            return Err(Refused);
+        }
+        let text = self.text.get(start..self.pos).ok_or(Refused)?;
+        text.parse::<i32>().map_err(|_| Refused)
+    }
+
     /// Read an object (after whitespace) member by member: `member` gets each key and reads
     /// (or skips) its value.
-    pub fn object(&mut self, mut member: impl FnMut(&mut Self, &str) -> Result<()>) -> Result<()> {
+    pub fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Result<()>) -> Result<()> {
         self.expect(b'{')?;
         if self.peek_token() == Some(b'}') {
             self.pos += 1;
             return Ok(());
         }
         loop {
-            let key = self.string()?;
+            let key = self.plain_string()?;
             self.expect(b':')?;
-            member(self, &key)?;
+            member(self, key)?;
             match self.peek_token() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
@@ -391,6 +419,36 @@ mod tests {
         assert_eq!(skips(&deep), Err(Refused));
         let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert!(skips(&ok).is_ok());
+    }
+
+    #[test]
+    fn int32_reads_what_serde_reads_as_i32() {
+        for text in [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "2147483647",
+            "-2147483648",
+            "2147483648",
+            "-2147483649",
+            "12345678901",
+            "1.0",
+            "1e2",
+            "01",
+            "-",
+            "",
+            "x",
+            "99999999999999999999",
+        ] {
+            let mut c = Cursor::new(text);
+            let fast = c.int32().ok().filter(|_| c.at_end());
+            let serde = serde_json::from_str::<i32>(text).ok();
+            if fast.is_some() {
+                assert_eq!(fast, serde, "{text:?}");
+            }
+            assert_eq!(fast.is_some(), serde.is_some(), "{text:?}");
+        }
     }
 
     #[test]

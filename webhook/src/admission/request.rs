@@ -115,7 +115,11 @@ impl<'a> Object<'a> {
     /// The `MyOwnShell` spec; a missing or null spec is `None`. The error is the reason the
     /// spec does not decode.
     pub fn spec(&self) -> Result<Option<Spec<'a>>, String> {
-        self.read_spec()
+        match self.spec.map(|RawJson(raw)| super::spec_reader::spec(raw)) {
+            None => Ok(None),
+            Some(Ok(spec)) => Ok(Some(spec)),
+            Some(Err(_)) => self.read_spec(),
+        }
     }
 
     /// Which spec fields are set, without reading their values (the mutating webhook fills
@@ -123,10 +127,15 @@ impl<'a> Object<'a> {
     /// apiserver checks right after mutation, and for the validating webhook). `None` when
     /// there is no spec.
     pub fn spec_fields(&self) -> Result<Option<SpecFields>, String> {
-        self.read_spec()
+        match self.spec.map(|RawJson(raw)| super::spec_reader::spec_fields(raw)) {
+            None => Ok(None),
+            Some(Ok(fields)) => Ok(Some(fields)),
+            Some(Err(_)) => self.read_spec(),
+        }
     }
 
-    /// The spec object read as `T`; `None` when absent or null.
+    /// The spec object read by serde as `T` (the reference reading, and the one that explains
+    /// errors); `None` when absent or null.
     fn read_spec<T: Deserialize<'a>>(&self) -> Result<Option<T>, String> {
         let Some(RawJson(raw)) = self.spec else { return Ok(None) };
         // serde reads a struct from a JSON array too; a spec must be an object.
@@ -212,6 +221,16 @@ pub struct Resources<'a> {
 pub struct ResourceList<'a>(Vec<(Cow<'a, str>, QuantityText<'a>)>);
 
 impl<'a> ResourceList<'a> {
+    /// The list of `entries` in the order written.
+    pub fn from_entries(mut entries: Vec<(Cow<'a, str>, QuantityText<'a>)>) -> Self {
+        // Reversed, then sorted stably: of equal names the last written comes first, and dedup
+        // keeps the first of a run.
+        entries.reverse();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|next, kept| next.0 == kept.0);
+        ResourceList(entries)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&str, &QuantityText<'a>)> {
         self.0.iter().map(|(name, q)| (name.as_ref(), q))
     }
@@ -234,12 +253,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for ResourceList<'a> {
                 while let Some(entry) = map.next_entry::<Cow<'de, str>, QuantityText<'de>>()? {
                     entries.push(entry);
                 }
-                // Reversed, then sorted stably: of equal names the last written comes first, and
-                // dedup keeps the first of a run.
-                entries.reverse();
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                entries.dedup_by(|next, kept| next.0 == kept.0);
-                Ok(ResourceList(entries))
+                Ok(ResourceList::from_entries(entries))
             }
         }
         d.deserialize_map(Entries)

@@ -677,8 +677,8 @@ mod fast_reader {
 
     use super::no_panics::arb_json;
     use super::*;
-    use crate::admission::request::decode_with_serde;
-    use crate::admission::review_reader;
+    use crate::admission::request::{SpecFields, decode_with_serde};
+    use crate::admission::{review_reader, spec_reader};
 
     /// Whenever the fast reader answers, serde reads the same review from the same text.
     fn agrees(text: &str) -> Result<(), TestCaseError> {
@@ -801,17 +801,17 @@ mod fast_reader {
     enum Edit {
         Whitespace(usize),
         EscapeLetter(char),
-        RepeatField(&'static str),
+        /// The field written once more before its first occurrence, as `null` or `"2"`.
+        RepeatField(&'static str, bool),
         Replace(usize, char),
         Truncate(usize),
     }
 
-    fn arb_edit() -> impl Strategy<Value = Edit> {
+    fn arb_edit(fields: &[&'static str]) -> impl Strategy<Value = Edit> {
         prop_oneof![
             any::<usize>().prop_map(Edit::Whitespace),
             prop::char::range('a', 'z').prop_map(Edit::EscapeLetter),
-            prop::sample::select(vec!["uid", "kind", "operation", "object", "finalizers", "spec", "request"])
-                .prop_map(Edit::RepeatField),
+            (prop::sample::select(fields.to_vec()), any::<bool>()).prop_map(|(f, null)| Edit::RepeatField(f, null)),
             (
                 any::<usize>(),
                 prop::sample::select(vec!['{', '}', '[', ']', ',', ':', '"', '\\', ' ', '1', 'n', '\u{1}'])
@@ -839,9 +839,10 @@ mod fast_reader {
                 }
             }
             Edit::EscapeLetter(c) => text.replace(c, &format!("\\u{:04x}", c as u32)),
-            Edit::RepeatField(name) => {
+            Edit::RepeatField(name, null) => {
                 let key = format!("\"{name}\":");
-                text.replacen(&key, &format!("{key}null,{key}"), 1)
+                let value = if null { "null" } else { "\"2\"" };
+                text.replacen(&key, &format!("{key}{value},{key}"), 1)
             }
             Edit::Replace(i, c) => {
                 let i = at(i);
@@ -854,11 +855,104 @@ mod fast_reader {
         }
     }
 
+    const REVIEW_FIELDS: &[&str] = &["uid", "kind", "operation", "object", "finalizers", "spec", "request"];
+    const SPEC_FIELDS: &[&str] = &["size", "image", "command", "resources", "requests", "limits", "cpu"];
+
+    /// Whenever the fast spec readers answer, serde reads the same from the same text.
+    fn spec_agrees(text: &str) -> Result<(), TestCaseError> {
+        if let Ok(fast) = spec_reader::spec(text) {
+            prop_assert_eq!(Some(fast), serde_json::from_str::<Spec>(text).ok(), "{}", text);
+        }
+        if let Ok(fast) = spec_reader::spec_fields(text) {
+            prop_assert_eq!(Some(fast), serde_json::from_str::<SpecFields>(text).ok(), "{}", text);
+        }
+        Ok(())
+    }
+
+    fn arb_list() -> BoxedStrategy<Value> {
+        prop::collection::vec(
+            (
+                prop::sample::select(vec!["cpu", "memory", "ephemeral-storage", "x.io/gpu"]),
+                prop_oneof![
+                    6 => prop::sample::select(vec!["1", "250m", "64Mi", "1.5Gi", "-1", "bad"]).prop_map(Value::from),
+                    1 => any::<i32>().prop_map(Value::from),
+                    1 => arb_json(),
+                ],
+            ),
+            0..4,
+        )
+        // A repeated name comes from the RepeatField edit (a JSON map cannot hold one).
+        .prop_map(|entries| Value::Object(entries.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()))
+        .boxed()
+    }
+
+    fn arb_spec() -> impl Strategy<Value = Value> {
+        (
+            field(vec![
+                prop_oneof![-2..60i64, any::<i64>()].prop_map(Value::from).boxed(),
+                Just(Value::Null).boxed(),
+                Just(json!(3.0)).boxed(),
+                any_value(),
+            ]),
+            field(vec![
+                text(&["busybox:1.37.0", "ghcr.io/org/shell:latest", "Bad Image"]),
+                Just(Value::Null).boxed(),
+                any_value(),
+            ]),
+            field(vec![
+                prop::collection::vec(prop::sample::select(vec!["sh", "", "-c", "sleep 1"]), 0..3)
+                    .prop_map(|v| json!(v))
+                    .boxed(),
+                Just(Value::Null).boxed(),
+                any_value(),
+            ]),
+            field(vec![
+                (
+                    field(vec![arb_list(), Just(Value::Null).boxed()]),
+                    field(vec![arb_list(), Just(Value::Null).boxed()]),
+                )
+                    .prop_map(|(requests, limits)| {
+                        let mut m = serde_json::Map::new();
+                        m.extend(requests.map(|v| ("requests".to_owned(), v)));
+                        m.extend(limits.map(|v| ("limits".to_owned(), v)));
+                        Value::Object(m)
+                    })
+                    .boxed(),
+                Just(Value::Null).boxed(),
+                any_value(),
+            ]),
+            field(vec![any_value()]),
+        )
+            .prop_map(|(size, image, command, resources, extra)| {
+                let mut m = serde_json::Map::new();
+                for (k, v) in [
+                    ("size", size),
+                    ("image", image),
+                    ("command", command),
+                    ("resources", resources),
+                    ("replicas", extra),
+                ] {
+                    m.extend(v.map(|v| (k.to_owned(), v)));
+                }
+                Value::Object(m)
+            })
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
 
         #[test]
-        fn reads_what_serde_reads(review in arb_review(), edits in prop::collection::vec(arb_edit(), 0..3)) {
+        fn reads_specs_as_serde_does(spec in arb_spec(), edits in prop::collection::vec(arb_edit(SPEC_FIELDS), 0..3)) {
+            let mut text = serde_json::to_string(&spec).unwrap();
+            spec_agrees(&text)?;
+            for edit in &edits {
+                text = apply(&text, edit);
+                spec_agrees(&text)?;
+            }
+        }
+
+        #[test]
+        fn reads_what_serde_reads(review in arb_review(), edits in prop::collection::vec(arb_edit(REVIEW_FIELDS), 0..3)) {
             let mut text = serde_json::to_string(&review).unwrap();
             agrees(&text)?;
             for edit in &edits {
@@ -882,6 +976,19 @@ mod fast_reader {
     }
 
     #[test]
+    fn the_fast_spec_reader_answers_for_most_generated_specs() {
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = arb_spec();
+        let answered = (0..1000)
+            .filter(|_| {
+                spec_reader::spec(&serde_json::to_string(&strategy.new_tree(&mut runner).unwrap().current()).unwrap())
+                    .is_ok()
+            })
+            .count();
+        assert!(answered > 200, "the fast spec reader answered for only {answered} of 1000 specs");
+    }
+
+    #[test]
     fn answers_for_what_the_apiserver_sends() {
         let captured = include_str!("../../benches/fixtures/review-kubectl-apply.json");
         let shaped = String::from_utf8(body("UPDATE", shell(full_spec()), shell(json!({})), None)).unwrap();
@@ -891,6 +998,10 @@ mod fast_reader {
             let fast = review_reader::read(text);
             assert!(fast.is_ok(), "the fast reader refused {text}");
             assert_eq!(fast.ok(), decode_with_serde(text));
+        }
+        for spec in [serde_json::to_string(&full_spec()).unwrap(), "{}".to_owned()] {
+            assert_eq!(spec_reader::spec(&spec).ok(), serde_json::from_str(&spec).ok(), "{spec}");
+            assert!(spec_reader::spec_fields(&spec).is_ok(), "{spec}");
         }
     }
 }
