@@ -2,8 +2,9 @@
 //! clock, no state, so `dryRun` requests behave exactly like real ones and every rule is a table
 //! test. The HTTP layer ([`crate::server`]) only moves bytes.
 //!
-//! - [`request`]: what is read of a review, borrowed from the body ([`json_cursor`] and
-//!   `review_reader` read the apiserver's usual shape fast, serde everything else);
+//! - [`request`]: what is read of a review, borrowed from the body. `review_reader` and
+//!   `spec_reader` read the apiserver's usual shape in one pass with [`json_cursor`]; serde
+//!   reads everything else and stays the reference (differential tests hold them together);
 //! - [`defaulting`]: the mutating webhook (defaults and the finalizer as a JSON Patch);
 //! - [`validation`]: the validating webhook (rules, ratcheting on update, warnings);
 //! - [`response`]: the answer and its JSON.

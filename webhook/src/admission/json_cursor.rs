@@ -23,6 +23,24 @@ pub type Result<T> = std::result::Result<T, Refused>;
 /// Containers nested deeper than this inside a skipped value are left to serde_json.
 pub const MAX_DEPTH: usize = 256;
 
+/// Store a field's value, refusing a second one (serde rejects a repeated field).
+pub fn once<T>(slot: &mut Option<T>, value: T) -> Result<()> {
+    match slot {
+        Some(_) => Err(Refused),
+        None => {
+            *slot = Some(value);
+            Ok(())
+        }
+    }
+}
+
+/// A whole text that is one value `read` reads (whitespace around it aside).
+pub fn whole<'a, T>(text: &'a str, read: impl FnOnce(&mut Cursor<'a>) -> Result<T>) -> Result<T> {
+    let mut c = Cursor::new(text);
+    let value = read(&mut c)?;
+    if c.at_end() { Ok(value) } else { Err(Refused) }
+}
+
 /// A position in a JSON text that is valid UTF-8 (it comes from a `&str`).
 pub struct Cursor<'a> {
     bytes: &'a [u8],
@@ -89,6 +107,30 @@ impl<'a> Cursor<'a> {
         }
         self.literal(b"null")?;
         Ok(true)
+    }
+
+    /// `null` as `None`, or the value `read` reads.
+    pub fn nullable<T>(&mut self, read: impl FnOnce(&mut Self) -> Result<T>) -> Result<Option<T>> {
+        if self.null()? { Ok(None) } else { read(self).map(Some) }
+    }
+
+    /// Whether the next value is set (not `null`); the value is skipped.
+    pub fn is_set(&mut self) -> Result<bool> {
+        if self.null()? {
+            return Ok(false);
+        }
+        self.skip_value()?;
+        Ok(true)
+    }
+
+    /// An array of strings.
+    pub fn strings(&mut self) -> Result<Vec<Cow<'a, str>>> {
+        let mut strings = Vec::new();
+        self.array(|c| {
+            strings.push(c.string()?);
+            Ok(())
+        })?;
+        Ok(strings)
     }
 
     fn literal(&mut self, word: &[u8]) -> Result<()> {

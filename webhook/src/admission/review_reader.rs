@@ -6,40 +6,20 @@
 //! and `decode` falls back to the serde derives, whose reading is the reference: a test checks
 //! that whenever this reader answers, serde answers the same.
 
-use std::borrow::Cow;
-
-use super::json_cursor::{Cursor, Refused, Result};
+use super::json_cursor::{Cursor, Refused, Result, once, whole};
 use super::request::{IncomingReview, Kind, Metadata, Object, Operation, RawJson, Request};
-
-/// Store a field's value, refusing a second one (serde rejects a repeated field).
-fn once<T>(slot: &mut Option<T>, value: T) -> Result<()> {
-    match slot {
-        Some(_) => Err(Refused),
-        None => {
-            *slot = Some(value);
-            Ok(())
-        }
-    }
-}
-
-/// `null` as `None`, or the value `read` reads.
-fn nullable<'a, T>(c: &mut Cursor<'a>, read: impl FnOnce(&mut Cursor<'a>) -> Result<T>) -> Result<Option<T>> {
-    if c.null()? { Ok(None) } else { read(c).map(Some) }
-}
 
 /// Read a whole body.
 pub fn read(text: &str) -> Result<IncomingReview<'_>> {
-    let mut c = Cursor::new(text);
     let (mut api_version, mut kind, mut request) = (None, None, None);
-    c.object(|c, key| match key {
-        "apiVersion" => once(&mut api_version, c.string()?),
-        "kind" => once(&mut kind, c.string()?),
-        "request" => once(&mut request, nullable(c, read_request)?),
-        _ => c.skip_value().map(drop),
+    whole(text, |c| {
+        c.object(|c, key| match key {
+            "apiVersion" => once(&mut api_version, c.string()?),
+            "kind" => once(&mut kind, c.string()?),
+            "request" => once(&mut request, c.nullable(read_request)?),
+            _ => c.skip_value().map(drop),
+        })
     })?;
-    if !c.at_end() {
-        return Err(Refused);
-    }
     Ok(IncomingReview {
         api_version: api_version.unwrap_or_default(),
         kind: kind.unwrap_or_default(),
@@ -53,10 +33,10 @@ fn read_request<'a>(c: &mut Cursor<'a>) -> Result<Request<'a>> {
     c.object(|c, key| match key {
         "uid" => once(&mut uid, c.string()?),
         "kind" => once(&mut kind, read_kind(c)?),
-        "subResource" => once(&mut sub_resource, nullable(c, Cursor::string)?),
+        "subResource" => once(&mut sub_resource, c.nullable(Cursor::string)?),
         "operation" => once(&mut operation, read_operation(c)?),
-        "object" => once(&mut object, nullable(c, read_object)?),
-        "oldObject" => once(&mut old_object, nullable(c, read_object)?),
+        "object" => once(&mut object, c.nullable(read_object)?),
+        "oldObject" => once(&mut old_object, c.nullable(read_object)?),
         _ => c.skip_value().map(drop),
     })?;
     Ok(Request {
@@ -93,8 +73,8 @@ fn read_operation(c: &mut Cursor<'_>) -> Result<Operation> {
 fn read_object<'a>(c: &mut Cursor<'a>) -> Result<Object<'a>> {
     let (mut metadata, mut spec) = (None, None);
     c.object(|c, key| match key {
-        "metadata" => once(&mut metadata, nullable(c, read_metadata)?),
-        "spec" => once(&mut spec, nullable(c, |c| c.skip_value().map(RawJson))?),
+        "metadata" => once(&mut metadata, c.nullable(read_metadata)?),
+        "spec" => once(&mut spec, c.nullable(|c| c.skip_value().map(RawJson))?),
         _ => c.skip_value().map(drop),
     })?;
     Ok(Object { metadata: metadata.flatten(), spec: spec.flatten() })
@@ -103,25 +83,10 @@ fn read_object<'a>(c: &mut Cursor<'a>) -> Result<Object<'a>> {
 fn read_metadata<'a>(c: &mut Cursor<'a>) -> Result<Metadata<'a>> {
     let (mut finalizers, mut deletion_timestamp) = (None, None);
     c.object(|c, key| match key {
-        "finalizers" => once(&mut finalizers, nullable(c, read_strings)?),
-        "deletionTimestamp" => {
-            // Only whether it is set matters; serde skips it just the same.
-            let set = !c.null()?;
-            if set {
-                c.skip_value()?;
-            }
-            once(&mut deletion_timestamp, set)
-        }
+        "finalizers" => once(&mut finalizers, c.nullable(Cursor::strings)?),
+        // Only whether it is set matters; serde skips it just the same.
+        "deletionTimestamp" => once(&mut deletion_timestamp, c.is_set()?),
         _ => c.skip_value().map(drop),
     })?;
     Ok(Metadata { finalizers: finalizers.flatten(), deletion_timestamp: deletion_timestamp.unwrap_or(false) })
-}
-
-fn read_strings<'a>(c: &mut Cursor<'a>) -> Result<Vec<Cow<'a, str>>> {
-    let mut strings = Vec::new();
-    c.array(|c| {
-        strings.push(c.string()?);
-        Ok(())
-    })?;
-    Ok(strings)
 }

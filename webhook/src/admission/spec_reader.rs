@@ -8,40 +8,18 @@
 
 use std::borrow::Cow;
 
-use super::json_cursor::{Cursor, Refused, Result};
+use super::json_cursor::{Cursor, Result, once, whole};
 use super::request::{QuantityText, ResourceList, Resources, Spec, SpecFields};
-
-fn once<T>(slot: &mut Option<T>, value: T) -> Result<()> {
-    match slot {
-        Some(_) => Err(Refused),
-        None => {
-            *slot = Some(value);
-            Ok(())
-        }
-    }
-}
-
-/// `null` as `None`, or the value `read` reads.
-fn nullable<'a, T>(c: &mut Cursor<'a>, read: impl FnOnce(&mut Cursor<'a>) -> Result<T>) -> Result<Option<T>> {
-    if c.null()? { Ok(None) } else { read(c).map(Some) }
-}
-
-/// A whole text that is one value `read` reads.
-fn whole<'a, T>(text: &'a str, read: impl FnOnce(&mut Cursor<'a>) -> Result<T>) -> Result<T> {
-    let mut c = Cursor::new(text);
-    let value = read(&mut c)?;
-    if c.at_end() { Ok(value) } else { Err(Refused) }
-}
 
 /// The spec in `text` (a JSON object).
 pub fn spec(text: &str) -> Result<Spec<'_>> {
     whole(text, |c| {
         let (mut size, mut image, mut command, mut resources) = (None, None, None, None);
         c.object(|c, key| match key {
-            "size" => once(&mut size, nullable(c, Cursor::int32)?),
-            "image" => once(&mut image, nullable(c, Cursor::string)?),
-            "command" => once(&mut command, nullable(c, strings)?),
-            "resources" => once(&mut resources, nullable(c, read_resources)?),
+            "size" => once(&mut size, c.nullable(Cursor::int32)?),
+            "image" => once(&mut image, c.nullable(Cursor::string)?),
+            "command" => once(&mut command, c.nullable(Cursor::strings)?),
+            "resources" => once(&mut resources, c.nullable(read_resources)?),
             _ => c.skip_value().map(drop),
         })?;
         Ok(Spec {
@@ -65,31 +43,18 @@ pub fn spec_fields(text: &str) -> Result<SpecFields> {
                 "resources" => &mut resources,
                 _ => return c.skip_value().map(drop),
             };
-            let set = !c.null()?;
-            if set {
-                c.skip_value()?;
-            }
-            once(slot, set)
+            once(slot, c.is_set()?)
         })?;
         let set = |field: Option<bool>| field.unwrap_or(false);
         Ok(SpecFields { size: set(size), image: set(image), command: set(command), resources: set(resources) })
     })
 }
 
-fn strings<'a>(c: &mut Cursor<'a>) -> Result<Vec<Cow<'a, str>>> {
-    let mut strings = Vec::new();
-    c.array(|c| {
-        strings.push(c.string()?);
-        Ok(())
-    })?;
-    Ok(strings)
-}
-
 fn read_resources<'a>(c: &mut Cursor<'a>) -> Result<Resources<'a>> {
     let (mut requests, mut limits) = (None, None);
     c.object(|c, key| match key {
-        "requests" => once(&mut requests, nullable(c, read_list)?),
-        "limits" => once(&mut limits, nullable(c, read_list)?),
+        "requests" => once(&mut requests, c.nullable(read_list)?),
+        "limits" => once(&mut limits, c.nullable(read_list)?),
         _ => c.skip_value().map(drop),
     })?;
     Ok(Resources { requests: requests.flatten(), limits: limits.flatten() })
