@@ -345,38 +345,30 @@ impl<'a> Cursor<'a> {
     /// Read an object (after whitespace) member by member: `member` gets each key and reads
     /// (or skips) its value.
     pub fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Result<()>) -> Result<()> {
-        self.expect(b'{')?;
-        if self.peek_token() == Some(b'}') {
-            self.pos += 1;
-            return Ok(());
-        }
-        loop {
-            let key = self.plain_string()?;
-            self.expect(b':')?;
-            member(self, key)?;
-            match self.peek_token() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                _ => return Err(Refused),
-            }
-        }
+        self.delimited(b'{', b'}', |c| {
+            let key = c.plain_string()?;
+            c.expect(b':')?;
+            member(c, key)
+        })
     }
 
     /// Read an array (after whitespace) element by element.
-    pub fn array(&mut self, mut element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
-        self.expect(b'[')?;
-        if self.peek_token() == Some(b']') {
+    pub fn array(&mut self, element: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+        self.delimited(b'[', b']', element)
+    }
+
+    /// `open`, then items separated by commas, then `close`.
+    fn delimited(&mut self, open: u8, close: u8, mut item: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
+        self.expect(open)?;
+        if self.peek_token() == Some(close) {
             self.pos += 1;
             return Ok(());
         }
         loop {
-            element(self)?;
+            item(self)?;
             match self.peek_token() {
                 Some(b',') => self.pos += 1,
-                Some(b']') => {
+                Some(b) if b == close => {
                     self.pos += 1;
                     return Ok(());
                 }
