@@ -3,7 +3,10 @@
 //! On shutdown the listener stops accepting, in-flight requests finish, and idle keep-alive
 //! connections are closed, so a client such as kube-apiserver moves to another replica instead
 //! of reusing a connection to a process that is going away. Connections that idle too long, or
-//! trickle a request head, are closed by their [`crate::guard`].
+//! trickle a request head, are closed by their [`crate::guard`]. At most
+//! [`ServeOptions::max_connections`] are open at once; beyond that the listener stops accepting
+//! (new connections wait in the kernel's backlog) until one closes, so memory stays bounded
+//! whatever the clients do.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,7 +20,7 @@ use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
 use rustls_pki_types::CertificateDer;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::{AbortOnDropHandle, TaskTracker};
@@ -27,6 +30,10 @@ use crate::guard::{self, Activity, CountedIo, CountedService, GuardConfig};
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default of [`ServeOptions::max_connections`]: far above what kube-apiserver or a Prometheus
+/// opens, low enough that connections each holding a request body cannot exhaust memory.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
 /// How connections are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServeOptions {
@@ -34,11 +41,17 @@ pub struct ServeOptions {
     pub guard: GuardConfig,
     /// How long open connections get to finish after shutdown starts; then they are dropped.
     pub drain_timeout: Duration,
+    /// Connections open at once (TLS handshakes included); more wait until one closes.
+    pub max_connections: usize,
 }
 
 impl Default for ServeOptions {
     fn default() -> Self {
-        Self { guard: GuardConfig::default(), drain_timeout: Duration::from_secs(10) }
+        Self {
+            guard: GuardConfig::default(),
+            drain_timeout: Duration::from_secs(10),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
     }
 }
 
@@ -113,7 +126,32 @@ where
     let connections = TaskTracker::new();
     // Cancelled when draining takes too long: every connection still open is dropped.
     let give_up = CancellationToken::new();
+    let slots = Arc::new(Semaphore::new(options.max_connections));
+    let mut was_full = false;
     loop {
+        // A free slot first, then a connection: when all are taken, nothing is accepted.
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => {
+                was_full = false;
+                slot
+            }
+            Err(_) => {
+                if !was_full {
+                    tracing::warn!(
+                        max_connections = options.max_connections,
+                        "every connection slot is taken; new connections wait until one closes"
+                    );
+                    was_full = true;
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    slot = slots.clone().acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break, // never closed
+                    },
+                }
+            }
+        };
         let (tcp, remote_addr) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -137,6 +175,7 @@ where
         );
         let give_up = give_up.clone();
         connections.spawn(async move {
+            let _slot = slot;
             tokio::select! {
                 () = give_up.cancelled() => {}
                 () = serve => {}

@@ -1,7 +1,7 @@
 //! The TLS server over real sockets and real TLS: connections that do nothing useful are closed
 //! by their guard (idle, a request head trickled in, a request that moves nothing), busy ones
-//! are not, and shutdown drains (the request in flight finishes, idle keep-alive connections
-//! close, the server returns).
+//! are not, shutdown drains (the request in flight finishes, idle keep-alive connections
+//! close, the server returns), and connections beyond the limit wait for a free slot.
 
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -69,6 +69,10 @@ fn trickling_body(every: Duration, chunks: usize) -> BoxBody<Bytes, Infallible> 
 /// A server whose handler answers `GET /slow` after `slow`, `GET /silent` after three idle
 /// timeouts, streams `GET /stream` for two idle timeouts, and answers anything else at once.
 async fn start(slow: Duration) -> Server {
+    start_with(slow, ServeOptions { guard: GUARD, drain_timeout: DRAIN, ..ServeOptions::default() }).await
+}
+
+async fn start_with(slow: Duration, options: ServeOptions) -> Server {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let ca = CertificateAuthority::generate("guard-test-ca", Duration::from_secs(3600)).unwrap();
     let leaf = ca
@@ -113,17 +117,17 @@ async fn start(slow: Duration) -> Server {
             }
         })
     };
-    let options = ServeOptions { guard: GUARD, drain_timeout: DRAIN };
     let task = tokio::spawn(serve_tls_with(listener, tls, make_service, options, shutdown.clone()));
     Server { addr, client_tls: Arc::new(client_tls), shutdown, task, arrived }
 }
 
 async fn tls_connect(server: &Server) -> TlsStream<TcpStream> {
-    let tcp = TcpStream::connect(server.addr).await.unwrap();
-    tokio_rustls::TlsConnector::from(server.client_tls.clone())
-        .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
-        .await
-        .unwrap()
+    tls_connect_to(server.addr, server.client_tls.clone()).await
+}
+
+async fn tls_connect_to(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    tokio_rustls::TlsConnector::from(tls).connect(ServerName::try_from("127.0.0.1").unwrap(), tcp).await.unwrap()
 }
 
 /// Read until the server closes the connection; how long that took from `since`. Fails after
@@ -271,4 +275,27 @@ async fn shutdown_drops_what_is_still_open_after_the_drain_timeout() {
     assert!(took >= DRAIN && took < DRAIN * 2, "returned after {took:?}");
     let answer = tokio::time::timeout(Duration::from_secs(2), silent).await.expect("the connection is still open");
     assert!(answer.unwrap().is_err(), "the dropped request got an answer");
+}
+
+#[tokio::test]
+async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+    // Idle connections are not closed during the test: only the limit decides.
+    let guard = GuardConfig { idle: Duration::from_secs(60), ..GUARD };
+    let server = start_with(Duration::ZERO, ServeOptions { guard, drain_timeout: DRAIN, max_connections: 2 }).await;
+    let (mut first, first_conn) = http_client(&server).await;
+    let (mut second, _second_conn) = http_client(&server).await;
+    assert_eq!(get(&mut first, "/").await.unwrap(), "ok");
+    assert_eq!(get(&mut second, "/").await.unwrap(), "ok");
+    // A third connection gets through TCP (the kernel's backlog) but no TLS answer while both
+    // slots are taken.
+    let mut third = tokio::spawn(tls_connect_to(server.addr, server.client_tls.clone()));
+    let early = tokio::time::timeout(Duration::from_millis(500), &mut third).await;
+    assert!(early.is_err(), "a third connection was served while two of two slots were taken");
+    // Once one closes, the waiting one is served.
+    drop(first);
+    first_conn.await.unwrap();
+    let stream = tokio::time::timeout(Duration::from_secs(5), third).await;
+    assert!(stream.is_ok_and(|s| s.is_ok()), "the waiting connection was not served after a slot freed");
+    assert_eq!(get(&mut second, "/").await.unwrap(), "ok");
+    server.shutdown.cancel();
 }
