@@ -3,14 +3,14 @@
 //! test. The HTTP layer ([`crate::server`]) only moves bytes.
 //!
 //! - [`request`]: what is read of a review, borrowed from the body. `review_reader` and
-//!   `spec_reader` read the apiserver's usual shape in one pass with [`json_cursor`]; serde
+//!   `spec_reader` read the apiserver's usual shape in one pass with `json_cursor`; serde
 //!   reads everything else and stays the reference (differential tests hold them together);
 //! - [`defaulting`]: the mutating webhook (defaults and the finalizer as a JSON Patch);
 //! - [`validation`]: the validating webhook (rules, ratcheting on update, warnings);
 //! - [`response`]: the answer and its JSON.
 
 pub mod defaulting;
-pub mod json_cursor;
+mod json_cursor;
 pub mod request;
 pub mod response;
 mod review_reader;

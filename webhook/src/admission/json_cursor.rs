@@ -43,7 +43,6 @@ pub fn whole<'a, T>(text: &'a str, read: impl FnOnce(&mut Cursor<'a>) -> Result<
 
 /// A position in a JSON text that is valid UTF-8 (it comes from a `&str`).
 pub struct Cursor<'a> {
-    bytes: &'a [u8],
     text: &'a str,
     pos: usize,
 }
@@ -65,11 +64,15 @@ fn string_stop_mask(chunk: u64) -> u64 {
 
 impl<'a> Cursor<'a> {
     pub fn new(text: &'a str) -> Self {
-        Self { bytes: text.as_bytes(), text, pos: 0 }
+        Self { text, pos: 0 }
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
     }
 
     fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
+        self.bytes().get(self.pos).copied()
     }
 
     pub fn skip_whitespace(&mut self) {
@@ -97,7 +100,7 @@ impl<'a> Cursor<'a> {
     /// Whether only whitespace is left.
     pub fn at_end(&mut self) -> bool {
         self.skip_whitespace();
-        self.pos == self.bytes.len()
+        self.pos == self.bytes().len()
     }
 
     /// Consume `null` if it comes next.
@@ -135,7 +138,7 @@ impl<'a> Cursor<'a> {
 
     fn literal(&mut self, word: &[u8]) -> Result<()> {
         let end = self.pos + word.len();
-        if self.bytes.get(self.pos..end) == Some(word) {
+        if self.bytes().get(self.pos..end) == Some(word) {
             self.pos = end;
             Ok(())
         } else {
@@ -150,7 +153,7 @@ impl<'a> Cursor<'a> {
         let mut escaped = false;
         loop {
             // Eight bytes at a time while they are plain.
-            while let Some(chunk) = self.bytes.get(self.pos..self.pos + 8) {
+            while let Some(chunk) = self.bytes().get(self.pos..self.pos + 8) {
                 let word = u64::from_le_bytes(chunk.try_into().map_err(|_| Refused)?);
                 let stops = string_stop_mask(word);
                 if stops != 0 {
@@ -170,7 +173,7 @@ impl<'a> Cursor<'a> {
                     match self.peek() {
                         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => self.pos += 1,
                         Some(b'u') => {
-                            let hex = self.bytes.get(self.pos + 1..self.pos + 5).ok_or(Refused)?;
+                            let hex = self.bytes().get(self.pos + 1..self.pos + 5).ok_or(Refused)?;
                             if !hex.iter().all(u8::is_ascii_hexdigit) {
                                 return Err(Refused);
                             }

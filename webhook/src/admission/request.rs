@@ -33,6 +33,13 @@ pub enum Operation {
 }
 
 impl Operation {
+    const ALL: [Operation; 4] = [Operation::Create, Operation::Update, Operation::Delete, Operation::Connect];
+
+    /// The operation named `name` as the apiserver writes it (`CREATE`, …).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Operation::Create => "CREATE",
@@ -115,11 +122,7 @@ impl<'a> Object<'a> {
     /// The `MyOwnShell` spec; a missing or null spec is `None`. The error is the reason the
     /// spec does not decode.
     pub fn spec(&self) -> Result<Option<Spec<'a>>, String> {
-        match self.spec.map(|RawJson(raw)| super::spec_reader::spec(raw)) {
-            None => Ok(None),
-            Some(Ok(spec)) => Ok(Some(spec)),
-            Some(Err(_)) => self.read_spec(),
-        }
+        self.read_spec(super::spec_reader::spec)
     }
 
     /// Which spec fields are set, without reading their values (the mutating webhook fills
@@ -127,17 +130,19 @@ impl<'a> Object<'a> {
     /// apiserver checks right after mutation, and for the validating webhook). `None` when
     /// there is no spec.
     pub fn spec_fields(&self) -> Result<Option<SpecFields>, String> {
-        match self.spec.map(|RawJson(raw)| super::spec_reader::spec_fields(raw)) {
-            None => Ok(None),
-            Some(Ok(fields)) => Ok(Some(fields)),
-            Some(Err(_)) => self.read_spec(),
-        }
+        self.read_spec(super::spec_reader::spec_fields)
     }
 
-    /// The spec object read by serde as `T` (the reference reading, and the one that explains
-    /// errors); `None` when absent or null.
-    fn read_spec<T: Deserialize<'a>>(&self) -> Result<Option<T>, String> {
+    /// The spec object as `T`, by the `fast` reader when it answers, else by serde (the
+    /// reference reading, and the one that explains errors); `None` when absent or null.
+    fn read_spec<T: Deserialize<'a>>(
+        &self,
+        fast: fn(&'a str) -> super::json_cursor::Result<T>,
+    ) -> Result<Option<T>, String> {
         let Some(RawJson(raw)) = self.spec else { return Ok(None) };
+        if let Ok(read) = fast(raw) {
+            return Ok(Some(read));
+        }
         // serde reads a struct from a JSON array too; a spec must be an object.
         if !raw.starts_with('{') {
             return Err(format!("spec does not decode: expected an object, got {}", json_type(raw)));

@@ -34,7 +34,7 @@ fn read_request<'a>(c: &mut Cursor<'a>) -> Result<Request<'a>> {
         "uid" => once(&mut uid, c.string()?),
         "kind" => once(&mut kind, read_kind(c)?),
         "subResource" => once(&mut sub_resource, c.nullable(Cursor::string)?),
-        "operation" => once(&mut operation, read_operation(c)?),
+        "operation" => once(&mut operation, Operation::from_name(&c.string()?).ok_or(Refused)?),
         "object" => once(&mut object, c.nullable(read_object)?),
         "oldObject" => once(&mut old_object, c.nullable(read_object)?),
         _ => c.skip_value().map(drop),
@@ -58,16 +58,6 @@ fn read_kind<'a>(c: &mut Cursor<'a>) -> Result<Kind<'a>> {
         _ => c.skip_value().map(drop),
     })?;
     Ok(Kind { group: group.unwrap_or_default(), version: version.unwrap_or_default(), kind: kind.ok_or(Refused)? })
-}
-
-fn read_operation(c: &mut Cursor<'_>) -> Result<Operation> {
-    match c.string()?.as_ref() {
-        "CREATE" => Ok(Operation::Create),
-        "UPDATE" => Ok(Operation::Update),
-        "DELETE" => Ok(Operation::Delete),
-        "CONNECT" => Ok(Operation::Connect),
-        _ => Err(Refused),
-    }
 }
 
 fn read_object<'a>(c: &mut Cursor<'a>) -> Result<Object<'a>> {
