@@ -248,8 +248,7 @@ where
 }
 
 /// One request counted in flight; counted out when dropped.
-#[derive(Debug)]
-pub struct Answering(Arc<Activity>);
+struct Answering(Arc<Activity>);
 
 impl Drop for Answering {
     fn drop(&mut self) {

@@ -24,7 +24,7 @@ use tokio::sync::{Semaphore, oneshot};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::{AbortOnDropHandle, TaskTracker};
-use tower::ServiceExt;
+use tower::{BoxError, ServiceExt};
 
 use crate::guard::{self, Activity, CountedIo, CountedService, GuardConfig};
 
@@ -32,7 +32,7 @@ use crate::guard::{self, Activity, CountedIo, CountedService, GuardConfig};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default of [`ServeOptions::max_connections`]: far above what kube-apiserver or a Prometheus
 /// opens, low enough that connections each holding a request body cannot exhaust memory.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 /// How connections are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,10 @@ pub struct ServeOptions {
     pub guard: GuardConfig,
     /// How long open connections get to finish after shutdown starts; then they are dropped.
     pub drain_timeout: Duration,
-    /// Connections open at once (TLS handshakes included); more wait until one closes.
+    /// Connections open at once (TLS handshakes included; at least 1); more wait until one
+    /// closes. Clients that connect and then do nothing hold their slots until the handshake
+    /// timeout or the guard's idle timeout closes them, so the limit bounds memory, not who
+    /// gets served.
     pub max_connections: usize,
 }
 
@@ -54,8 +57,6 @@ impl Default for ServeOptions {
         }
     }
 }
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A hyper service that can serve one connection from a task of its own: what
 /// [`serve_tls_with`] asks of the services it is given. Implemented for every such service.
@@ -126,42 +127,31 @@ where
     let connections = TaskTracker::new();
     // Cancelled when draining takes too long: every connection still open is dropped.
     let give_up = CancellationToken::new();
-    let slots = Arc::new(Semaphore::new(options.max_connections));
-    let mut was_full = false;
+    let slots = Arc::new(Semaphore::new(options.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
+    let mut full = false;
     loop {
-        // A free slot first, then a connection: when all are taken, nothing is accepted.
-        let slot = match slots.clone().try_acquire_owned() {
-            Ok(slot) => {
-                was_full = false;
-                slot
-            }
-            Err(_) => {
-                if !was_full {
-                    tracing::warn!(
-                        max_connections = options.max_connections,
-                        "every connection slot is taken; new connections wait until one closes"
-                    );
-                    was_full = true;
-                }
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    slot = slots.clone().acquire_owned() => match slot {
-                        Ok(slot) => slot,
-                        Err(_) => break, // never closed
-                    },
-                }
-            }
-        };
-        let (tcp, remote_addr) = tokio::select! {
+        // A free slot first, then a connection: while every slot is taken nothing is accepted.
+        let now_full = slots.available_permits() == 0;
+        if now_full && !full {
+            tracing::warn!(
+                max_connections = options.max_connections,
+                "every connection slot is taken; new connections wait until one closes"
+            );
+        }
+        full = now_full;
+        let next = async { (slots.clone().acquire_owned().await, listener.accept().await) };
+        let (slot, accepted) = tokio::select! {
             _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(conn) => conn,
-                Err(e) => {
-                    // Out of file descriptors and the like: log and keep serving.
-                    tracing::warn!(error = %e, "accept failed");
-                    continue;
-                }
-            },
+            next = next => next,
+        };
+        let Ok(slot) = slot else { break }; // the semaphore is never closed
+        let (tcp, remote_addr) = match accepted {
+            Ok(conn) => conn,
+            Err(e) => {
+                // Out of file descriptors and the like: log and keep serving.
+                tracing::warn!(error = %e, "accept failed");
+                continue;
+            }
         };
         let _ = tcp.set_nodelay(true);
         let serve = connection(
@@ -243,19 +233,16 @@ async fn connection<M, S>(
             tracing::debug!(%remote_addr, error = %e, "connection ended with an error");
         }
     }));
-    tokio::select! {
-        verdict = guard::watch(activity.clone(), guard, &mut served) => {
-            log_verdict(remote_addr, verdict);
-            return;
+    // One guard watches the connection until it ends, through the drain as before it.
+    let mut watching = std::pin::pin!(guard::watch(activity, guard, &mut served));
+    let verdict = tokio::select! {
+        verdict = watching.as_mut() => verdict,
+        () = shutdown.cancelled() => {
+            // Draining: the connection finishes what it is answering and closes.
+            let _ = drain.send(());
+            watching.await
         }
-        () = shutdown.cancelled() => {}
-    }
-    // Draining: the connection finishes what it is answering and closes, still guarded.
-    let _ = drain.send(());
-    log_verdict(remote_addr, guard::watch(activity, guard, &mut served).await);
-}
-
-fn log_verdict(remote_addr: SocketAddr, verdict: Option<guard::Verdict>) {
+    };
     if let Some(verdict) = verdict {
         tracing::debug!(%remote_addr, ?verdict, "closing a connection that does nothing useful");
     }
