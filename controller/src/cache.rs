@@ -107,14 +107,8 @@ pub fn shell_stream(
         .backoff(WatchBackoff::default())
         .modify(prune_shell)
         .reflect(writer)
-        .try_filter_map(move |event| {
-            let own_write = written.observe(&event);
-            if matches!(event, watcher::Event::InitDone) {
-                synced.send_replace(true);
-            }
-            // The echo of our own status write changes nothing a reconcile would act on.
-            std::future::ready(Ok((!own_write).then_some(event)))
-        })
+        // The echo of our own status write changes nothing a reconcile would act on.
+        .try_filter_map(skip_own_writes(synced, move |event| written.observe(event)))
         .applied_objects()
 }
 
@@ -132,15 +126,24 @@ pub fn deployment_stream(
         .modify(prune_deployment)
         .reflect(writer)
         // After `reflect`: the store already holds what the event carries.
-        .try_filter_map(move |event| {
-            let own_write = cache.observe(&event);
-            if matches!(event, watcher::Event::InitDone) {
-                synced.send_replace(true);
-            }
-            // The echo of our own apply: the reconcile that made it already used its response.
-            std::future::ready(Ok((!own_write).then_some(event)))
-        })
+        // The echo of our own apply: the reconcile that made it already used its response.
+        .try_filter_map(skip_own_writes(synced, move |event| cache.observe(event)))
         .touched_objects()
+}
+
+/// The filter of a watch after `reflect`: drops the events `own_write` recognises as the echo
+/// of this controller's own write, and marks the watch synced at its first `InitDone`.
+fn skip_own_writes<K>(
+    synced: watch::Sender<bool>,
+    own_write: impl Fn(&watcher::Event<K>) -> bool,
+) -> impl FnMut(watcher::Event<K>) -> std::future::Ready<Result<Option<watcher::Event<K>>, watcher::Error>> {
+    move |event| {
+        let own = own_write(&event);
+        if matches!(event, watcher::Event::InitDone) {
+            synced.send_replace(true);
+        }
+        std::future::ready(Ok((!own).then_some(event)))
+    }
 }
 
 /// Statuses this controller wrote that the `MyOwnShell` watch has not delivered yet. Without it,
@@ -216,7 +219,7 @@ impl StatusMemo {
 
     /// The watch caught up with (or went past) a write: forget it. Returns whether the event
     /// is exactly the version our write produced (a relist's objects never count as that).
-    pub fn observe(&self, event: &watcher::Event<MyOwnShell>) -> bool {
+    fn observe(&self, event: &watcher::Event<MyOwnShell>) -> bool {
         match event {
             watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
                 let key = ObjectRef::from_obj(s);
@@ -284,7 +287,7 @@ impl DeploymentCache {
     /// A relist replaces the store wholesale (deletions during a disconnect produce no event),
     /// so its end clears the overlay too. Returns whether the event is exactly the version our
     /// own apply returned.
-    pub fn observe(&self, event: &watcher::Event<Deployment>) -> bool {
+    fn observe(&self, event: &watcher::Event<Deployment>) -> bool {
         match event {
             watcher::Event::Apply(d) => {
                 let applied = self.recent().remove(&ObjectRef::from_obj(d));
