@@ -28,7 +28,7 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -106,6 +106,8 @@ enum Write {
 }
 
 const WRITES: [Write; 5] = [Write::Create, Write::Finalizer, Write::Apply, Write::Status, Write::Event];
+/// The writes that follow the create of an object.
+const FOLLOW_UPS: &[Write] = WRITES.split_at(1).1;
 
 impl Write {
     fn label(self) -> &'static str {
@@ -164,7 +166,7 @@ fn recorder(client: &Client) -> Recorder {
     Recorder::new(client.clone(), Reporter { controller: "myownshell-bench".into(), instance: None })
 }
 
-/// One object through every kind of write, then gone again.
+/// One object through every kind of write, in a namespace of its own.
 async fn warm_up(client: &Client) {
     let ns = create_namespace(client, "bench-warmup").await.unwrap();
     let recorder = recorder(client);
@@ -172,17 +174,16 @@ async fn warm_up(client: &Client) {
     shell.metadata.namespace = Some(ns.clone());
     write(Write::Create, client, &recorder, &shell).await.unwrap();
     let shell = Api::<MyOwnShell>::namespaced(client.clone(), &ns).get(&shell.name_any()).await.unwrap();
-    for kind in [Write::Finalizer, Write::Apply, Write::Status, Write::Event] {
+    for &kind in FOLLOW_UPS {
         write(kind, client, &recorder, &shell).await.unwrap();
     }
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    deployments.delete(&shell.name_any(), &DeleteParams::default()).await.unwrap();
 }
 
-/// The same-writes floor (see the crate docs); the whole time and each kind's share of it.
+/// The same-writes floor (see the crate docs): how long it takes.
 async fn same_writes_floor(client: Client, ns: &str, options: &Options) -> Duration {
     let recorder = recorder(&client);
-    let (created_tx, created_rx) = tokio::sync::mpsc::channel::<MyOwnShell>(options.objects);
+    // Unbounded: it never holds more than the N objects anyway.
+    let (created_tx, created_rx) = futures::channel::mpsc::unbounded::<MyOwnShell>();
     let start = Instant::now();
     // The same watcher stops this clock as the controller's: it loads the apiserver alike.
     let done = tokio::spawn(converged(client.clone(), ns.to_owned(), options.objects));
@@ -195,7 +196,7 @@ async fn same_writes_floor(client: Client, ns: &str, options: &Options) -> Durat
                 async move {
                     let created = shells.create(&PostParams::default(), &shell(i)).await?;
                     // The follow-up writes need the created object (uid, generation).
-                    let _ = created_tx.send(created).await;
+                    let _ = created_tx.unbounded_send(created);
                     Ok::<(), kube::Error>(())
                 }
             }))
@@ -204,11 +205,11 @@ async fn same_writes_floor(client: Client, ns: &str, options: &Options) -> Durat
             .await
         })
     };
-    let follow_ups = tokio_stream_of(created_rx)
+    let follow_ups = created_rx
         .map(|created| {
             let (client, recorder) = (client.clone(), recorder.clone());
             async move {
-                for kind in [Write::Finalizer, Write::Apply, Write::Status, Write::Event] {
+                for &kind in FOLLOW_UPS {
                     write(kind, &client, &recorder, &created).await?;
                 }
                 Ok::<(), kube::Error>(())
@@ -220,11 +221,6 @@ async fn same_writes_floor(client: Client, ns: &str, options: &Options) -> Durat
     creates.await.unwrap().unwrap();
     tokio::time::timeout(DEADLINE, done).await.expect("the same-writes floor did not converge").unwrap();
     start.elapsed()
-}
-
-/// A stream of what arrives on `rx`, until every sender is gone.
-fn tokio_stream_of<T: Send + 'static>(rx: tokio::sync::mpsc::Receiver<T>) -> impl futures::Stream<Item = T> {
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
 }
 
 /// Each kind of write alone, for N objects C at a time (each needs the ones before it).
