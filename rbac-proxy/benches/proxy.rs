@@ -110,10 +110,7 @@ fn start_null_proxy(upstream: SocketAddr, cert_pem: &str, key_pem: &str, threads
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
-        let rt = match threads {
-            1 => tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap(),
-            n => tokio::runtime::Builder::new_multi_thread().worker_threads(n.into()).enable_all().build().unwrap(),
-        };
+        let rt = myownshell_rbac_proxy::standalone::runtime(threads).unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             let acceptor = tokio_rustls::TlsAcceptor::from(config);

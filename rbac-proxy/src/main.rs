@@ -34,11 +34,7 @@ fn cancel_on_signals(shutdown: CancellationToken) -> std::io::Result<()> {
 fn main() -> ExitCode {
     let args = Args::parse();
     init_tracing(args.log_format);
-    let runtime = match args.worker_threads {
-        1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        n => tokio::runtime::Builder::new_multi_thread().worker_threads(usize::from(n)).enable_all().build(),
-    };
-    match runtime {
+    match standalone::runtime(args.worker_threads) {
         Ok(runtime) => runtime.block_on(run(args)),
         Err(e) => {
             tracing::error!(error = %e, "cannot start the tokio runtime");

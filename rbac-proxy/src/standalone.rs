@@ -99,6 +99,15 @@ pub struct Args {
     pub worker_threads: u16,
 }
 
+/// The tokio runtime of `--worker-threads`: one thread runs on the current thread, more on a
+/// multi-thread runtime.
+pub fn runtime(worker_threads: u16) -> std::io::Result<tokio::runtime::Runtime> {
+    match worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+        n => tokio::runtime::Builder::new_multi_thread().worker_threads(usize::from(n)).enable_all().build(),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("--allow-paths and --ignore-paths cannot be used together")]

@@ -47,6 +47,9 @@ pub enum Target {
         /// Size of the metrics body in bytes.
         #[arg(long, default_value_t = 16384)]
         body_bytes: usize,
+        /// The proxy's `--worker-threads` (the null proxy gets as many).
+        #[arg(long, default_value_t = 1)]
+        proxy_worker_threads: u16,
     },
 }
 
@@ -81,11 +84,12 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Target::Proxy { seconds, concurrency, body_bytes } => {
+        Target::Proxy { seconds, concurrency, body_bytes, proxy_worker_threads } => {
             let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
                 .args(["bench", "--package", "myownshell-rbac-proxy", "--bench", "proxy", "--"])
                 .args(["--seconds", &seconds.to_string(), "--concurrency", &concurrency.to_string()])
                 .args(["--body-bytes", &body_bytes.to_string()])
+                .args(["--proxy-worker-threads", &proxy_worker_threads.to_string()])
                 .status()?;
             if !status.success() {
                 anyhow::bail!("the proxy bench failed ({status})");
