@@ -1,10 +1,44 @@
 //! Running the real `myownshell-controller` binary against a test control plane, and reading
 //! its probes (plain HTTP) and its authenticated metrics (HTTPS, as a metrics-reader).
 
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
+use myownshell_api::{MyOwnShell, MyOwnShellSpec};
+
 use crate::assets::workspace_binary;
-use crate::control_plane::ControlPlane;
+use crate::control_plane::{ControlPlane, shared};
 use crate::ports::free_port;
 use crate::process::{ManagedProcess, ProcessSpec};
+
+/// A fresh namespace on the shared control plane, with the clients a controller test uses.
+pub struct ShellNamespace {
+    pub cp: &'static ControlPlane,
+    pub client: kube::Client,
+    pub ns: String,
+    pub shells: Api<MyOwnShell>,
+    pub deployments: Api<Deployment>,
+}
+
+impl ShellNamespace {
+    /// A namespace named after `prefix` (plus a unique suffix).
+    pub async fn create(prefix: &str) -> Result<Self, String> {
+        let cp = shared();
+        let client = cp.client().map_err(|e| format!("admin client: {e}"))?;
+        let ns = crate::create_namespace(&client, prefix).await.map_err(|e| format!("namespace {prefix}: {e}"))?;
+        Ok(Self {
+            cp,
+            shells: Api::namespaced(client.clone(), &ns),
+            deployments: Api::namespaced(client.clone(), &ns),
+            client,
+            ns,
+        })
+    }
+}
+
+/// A `MyOwnShell` asking for `size` shells, everything else defaulted.
+pub fn sized_shell(name: &str, size: i32) -> MyOwnShell {
+    MyOwnShell::new(name, MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() })
+}
 
 /// A controller process with its probe and metrics ports; killed when dropped.
 pub struct ControllerProcess {

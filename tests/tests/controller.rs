@@ -12,8 +12,8 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
-use myownshell_tests::controller_helpers::ControllerProcess;
-use myownshell_tests::{ControlPlane, create_namespace, eventually, shared};
+use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace};
+use myownshell_tests::{ControlPlane, create_namespace, eventually};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -28,18 +28,9 @@ struct Setup {
 }
 
 async fn setup(prefix: &str) -> Setup {
-    let cp = shared();
-    let client = cp.client().unwrap();
-    let ns = create_namespace(&client, prefix).await.unwrap();
+    let ShellNamespace { cp, client, ns, shells, deployments } = ShellNamespace::create(prefix).await.unwrap();
     let controller = ControllerProcess::start(cp, prefix, &["--namespace", &ns]).unwrap();
-    Setup {
-        cp,
-        shells: Api::namespaced(client.clone(), &ns),
-        deployments: Api::namespaced(client.clone(), &ns),
-        client,
-        ns,
-        controller,
-    }
+    Setup { cp, client, ns, shells, deployments, controller }
 }
 
 fn shell(name: &str, spec: MyOwnShellSpec) -> MyOwnShell {

@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use myownshell_api::{MyOwnShell, MyOwnShellSpec};
-use myownshell_tests::controller_helpers::ControllerProcess;
-use myownshell_tests::{ControlPlane, create_namespace, eventually, shared};
+use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
+use myownshell_tests::{ControlPlane, eventually};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -72,11 +71,7 @@ async fn lease_holder(leases: &Api<Lease>) -> Option<String> {
 
 #[tokio::test]
 async fn one_leader_reconciles_and_standbys_take_over() {
-    let cp = shared();
-    let client = cp.client().unwrap();
-    let ns = create_namespace(&client, "ctrl-leader").await.unwrap();
-    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let ShellNamespace { cp, client, ns, shells, deployments } = ShellNamespace::create("ctrl-leader").await.unwrap();
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
 
     let mut a = candidate(cp, "leader-a", &ns);
@@ -85,8 +80,7 @@ async fn one_leader_reconciles_and_standbys_take_over() {
     assert!(lease_holder(&leases).await.is_some(), "the Lease names its holder");
     let (leader, standby) = if first == 0 { (&mut a, &mut b) } else { (&mut b, &mut a) };
 
-    let shell = MyOwnShell::new("lambda", MyOwnShellSpec { size: Some(1), ..MyOwnShellSpec::default() });
-    shells.create(&PostParams::default(), &shell).await.unwrap();
+    shells.create(&PostParams::default(), &sized_shell("lambda", 1)).await.unwrap();
     replicas_become(&deployments, "lambda", 1, &leader.log_tail(30)).await;
     assert_eq!(standby.metric(RECONCILES).await.unwrap(), 0.0, "the standby reconciled:\n{}", standby.log_tail(30));
     assert_eq!(standby.probe("/readyz").await.unwrap().0, 200, "a waiting standby is ready");

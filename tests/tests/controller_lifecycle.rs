@@ -9,9 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
-use myownshell_tests::controller_helpers::ControllerProcess;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use myownshell_api::names;
+use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
 use myownshell_tests::gate::AdmissionGate;
 use myownshell_tests::process::Signal;
 use myownshell_tests::{create_namespace, eventually, shared};
@@ -22,20 +22,12 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// be killed exactly between "Deployment deleted" and "finalizer removed".
 const HOLD: &str = "test.myownshell.io/hold";
 
-fn shell(name: &str) -> MyOwnShell {
-    MyOwnShell::new(name, MyOwnShellSpec { size: Some(1), ..MyOwnShellSpec::default() })
-}
-
 #[tokio::test]
 async fn a_controller_killed_mid_cleanup_is_finished_by_the_next_one() {
-    let cp = shared();
-    let client = cp.client().unwrap();
-    let ns = create_namespace(&client, "ctrl-midcleanup").await.unwrap();
-    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let ShellNamespace { cp, ns, shells, deployments, .. } = ShellNamespace::create("ctrl-midcleanup").await.unwrap();
     let mut first = ControllerProcess::start(cp, "midcleanup-1", &["--namespace", &ns]).unwrap();
 
-    shells.create(&PostParams::default(), &shell("iota")).await.unwrap();
+    shells.create(&PostParams::default(), &sized_shell("iota", 1)).await.unwrap();
     eventually("the Deployment and the finalizer", TIMEOUT, || async {
         let d = deployments.get_opt("iota").await.map_err(|e| e.to_string())?;
         let s = shells.get("iota").await.map_err(|e| e.to_string())?;
@@ -92,13 +84,9 @@ async fn a_controller_killed_mid_cleanup_is_finished_by_the_next_one() {
 
 #[tokio::test]
 async fn sigterm_stops_the_controller_with_exit_code_zero() {
-    let cp = shared();
-    let client = cp.client().unwrap();
-    let ns = create_namespace(&client, "ctrl-sigterm").await.unwrap();
-    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let ShellNamespace { cp, ns, shells, deployments, .. } = ShellNamespace::create("ctrl-sigterm").await.unwrap();
     let mut controller = ControllerProcess::start(cp, "sigterm", &["--namespace", &ns]).unwrap();
-    shells.create(&PostParams::default(), &shell("kappa")).await.unwrap();
+    shells.create(&PostParams::default(), &sized_shell("kappa", 1)).await.unwrap();
     eventually("the Deployment", TIMEOUT, || async {
         deployments.get_opt("kappa").await.map_err(|e| e.to_string())?.map(|_| ()).ok_or_else(|| "none".to_owned())
     })
@@ -113,11 +101,7 @@ async fn sigterm_stops_the_controller_with_exit_code_zero() {
 
 #[tokio::test]
 async fn sigterm_lets_the_reconcile_in_flight_finish() {
-    let cp = shared();
-    let client = cp.client().unwrap();
-    let ns = create_namespace(&client, "ctrl-inflight").await.unwrap();
-    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let ShellNamespace { cp, client, ns, shells, deployments } = ShellNamespace::create("ctrl-inflight").await.unwrap();
     // Deployment writes in this namespace wait at the gate until the test opens it.
     let rule = RuleWithOperations {
         api_groups: Some(vec!["apps".into()]),
@@ -138,7 +122,7 @@ async fn sigterm_lets_the_reconcile_in_flight_finish() {
     gate.close();
 
     let mut controller = ControllerProcess::start(cp, "inflight", &["--namespace", &ns]).unwrap();
-    shells.create(&PostParams::default(), &shell("lambda")).await.unwrap();
+    shells.create(&PostParams::default(), &sized_shell("lambda", 1)).await.unwrap();
     // The controller's apply of the Deployment is in flight, held at the gate.
     gate.wait_until_holding(1, TIMEOUT).await.unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
 

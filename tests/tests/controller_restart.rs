@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use myownshell_api::{MyOwnShell, MyOwnShellSpec};
-use myownshell_tests::controller_helpers::ControllerProcess;
-use myownshell_tests::{create_namespace, eventually, shared};
+use myownshell_api::MyOwnShell;
+use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
+use myownshell_tests::eventually;
 use serde_json::json;
 
 /// Generous: the apiserver restart itself takes seconds, then the watch reconnects with backoff.
@@ -28,16 +28,10 @@ async fn replicas_become(deployments: &Api<Deployment>, name: &str, want: i32, c
 
 #[tokio::test]
 async fn the_controller_converges_after_an_apiserver_restart() {
-    let cp = shared();
-    let client = cp.client().unwrap();
-    let ns = create_namespace(&client, "ctrl-restart").await.unwrap();
-    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let ShellNamespace { cp, ns, shells, deployments, .. } = ShellNamespace::create("ctrl-restart").await.unwrap();
     let mut controller = ControllerProcess::start(cp, "restart", &["--namespace", &ns]).unwrap();
 
-    let shell =
-        |name: &str, size| MyOwnShell::new(name, MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() });
-    shells.create(&PostParams::default(), &shell("mu", 1)).await.unwrap();
+    shells.create(&PostParams::default(), &sized_shell("mu", 1)).await.unwrap();
     replicas_become(&deployments, "mu", 1, &controller).await;
 
     cp.stop_apiserver().unwrap();
@@ -48,7 +42,7 @@ async fn the_controller_converges_after_an_apiserver_restart() {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
 
     shells.patch("mu", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 3}}))).await.unwrap();
-    shells.create(&PostParams::default(), &shell("nu", 2)).await.unwrap();
+    shells.create(&PostParams::default(), &sized_shell("nu", 2)).await.unwrap();
     replicas_become(&deployments, "mu", 3, &controller).await;
     replicas_become(&deployments, "nu", 2, &controller).await;
     assert!(controller.process.is_running(), "the controller kept running:\n{}", controller.log_tail(40));
