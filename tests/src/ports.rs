@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::net::TcpListener;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// The lowest port picked when the ephemeral range leaves room below it.
 const LOWEST: u16 = 20_000;
@@ -27,7 +27,9 @@ static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 /// A free TCP port on 127.0.0.1 that no other call in this process has returned.
 pub fn free_port() -> io::Result<u16> {
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
-    let port = match pick_range(ephemeral_low()) {
+    // The kernel's range is read once: it does not change while tests run.
+    static RANGE: OnceLock<Option<(u16, u16)>> = OnceLock::new();
+    let port = match *RANGE.get_or_init(|| pick_range(ephemeral_low())) {
         Some((low, high)) => pick_below_ephemeral(low, high, &handed_out)?,
         None => pick_from_kernel(&handed_out)?,
     };

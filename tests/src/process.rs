@@ -17,8 +17,7 @@ use std::sync::OnceLock;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-pub use rustix::process::Signal;
-use rustix::process::{Pid, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process_group};
 
 type SpawnRequest = (Command, mpsc::Sender<io::Result<Child>>);
 
@@ -141,7 +140,7 @@ impl ManagedProcess {
     }
 
     /// Send `signal` to the child's process group.
-    pub fn signal(&mut self, signal: Signal) -> io::Result<()> {
+    fn signal(&mut self, signal: Signal) -> io::Result<()> {
         if !self.is_running() {
             return Ok(());
         }
@@ -149,9 +148,14 @@ impl ManagedProcess {
         kill_process_group(pid, signal).map_err(io::Error::from)
     }
 
+    /// SIGTERM to the child's process group: ask it to shut down.
+    pub fn terminate(&mut self) -> io::Result<()> {
+        self.signal(Signal::TERM)
+    }
+
     /// SIGTERM, then SIGKILL if the process is still there after `grace`. Returns the exit status.
     pub fn stop(&mut self, grace: Duration) -> io::Result<ExitStatus> {
-        self.signal(Signal::TERM)?;
+        self.terminate()?;
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Some(status) = self.exit_status() {

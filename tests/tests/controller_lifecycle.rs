@@ -13,7 +13,6 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use myownshell_api::names;
 use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
 use myownshell_tests::gate::AdmissionGate;
-use myownshell_tests::process::Signal;
 use myownshell_tests::{create_namespace, eventually, shared};
 use serde_json::json;
 
@@ -126,7 +125,7 @@ async fn sigterm_lets_the_reconcile_in_flight_finish() {
     // The controller's apply of the Deployment is in flight, held at the gate.
     gate.wait_until_holding(1, TIMEOUT).await.unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
 
-    controller.process.signal(Signal::TERM).unwrap();
+    controller.process.terminate().unwrap();
     eventually("the controller to take the SIGTERM", TIMEOUT, || async {
         if controller.log_tail(50).contains("SIGTERM: shutting down") { Ok(()) } else { Err("not yet".to_owned()) }
     })
