@@ -1,13 +1,14 @@
 //! Closing connections that hold a slot without using it: a client that sends no request and
 //! receives nothing for the idle timeout (a forgotten keep-alive connection, a vanished peer),
-//! one that trickles bytes without ever completing a request head (slowloris), and a request
-//! that moves no byte either way for the idle timeout (a body never sent, a stalled answer).
+//! one whose request (head and body) is still arriving at the request deadline (slowloris, a
+//! body trickled a byte at a time), and a request that moves no byte either way for the idle
+//! timeout (a body never sent, a stalled answer).
 //!
-//! hyper's own `header_read_timeout` does the second by arming a timer for every request, which
-//! was a measurable share of an admission answer. Here each connection counts its bytes and
-//! requests with relaxed atomics ([`Activity`], [`CountedIo`], [`CountedService`]) and one
-//! watcher per connection looks at the counters every [`GuardConfig::tick`]; what it decides is
-//! the pure [`Watch::step`].
+//! hyper's own `header_read_timeout` covers only the head, and does it by arming a timer for
+//! every request, which was a measurable share of an admission answer. Here each connection
+//! counts its bytes and requests with relaxed atomics ([`Activity`], [`CountedIo`],
+//! [`CountedService`]) and one watcher per connection looks at the counters every
+//! [`GuardConfig::tick`]; what it decides is the pure [`Watch::step`].
 
 use std::future::Future;
 use std::io;
@@ -29,15 +30,22 @@ pub struct GuardConfig {
     /// either way for this long (during one): closed. Longer than a Go client's idle timeout
     /// (90 s), so the apiserver closes its idle connections first.
     pub idle: Duration,
-    /// Bytes arriving without a request head completing for this long: closed.
-    pub head: Duration,
-    /// How often the counters are looked at; both limits are enforced to within one tick.
+    /// A request still arriving (its head, or bytes of its body) this long after its first
+    /// byte: closed. A client that stops sending altogether mid-request is left to `idle`,
+    /// since bytes alone cannot tell it from a handler thinking after the whole body came.
+    pub request: Duration,
+    /// How often the counters are looked at. A request's clock starts at the first look that
+    /// sees it, so the limits are enforced never early and at most two ticks late.
     pub tick: Duration,
 }
 
 impl Default for GuardConfig {
+    /// `request` is 10 s: kube-apiserver's default webhook `timeoutSeconds` and Prometheus's
+    /// default scrape timeout, so a request still arriving then is one its sender has given up
+    /// on, while reading a real one takes milliseconds. Under a flood of tricklers that fills
+    /// every slot, a waiting client is served about this long later.
     fn default() -> Self {
-        Self { idle: Duration::from_secs(120), head: Duration::from_secs(30), tick: Duration::from_secs(5) }
+        Self { idle: Duration::from_secs(120), request: Duration::from_secs(10), tick: Duration::from_secs(2) }
     }
 }
 
@@ -76,8 +84,10 @@ pub enum Verdict {
     Keep,
     /// Between requests, nothing asked or answered for the idle timeout.
     Idle,
-    /// A request head trickling in for longer than the head timeout.
+    /// A request head still arriving at the request deadline.
     SlowHead,
+    /// A request body still arriving after the request deadline.
+    SlowBody,
     /// A request being answered moved no byte either way for the idle timeout.
     Stalled,
 }
@@ -93,11 +103,20 @@ pub struct Watch {
     active_since: Instant,
     /// Since when bytes have been read without a request head completing.
     partial_since: Option<Instant>,
+    /// When the request being answered began: the first look that saw its head arriving, or
+    /// else the first look that saw it in flight.
+    request_since: Option<Instant>,
 }
 
 impl Watch {
     pub fn new(now: Instant) -> Self {
-        Self { last: Snapshot::default(), quiet_since: now, active_since: now, partial_since: None }
+        Self {
+            last: Snapshot::default(),
+            quiet_since: now,
+            active_since: now,
+            partial_since: None,
+            request_since: None,
+        }
     }
 
     /// Look at `seen` at time `now`.
@@ -108,12 +127,24 @@ impl Watch {
             self.quiet_since = now;
         }
         if seen.in_flight > 0 {
-            // A request is being answered, maybe slowly, maybe streaming: cut off only if it
-            // has moved nothing for the idle timeout.
+            // A request that came in since the last look (the first, or the next one on a
+            // keep-alive connection) starts its clock; its head may have begun earlier.
+            if seen.requests != last.requests || self.request_since.is_none() {
+                self.request_since = Some(self.partial_since.unwrap_or(now));
+            }
             self.active_since = now;
             self.partial_since = None;
+            // Bytes still coming in past the deadline are its body, trickled (or a pipelined
+            // next request, which Go clients such as the apiserver and Prometheus never send).
+            let overdue = self.request_since.is_some_and(|since| elapsed(since) >= config.request);
+            if overdue && seen.read != last.read {
+                return Verdict::SlowBody;
+            }
+            // Otherwise it is being answered, maybe slowly, maybe streaming: cut off only if it
+            // has moved nothing for the idle timeout.
             return if elapsed(self.quiet_since) >= config.idle { Verdict::Stalled } else { Verdict::Keep };
         }
+        self.request_since = None;
         // A request that ended since the last look is a boundary: what it read was its body,
         // not the start of another head.
         let boundary = seen.requests != last.requests || last.in_flight > 0;
@@ -125,7 +156,7 @@ impl Watch {
         } else if seen.read != last.read {
             self.partial_since.get_or_insert(now);
         }
-        if self.partial_since.is_some_and(|since| elapsed(since) >= config.head) {
+        if self.partial_since.is_some_and(|since| elapsed(since) >= config.request) {
             Verdict::SlowHead
         } else if elapsed(self.active_since) >= config.idle {
             Verdict::Idle
@@ -320,7 +351,7 @@ mod tests {
     use super::*;
 
     const CONFIG: GuardConfig =
-        GuardConfig { idle: Duration::from_secs(60), head: Duration::from_secs(20), tick: Duration::from_secs(5) };
+        GuardConfig { idle: Duration::from_secs(60), request: Duration::from_secs(20), tick: Duration::from_secs(5) };
 
     fn at(start: Instant, secs: u64) -> Instant {
         start + Duration::from_secs(secs)
@@ -352,8 +383,39 @@ mod tests {
                 Verdict::Stalled,
             ),
             (
-                "a long upload while answering",
-                &[(5, 500, 0, 1, 1), (10, 9000, 0, 1, 1), (40, 90000, 0, 1, 1), (80, 900000, 0, 1, 1)],
+                "an upload that ends before the deadline, then a long answer",
+                &[
+                    (5, 500, 0, 1, 1),
+                    (10, 9000, 0, 1, 1),
+                    (20, 90000, 0, 1, 1),
+                    (45, 90000, 0, 1, 1),
+                    (100, 90000, 9, 1, 1),
+                ],
+                Verdict::Keep,
+            ),
+            (
+                "an upload still arriving after the deadline",
+                &[(5, 500, 0, 1, 1), (10, 9000, 0, 1, 1), (25, 90000, 0, 1, 1)],
+                Verdict::SlowBody,
+            ),
+            (
+                "a body trickled a byte per tick",
+                &[(5, 500, 0, 1, 1), (10, 501, 0, 1, 1), (15, 502, 0, 1, 1), (20, 503, 0, 1, 1), (25, 504, 0, 1, 1)],
+                Verdict::SlowBody,
+            ),
+            (
+                "a trickled body that pauses past the deadline is cut at its next byte",
+                &[(5, 500, 0, 1, 1), (10, 501, 0, 1, 1), (30, 501, 0, 1, 1), (45, 501, 0, 1, 1), (50, 502, 0, 1, 1)],
+                Verdict::SlowBody,
+            ),
+            (
+                "the deadline counts from the head's first byte",
+                &[(5, 10, 0, 0, 0), (15, 500, 0, 1, 1), (20, 510, 0, 1, 1), (25, 520, 0, 1, 1)],
+                Verdict::SlowBody,
+            ),
+            (
+                "the next request on a keep-alive connection has a deadline of its own",
+                &[(5, 500, 0, 1, 1), (30, 500, 300, 1, 1), (35, 1000, 600, 2, 1), (40, 1100, 600, 2, 1)],
                 Verdict::Keep,
             ),
             (

@@ -3,7 +3,8 @@
 //! On shutdown the listener stops accepting, in-flight requests finish, and idle keep-alive
 //! connections are closed, so a client such as kube-apiserver moves to another replica instead
 //! of reusing a connection to a process that is going away. Connections that idle too long, or
-//! trickle a request head, are closed by their [`crate::guard`]. At most
+//! whose request (head and body) is still arriving at the request deadline, are closed by their
+//! [`crate::guard`]. At most
 //! [`ServeOptions::max_connections`] are open at once; beyond that the listener stops accepting
 //! (new connections wait in the kernel's backlog) until one closes, so memory stays bounded
 //! whatever the clients do.
@@ -37,14 +38,14 @@ const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// How connections are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServeOptions {
-    /// When a connection that does nothing useful is closed.
+    /// When a connection that does nothing useful is closed, including the request deadline.
     pub guard: GuardConfig,
     /// How long open connections get to finish after shutdown starts; then they are dropped.
     pub drain_timeout: Duration,
     /// Connections open at once (TLS handshakes included; at least 1); more wait until one
     /// closes. Clients that connect and then do nothing hold their slots until the handshake
-    /// timeout or the guard's idle timeout closes them, so the limit bounds memory, not who
-    /// gets served.
+    /// timeout or the guard's idle timeout closes them, and clients trickling a request until
+    /// its deadline, so the limit bounds memory, not who gets served.
     pub max_connections: usize,
 }
 

@@ -1,6 +1,6 @@
 //! The TLS server over real sockets and real TLS: connections that do nothing useful are closed
-//! by their guard (idle, a request head trickled in, a request that moves nothing), busy ones
-//! are not, shutdown drains (the request in flight finishes, idle keep-alive connections
+//! by their guard (idle, a request head or body trickled in past the request deadline, a request
+//! that moves nothing), busy ones are not, tricklers filling every slot do not keep others out, shutdown drains (the request in flight finishes, idle keep-alive connections
 //! close, the server returns), and connections beyond the limit wait for a free slot.
 
 // In tests a panic is the failure report.
@@ -30,11 +30,15 @@ use tokio_util::sync::CancellationToken;
 
 const GUARD: GuardConfig = GuardConfig {
     idle: Duration::from_millis(1500),
-    head: Duration::from_millis(600),
+    request: Duration::from_millis(800),
     tick: Duration::from_millis(100),
 };
 
 const DRAIN: Duration = Duration::from_millis(1200);
+
+/// How late past the request deadline a trickler may be cut: the guard looks every tick and
+/// starts a request's clock at the first look that sees it, plus room for a busy machine.
+const DEADLINE_SLACK: Duration = Duration::from_millis(700);
 
 struct Server {
     addr: SocketAddr,
@@ -130,6 +134,33 @@ async fn tls_connect_to(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> Tls
     tokio_rustls::TlsConnector::from(tls).connect(ServerName::try_from("127.0.0.1").unwrap(), tcp).await.unwrap()
 }
 
+/// Send one byte every `every` until the server closes the connection (seen by a read, so
+/// at once); how long that took from `since`. Fails after `limit`.
+async fn trickle_until_closed(
+    stream: &mut TlsStream<TcpStream>,
+    since: Instant,
+    every: Duration,
+    limit: Duration,
+) -> Duration {
+    let mut buf = [0u8; 256];
+    loop {
+        assert!(since.elapsed() < limit, "still open after {limit:?}: the trickle kept it alive");
+        match tokio::time::timeout(every, stream.read(&mut buf)).await {
+            // EOF, a reset, or a close without close_notify: closed either way.
+            Ok(Ok(0) | Err(_)) => return since.elapsed(),
+            Ok(Ok(_)) => {}
+            Err(_) => {
+                if stream.write_all(b"x").await.is_err() || stream.flush().await.is_err() {
+                    return since.elapsed();
+                }
+            }
+        }
+    }
+}
+
+/// A head announcing a body far larger than will ever be sent.
+const ENDLESS_POST: &[u8] = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000000\r\n\r\n";
+
 /// Read until the server closes the connection; how long that took from `since`. Fails after
 /// `deadline`.
 async fn closed_after(stream: &mut TlsStream<TcpStream>, since: Instant, deadline: Duration) -> Duration {
@@ -174,7 +205,7 @@ async fn a_silent_connection_is_closed_after_the_idle_timeout() {
 }
 
 #[tokio::test]
-async fn a_trickled_request_head_is_closed_after_the_head_timeout() {
+async fn a_trickled_request_head_is_closed_at_the_request_deadline() {
     let server = start(Duration::ZERO).await;
     let mut stream = tls_connect(&server).await;
     let started = Instant::now();
@@ -189,14 +220,15 @@ async fn a_trickled_request_head_is_closed_after_the_head_timeout() {
         }
     };
     let took = tokio::time::timeout(Duration::from_secs(5), trickle).await.expect("the server kept the trickle open");
-    assert!(took >= GUARD.head, "closed after {took:?}");
+    assert!(took >= GUARD.request, "closed after {took:?}");
     assert!(took < GUARD.idle + Duration::from_secs(1), "closed only after {took:?}: the trickle kept it alive");
 }
 
 #[tokio::test]
 async fn busy_and_regularly_used_connections_stay_open() {
-    // Slower than the head timeout: a request being answered is not a slow head.
-    let server = start(GUARD.head + GUARD.head / 2).await;
+    // Slower than the request deadline: the deadline is for receiving a request, not for
+    // answering it.
+    let server = start(GUARD.request + GUARD.request / 2).await;
     let (mut sender, _conn) = http_client(&server).await;
     assert_eq!(get(&mut sender, "/slow").await.unwrap(), "ok");
     // A response that keeps coming for longer than the idle timeout is not cut off.
@@ -297,5 +329,61 @@ async fn connections_beyond_the_limit_wait_for_a_free_slot() {
     let stream = tokio::time::timeout(Duration::from_secs(5), third).await;
     assert!(stream.is_ok_and(|s| s.is_ok()), "the waiting connection was not served after a slot freed");
     assert_eq!(get(&mut second, "/").await.unwrap(), "ok");
+    server.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_trickled_request_body_is_closed_at_the_request_deadline() {
+    let server = start(Duration::ZERO).await;
+    let mut stream = tls_connect(&server).await;
+    let started = Instant::now();
+    stream.write_all(ENDLESS_POST).await.unwrap();
+    server.until_arrived(1).await;
+    // One body byte per tick: bytes keep moving, so the idle timeout never applies.
+    let took = trickle_until_closed(&mut stream, started, GUARD.tick, GUARD.idle * 3).await;
+    eprintln!("a trickled body was closed after {took:?} (deadline {:?})", GUARD.request);
+    assert!(took >= GUARD.request, "closed after {took:?}, before the deadline");
+    assert!(took < GUARD.request + DEADLINE_SLACK, "closed only after {took:?}");
+}
+
+#[tokio::test]
+async fn requests_are_answered_while_tricklers_hold_every_slot() {
+    const SLOTS: usize = 3;
+    // Idle connections stay open during the test: only the deadline frees a slot.
+    let guard = GuardConfig { idle: Duration::from_secs(60), ..GUARD };
+    let server = start_with(Duration::ZERO, ServeOptions { guard, drain_timeout: DRAIN, max_connections: SLOTS }).await;
+    // Each trickler holds a slot with a request whose body comes one byte per tick, and
+    // connects again as soon as it is cut.
+    let tricklers: Vec<JoinHandle<()>> = (0..SLOTS)
+        .map(|_| {
+            let (addr, tls) = (server.addr, server.client_tls.clone());
+            tokio::spawn(async move {
+                loop {
+                    let mut stream = tls_connect_to(addr, tls.clone()).await;
+                    if stream.write_all(ENDLESS_POST).await.is_err() {
+                        continue;
+                    }
+                    trickle_until_closed(&mut stream, Instant::now(), GUARD.tick, Duration::from_secs(3600)).await;
+                }
+            })
+        })
+        .collect();
+    server.until_arrived(SLOTS).await;
+
+    // A client queued behind them is answered once the deadline cuts them.
+    let started = Instant::now();
+    let answer = tokio::time::timeout(GUARD.request + Duration::from_secs(2), async {
+        let (mut sender, _conn) = http_client(&server).await;
+        get(&mut sender, "/").await
+    })
+    .await;
+    let took = started.elapsed();
+    for trickler in &tricklers {
+        trickler.abort();
+    }
+    let answer = answer.unwrap_or_else(|_| panic!("no answer in {took:?} while {SLOTS} tricklers held every slot"));
+    eprintln!("answered after {took:?} while {SLOTS} tricklers held every slot (deadline {:?})", GUARD.request);
+    assert_eq!(answer.unwrap(), "ok");
+    assert!(took < GUARD.request + DEADLINE_SLACK, "answered only after {took:?}");
     server.shutdown.cancel();
 }
