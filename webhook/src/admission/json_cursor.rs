@@ -8,9 +8,9 @@
 //! but skips a value in one tight loop, and reads a string without escapes as a borrowed slice.
 //!
 //! It is deliberately partial: anything it does not handle itself (an escaped string it would
-//! have to decode, nesting deeper than [`MAX_DEPTH`]) is a [`Refused`], and the caller then
-//! decodes the body with serde_json, which stays the reference for what a body means and for
-//! every error message. Tests hold the two to the same answers.
+//! have to decode, nesting as deep as serde_json's [`SERDE_RECURSION_LIMIT`]) is a [`Refused`],
+//! and the caller then decodes the body with serde_json, which stays the reference for what a
+//! body means and for every error message. Tests hold the two to the same answers.
 
 use std::borrow::Cow;
 
@@ -20,8 +20,11 @@ pub struct Refused;
 
 pub type Result<T> = std::result::Result<T, Refused>;
 
-/// Containers nested deeper than this inside a skipped value are left to serde_json.
-pub const MAX_DEPTH: usize = 256;
+/// serde_json's recursion limit: it reads 127 nested containers and fails on the 128th (where
+/// it counts depth: a generic `Value`, maps and structs; its skipping of ignored fields and raw
+/// values counts none). The cursor counts from the document's root the same way and refuses
+/// there, so it only answers for documents every serde_json reading of them accepts.
+pub const SERDE_RECURSION_LIMIT: usize = 128;
 
 /// Store a field's value, refusing a second one (serde rejects a repeated field).
 pub fn once<T>(slot: &mut Option<T>, value: T) -> Result<()> {
@@ -45,6 +48,8 @@ pub fn whole<'a, T>(text: &'a str, read: impl FnOnce(&mut Cursor<'a>) -> Result<
 pub struct Cursor<'a> {
     text: &'a str,
     pos: usize,
+    /// Containers open around `pos` (read with `object` or `array`).
+    depth: usize,
 }
 
 /// Bytes of a JSON string that end a plain run: `"`, `\` and control characters.
@@ -64,7 +69,7 @@ fn string_stop_mask(chunk: u64) -> u64 {
 
 impl<'a> Cursor<'a> {
     pub fn new(text: &'a str) -> Self {
-        Self { text, pos: 0 }
+        Self { text, pos: 0, depth: 0 }
     }
 
     fn bytes(&self) -> &'a [u8] {
@@ -212,8 +217,8 @@ impl<'a> Cursor<'a> {
     pub fn skip_value(&mut self) -> Result<&'a str> {
         self.skip_whitespace();
         let start = self.pos;
-        // One bit per open container: 1 for an object, 0 for an array.
-        let mut stack = [0u64; MAX_DEPTH / 64];
+        // One bit per container opened here: 1 for an object, 0 for an array.
+        let mut stack = [0u64; SERDE_RECURSION_LIMIT.div_ceil(64)];
         let mut depth = 0usize;
         loop {
             // A value.
@@ -224,9 +229,7 @@ impl<'a> Cursor<'a> {
                 b'{' | b'[' => {
                     let object = self.peek() == Some(b'{');
                     self.pos += 1;
-                    if depth == MAX_DEPTH {
-                        return Err(Refused);
-                    }
+                    self.enter(self.depth + depth)?;
                     let (word, bit) = (depth / 64, depth % 64);
                     let slot = stack.get_mut(word).ok_or(Refused)?;
                     *slot = (*slot & !(1 << bit)) | (u64::from(object) << bit);
@@ -363,8 +366,11 @@ impl<'a> Cursor<'a> {
     /// `open`, then items separated by commas, then `close`.
     fn delimited(&mut self, open: u8, close: u8, mut item: impl FnMut(&mut Self) -> Result<()>) -> Result<()> {
         self.expect(open)?;
+        self.enter(self.depth)?;
+        self.depth += 1;
         if self.peek_token() == Some(close) {
             self.pos += 1;
+            self.depth -= 1;
             return Ok(());
         }
         loop {
@@ -373,11 +379,17 @@ impl<'a> Cursor<'a> {
                 Some(b',') => self.pos += 1,
                 Some(b) if b == close => {
                     self.pos += 1;
+                    self.depth -= 1;
                     return Ok(());
                 }
                 _ => return Err(Refused),
             }
         }
+    }
+
+    /// Whether one more container may open inside `open` ones (see [`SERDE_RECURSION_LIMIT`]).
+    fn enter(&self, open: usize) -> Result<()> {
+        if open + 1 < SERDE_RECURSION_LIMIT { Ok(()) } else { Err(Refused) }
     }
 }
 
@@ -450,12 +462,29 @@ mod tests {
         }
     }
 
+    /// `depth` containers, each holding the next: `[[…]]`, or objects keyed "a" when `objects`.
+    fn nested(depth: usize, objects: bool) -> String {
+        let (open, close) = if objects { ("{\"a\":", "}") } else { ("[", "]") };
+        format!("{}1{}", open.repeat(depth), close.repeat(depth))
+    }
+
     #[test]
-    fn nesting_beyond_the_limit_is_refused() {
-        let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
-        assert_eq!(skips(&deep), Err(Refused));
-        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
-        assert!(skips(&ok).is_ok());
+    fn nesting_is_refused_where_serde_json_stops() {
+        // serde_json's recursion limit is 128: it reads 127 nested containers, not 128.
+        for depth in [1, 126, 127, 128, 129, 300] {
+            for objects in [false, true] {
+                let text = nested(depth, objects);
+                let serde = serde_json::from_str::<serde_json::Value>(&text).is_ok();
+                assert_eq!(serde, depth < SERDE_RECURSION_LIMIT, "serde_json's own limit at {depth}");
+                // Skipped whole, and read through `object` with the rest skipped: the depth
+                // counts from the document's root either way.
+                assert_eq!(skips(&text).is_ok(), serde, "skipped, {depth} deep");
+                if objects {
+                    let read = whole(&text, |c| c.object(|c, _| c.skip_value().map(drop)));
+                    assert_eq!(read.is_ok(), serde, "read, {depth} deep");
+                }
+            }
+        }
     }
 
     #[test]

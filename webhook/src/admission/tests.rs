@@ -955,6 +955,36 @@ mod fast_reader {
             .count()
     }
 
+    /// `levels` arrays, each holding the next.
+    fn nested(levels: usize) -> String {
+        format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn the_fast_readers_answer_only_within_serde_jsons_nesting_limit() {
+        // serde_json's recursion limit (128) allows 127 nested containers; the fast readers
+        // count from the document's root as it does, so they never answer for a document that
+        // serde_json's generic reading refuses, and the answer does not depend on which reader
+        // gave it.
+        for depth in [127, 128, 129] {
+            // review (1) > request (2) > userInfo: `depth - 2` more.
+            let review = format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","kind":{{"kind":"MyOwnShell"}},"operation":"CREATE","userInfo":{}}}}}"#,
+                nested(depth - 2)
+            );
+            let serde = serde_json::from_str::<Value>(&review).is_ok();
+            assert_eq!(serde, depth < 128, "serde_json at {depth}");
+            assert_eq!(review_reader::read(&review).is_ok(), serde, "the review reader at {depth}");
+            assert_eq!(decode(review.as_bytes()).ok(), decode_with_serde(&review).and_then(|r| r.request), "{depth}");
+
+            // spec (1) > an unknown field: `depth - 1` more.
+            let spec = format!(r#"{{"size":1,"extra":{}}}"#, nested(depth - 1));
+            let serde = serde_json::from_str::<Value>(&spec).is_ok();
+            assert_eq!(spec_reader::spec(&spec).is_ok(), serde, "the spec reader at {depth}");
+            assert_eq!(spec_reader::spec_fields(&spec).is_ok(), serde, "the spec-fields reader at {depth}");
+        }
+    }
+
     #[test]
     fn the_fast_readers_answer_for_most_generated_values() {
         let reviews = answered(arb_review(), |text| review_reader::read(text).is_ok_and(|r| r.request.is_some()));
