@@ -124,6 +124,14 @@ pub struct MyOwnShellStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
 
+    /// The uid of the Deployment this controller created for this object. With the
+    /// Deployment's controller ownerReference it is how the controller knows the Deployment is
+    /// its own: a Deployment that lost that reference is still recognised by this uid (which
+    /// only the apiserver assigns and only the status subresource can record), never by
+    /// labels or field managers that anyone who can create a Deployment could copy.
+    #[serde(default, rename = "deploymentUID", skip_serializing_if = "Option::is_none")]
+    pub deployment_uid: Option<String>,
+
     /// Latest observations: `Available`, `Progressing` and `Degraded`, one entry per type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]

@@ -97,6 +97,7 @@ pub async fn serve_tls(
     listener: TcpListener,
     tls: Arc<ServerConfig>,
     app: Router,
+    options: ServeOptions,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let make_service = move |info: ConnectionInfo| {
@@ -106,7 +107,7 @@ pub async fn serve_tls(
         });
         TowerToHyperService::new(service)
     };
-    serve_tls_with(listener, tls, make_service, ServeOptions::default(), shutdown).await
+    serve_tls_with(listener, tls, make_service, options, shutdown).await
 }
 
 /// [`serve_tls`] for any hyper service: `make_service` builds the service of each connection

@@ -8,7 +8,7 @@
 //! - same-writes floor: the requests the controller path makes for N objects, made by a plain
 //!   client with no watch, cache or reconcile in between: the N `MyOwnShell` creates C at a time
 //!   (as the benchmark makes them) and, as each is created, its finalizer patch, Deployment
-//!   apply, status patch and Created event, C objects at a time (as the controller's
+//!   lookup (a GET that finds none), apply, status patch and Created event, C objects at a time (as the controller's
 //!   `--concurrency C`). This is what the apiserver must do for the end state; the clock stops
 //!   as the controller's does, when a watch has seen every Deployment and every status;
 //! - controller: start the real controller binary (release build, `--concurrency C`), create N
@@ -95,40 +95,44 @@ where
     .unwrap();
 }
 
-/// The kinds of write the controller path makes for one object, in order.
+/// The requests the controller path makes for one object, in order: writes, and the one read
+/// (a new object's Deployment is not in the cache, so the controller looks for a foreign one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Write {
+enum Request {
     Create,
     Finalizer,
+    Lookup,
     Apply,
     Status,
     Event,
 }
 
-const WRITES: [Write; 5] = [Write::Create, Write::Finalizer, Write::Apply, Write::Status, Write::Event];
+const REQUESTS: [Request; 6] =
+    [Request::Create, Request::Finalizer, Request::Lookup, Request::Apply, Request::Status, Request::Event];
 /// The writes that follow the create of an object.
-const FOLLOW_UPS: &[Write] = WRITES.split_at(1).1;
+const FOLLOW_UPS: &[Request] = REQUESTS.split_at(1).1;
 
-impl Write {
+impl Request {
     fn label(self) -> &'static str {
         match self {
-            Write::Create => "create MyOwnShell",
-            Write::Finalizer => "add the finalizer (JSON patch)",
-            Write::Apply => "apply the Deployment (server-side apply)",
-            Write::Status => "write the status (merge patch)",
-            Write::Event => "record the Created event",
+            Request::Create => "create MyOwnShell",
+            Request::Finalizer => "add the finalizer (JSON patch)",
+            Request::Lookup => "look the Deployment up (GET, not found)",
+            Request::Apply => "apply the Deployment (server-side apply)",
+            Request::Status => "write the status (merge patch)",
+            Request::Event => "record the Created event",
         }
     }
 }
 
 /// The same requests the controller makes, for the `MyOwnShell` `shell` already created.
-async fn write(kind: Write, client: &Client, recorder: &Recorder, shell: &MyOwnShell) -> Result<(), kube::Error> {
+async fn send(kind: Request, client: &Client, recorder: &Recorder, shell: &MyOwnShell) -> Result<(), kube::Error> {
     let ns = shell.namespace().unwrap_or_default();
     let name = shell.name_any();
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
     match kind {
-        Write::Create => shells.create(&PostParams::default(), shell).await.map(|_| ()),
-        Write::Finalizer => {
+        Request::Create => shells.create(&PostParams::default(), shell).await.map(|_| ()),
+        Request::Finalizer => {
             // What kube's finalizer helper sends.
             let patch = serde_json::json!([
                 {"op": "test", "path": "/metadata/finalizers", "value": null},
@@ -137,19 +141,20 @@ async fn write(kind: Write, client: &Client, recorder: &Recorder, shell: &MyOwnS
             let patch: json_patch::Patch = serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
             shells.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch)).await.map(|_| ())
         }
-        Write::Apply => {
+        Request::Lookup => Api::<Deployment>::namespaced(client.clone(), &ns).get_opt(&name).await.map(|_| ()),
+        Request::Apply => {
             let desired = deployment::desired(shell).map_err(|e| kube::Error::Service(e.to_string().into()))?;
             Api::<Deployment>::namespaced(client.clone(), &ns)
                 .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
                 .await
                 .map(|_| ())
         }
-        Write::Status => {
+        Request::Status => {
             let status = status::compute(shell, None, None, None, &Time(Timestamp::now()));
             let patch = Patch::Merge(serde_json::json!({ "status": status }));
             shells.patch_status(&name, &PatchParams::default(), &patch).await.map(|_| ())
         }
-        Write::Event => {
+        Request::Event => {
             let event = Event {
                 type_: EventType::Normal,
                 reason: reasons::CREATED.into(),
@@ -172,10 +177,10 @@ async fn warm_up(client: &Client) {
     let recorder = recorder(client);
     let mut shell = shell(0);
     shell.metadata.namespace = Some(ns.clone());
-    write(Write::Create, client, &recorder, &shell).await.unwrap();
+    send(Request::Create, client, &recorder, &shell).await.unwrap();
     let shell = Api::<MyOwnShell>::namespaced(client.clone(), &ns).get(&shell.name_any()).await.unwrap();
     for &kind in FOLLOW_UPS {
-        write(kind, client, &recorder, &shell).await.unwrap();
+        send(kind, client, &recorder, &shell).await.unwrap();
     }
 }
 
@@ -210,7 +215,7 @@ async fn same_writes_floor(client: Client, ns: &str, options: &Options) -> Durat
             let (client, recorder) = (client.clone(), recorder.clone());
             async move {
                 for &kind in FOLLOW_UPS {
-                    write(kind, &client, &recorder, &created).await?;
+                    send(kind, &client, &recorder, &created).await?;
                 }
                 Ok::<(), kube::Error>(())
             }
@@ -224,12 +229,12 @@ async fn same_writes_floor(client: Client, ns: &str, options: &Options) -> Durat
 }
 
 /// Each kind of write alone, for N objects C at a time (each needs the ones before it).
-async fn breakdown(client: Client, ns: &str, options: &Options) -> Vec<(Write, Duration)> {
+async fn breakdown(client: Client, ns: &str, options: &Options) -> Vec<(Request, Duration)> {
     let recorder = recorder(&client);
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
     let mut times = Vec::new();
-    for kind in WRITES {
-        let objects: Vec<MyOwnShell> = if kind == Write::Create {
+    for kind in REQUESTS {
+        let objects: Vec<MyOwnShell> = if kind == Request::Create {
             (0..options.objects)
                 .map(|i| {
                     let mut s = shell(i);
@@ -241,7 +246,7 @@ async fn breakdown(client: Client, ns: &str, options: &Options) -> Vec<(Write, D
             shells.list(&Default::default()).await.unwrap().items
         };
         let start = Instant::now();
-        futures::stream::iter(objects.iter().map(|s| write(kind, &client, &recorder, s)))
+        futures::stream::iter(objects.iter().map(|s| send(kind, &client, &recorder, s)))
             .buffer_unordered(options.concurrency)
             .try_collect::<Vec<()>>()
             .await

@@ -19,6 +19,14 @@ pub enum Error {
     #[error("deleting Deployment {name}: {source}")]
     DeleteDeployment { name: String, source: kube::Error },
 
+    /// A Deployment of the `MyOwnShell`'s name exists and is not ours (see `ownership`): it is
+    /// never written or deleted; the object stays `Degraded` until it goes away.
+    #[error(
+        "Deployment {0} already exists and is not controlled by this MyOwnShell; \
+         delete or rename it, or rename the MyOwnShell"
+    )]
+    DeploymentConflict(String),
+
     /// Not a failure: cleanup waits for the Deployment to disappear before the finalizer goes.
     #[error("Deployment {0} is still being deleted")]
     DeploymentTerminating(String),
@@ -40,28 +48,43 @@ impl Error {
             Error::ReadDeployment { .. } => "DeploymentReadFailed",
             Error::DeleteDeployment { .. } => "DeploymentDeleteFailed",
             Error::DeploymentTerminating(_) => "DeploymentTerminating",
+            Error::DeploymentConflict(_) => "DeploymentConflict",
             Error::CacheStopped => "CacheStopped",
             Error::Finalizer(_) => "FinalizerFailed",
         }
     }
 
-    /// A short label for the reconcile metrics.
-    pub fn metric_label(&self) -> &'static str {
+    /// The error a reconcile step returned, out of the finalizer helper's wrapping.
+    fn step(&self) -> &Error {
         match self {
             Error::Finalizer(inner) => match inner.as_ref() {
                 kube::runtime::finalizer::Error::ApplyFailed(e) | kube::runtime::finalizer::Error::CleanupFailed(e) => {
-                    e.metric_label()
+                    e.step()
                 }
-                _ => "finalizer",
+                _ => self,
             },
+            other => other,
+        }
+    }
+
+    /// A short label for the reconcile metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self.step() {
+            Error::Finalizer(_) => "finalizer",
             Error::DeploymentTerminating(_) => "waiting",
+            Error::DeploymentConflict(_) => "conflict",
             _ => "error",
         }
     }
 
     /// Whether this is the expected wait during cleanup rather than a failure.
     pub fn is_waiting(&self) -> bool {
-        self.metric_label() == "waiting"
+        matches!(self.step(), Error::DeploymentTerminating(_))
+    }
+
+    /// Whether a foreign Deployment is in the way.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self.step(), Error::DeploymentConflict(_))
     }
 }
 
@@ -95,6 +118,7 @@ mod tests {
             (Error::WriteStatus(api_error(409, "conflict")), "StatusWriteFailed", "error"),
             (Error::Build(BuildError::MissingMetadata("uid")), "InvalidObject", "error"),
             (Error::DeploymentTerminating("web".into()), "DeploymentTerminating", "waiting"),
+            (Error::DeploymentConflict("web".into()), "DeploymentConflict", "conflict"),
             (Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(apply()))), "FinalizerFailed", "error"),
             (
                 Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::DeploymentTerminating("web".into())))),
@@ -116,6 +140,11 @@ mod tests {
             );
         }
         assert!(Error::DeploymentTerminating("web".into()).is_waiting());
+        assert!(!Error::DeploymentConflict("web".into()).is_waiting());
+        assert!(Error::DeploymentConflict("web".into()).is_conflict());
+        let wrapped = |e| Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(e)));
+        assert!(wrapped(Error::DeploymentConflict("web".into())).is_conflict(), "seen through the finalizer");
+        assert!(!wrapped(apply()).is_waiting() && !wrapped(apply()).is_conflict());
         assert_eq!(api_message(&api_error(422, "spec.replicas: Invalid value")), "spec.replicas: Invalid value");
     }
 }

@@ -19,6 +19,8 @@ pub mod reasons {
     pub const DELETED: &str = "Deleted";
     /// A reconcile failed; the note says why. Mirrors `Degraded=True`.
     pub const RECONCILE_FAILED: &str = "ReconcileFailed";
+    /// A Deployment of the same name exists and is not ours; nothing was written.
+    pub const DEPLOYMENT_CONFLICT: &str = "DeploymentConflict";
 }
 
 /// Actions (what the controller did), as the events.k8s.io API asks for.

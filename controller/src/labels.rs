@@ -14,9 +14,13 @@ const HASH_CHARS: usize = 10;
 /// The `app.kubernetes.io/instance` value for a `MyOwnShell` name.
 ///
 /// Object names may be up to 253 characters but label values only 63. A longer name becomes its
-/// first 52 characters, `-`, and 10 hex characters of its SHA-256: stable across restarts (the
+/// first 52 characters, `_`, and 10 hex characters of its SHA-256: stable across restarts (the
 /// Deployment selector is immutable, so it must never change), readable, and unique in practice.
-/// Every use of the instance label goes through this function, so they always agree.
+/// The `_` makes it collision-free against short names: label values may hold it, object names
+/// (DNS subdomains) never do, so no name used as it is can equal a shortened one (with `-`, a
+/// 63-character name could be spelled to equal another object's shortened label, and the two
+/// Deployments would select each other's pods). Every use of the instance label goes through
+/// this function, so they always agree.
 pub fn instance_value(name: &str) -> String {
     if name.len() <= MAX_LABEL_VALUE {
         return name.to_owned();
@@ -25,8 +29,12 @@ pub fn instance_value(name: &str) -> String {
     let hash: String = digest.iter().map(|b| format!("{b:02x}")).collect::<String>().chars().take(HASH_CHARS).collect();
     // Object names are ASCII (DNS subdomains), so a byte index is a char boundary.
     let prefix = &name[..MAX_LABEL_VALUE - HASH_CHARS - 1];
-    format!("{prefix}-{hash}")
+    format!("{prefix}{SHORTENED_SEPARATOR}{hash}")
 }
+
+/// Between the kept prefix and the hash of a shortened instance label: a character that label
+/// values allow and object names do not.
+const SHORTENED_SEPARATOR: char = '_';
 
 /// The labels selecting the shell pods of one `MyOwnShell`. The name label is included next to
 /// the instance label so the selector cannot match another application's pods that happen to
@@ -88,6 +96,18 @@ mod tests {
             assert_eq!(got, instance_value(name), "stable");
         }
         assert_ne!(instance_value(&long_a), instance_value(&long_b), "names sharing a prefix stay distinct");
+    }
+
+    #[test]
+    fn no_name_used_as_it_is_equals_a_shortened_one() {
+        // A 63-character name spelled as another object's shortened label (the old `-` layout).
+        let long = format!("team-{}", "x".repeat(80));
+        let shortened = instance_value(&long);
+        let hash = &shortened[MAX_LABEL_VALUE - HASH_CHARS..];
+        let lookalike = format!("{}-{hash}", &long[..52]);
+        assert_eq!(lookalike.len(), MAX_LABEL_VALUE);
+        assert_ne!(instance_value(&lookalike), shortened, "a 63-character name cannot take a long name's label");
+        assert!(shortened.contains('_') && !lookalike.contains('_'), "{shortened} vs {lookalike}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod labels;
 pub mod leader;
 pub mod manager;
 pub mod metrics;
+pub mod ownership;
 pub mod probes;
 pub mod reconcile;
 pub mod status;

@@ -8,8 +8,8 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector;
-use kube::{Api, Client};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::{Api, Client, ResourceExt};
 use myownshell_api::MyOwnShell;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -196,12 +196,12 @@ async fn reconcile_until(
     };
 
     Controller::for_stream(cache::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses), shells)
-        .owns_stream(cache::deployment_stream(
-            deployments_api,
-            deployment_cache,
-            deployment_writer,
-            deployments_synced_tx,
-        ))
+        // A Deployment event goes to the `MyOwnShell` of the same name, not through the
+        // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
+        .watches_stream(
+            cache::deployment_stream(deployments_api, deployment_cache, deployment_writer, deployments_synced_tx),
+            |d| Some(ObjectRef::<MyOwnShell>::new(&d.name_any()).within(&d.namespace().unwrap_or_default())),
+        )
         // The Controller backs its trigger streams off on errors too, by default up to 30 s.
         .trigger_backoff(cache::WatchBackoff::default())
         .with_config(controller::Config::default().concurrency(args.concurrency))

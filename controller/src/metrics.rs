@@ -19,7 +19,8 @@ use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
-    /// `success`, `error`, `waiting` (cleanup waits for the Deployment to go) or `finalizer`.
+    /// `success`, `error`, `waiting` (cleanup waits for the Deployment to go), `conflict` (a
+    /// foreign Deployment is in the way) or `finalizer`.
     pub result: String,
 }
 

@@ -22,6 +22,7 @@ use crate::deployment;
 use crate::error::{Error, api_message};
 use crate::events::{self, actions, reasons};
 use crate::metrics::Metrics;
+use crate::ownership;
 use crate::status::{self, Failure};
 
 /// Everything a reconcile needs, shared by all of them.
@@ -65,6 +66,11 @@ pub fn backoff_delay(failures: u32) -> Duration {
 /// usually triggers the owner first).
 const TERMINATING_RECHECK: Duration = Duration::from_secs(2);
 
+/// How often an object blocked by a foreign Deployment looks again. A foreign Deployment
+/// without our labels is outside the Deployment watch, so its removal sends no event; this
+/// recheck is what lets the conflict resolve by itself. One GET per blocked object per period.
+const CONFLICT_RECHECK: Duration = Duration::from_secs(5);
+
 /// The reconcile entry point for `kube::runtime::Controller`.
 pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
@@ -85,16 +91,26 @@ pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Acti
 }
 
 async fn reconcile_inner(shell: Arc<MyOwnShell>, ctx: &Context) -> Result<Action, Error> {
+    let name = shell.name_any();
     let namespace = shell.namespace().unwrap_or_default();
     let api: Api<MyOwnShell> = Api::namespaced(ctx.client.clone(), &namespace);
-    finalizer(&api, names::FINALIZER, shell, |event| async {
+    let result = finalizer(&api, names::FINALIZER, shell, |event| async {
         match event {
             FinalizerEvent::Apply(shell) => apply(&shell, &api, ctx).await,
             FinalizerEvent::Cleanup(shell) => cleanup(&shell, ctx).await,
         }
     })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    .await;
+    match result {
+        // The object is already gone: a reconcile of a stale cached copy (queued by the
+        // Deployment's deletion, say) cleaned up after the one that removed the finalizer.
+        // Removing a finalizer from an object that no longer exists is success.
+        Err(kube::runtime::finalizer::Error::RemoveFinalizer(kube::Error::Api(s))) if s.code == 404 => {
+            debug!(shell = %name, "finalizer already gone with the object");
+            Ok(Action::await_change())
+        }
+        other => other.map_err(|e| Error::Finalizer(Box::new(e))),
+    }
 }
 
 /// Bring the Deployment and the status in line with the spec.
@@ -103,12 +119,14 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         return Err(Error::CacheStopped);
     }
     let name = shell.name_any();
-    let namespace = shell.namespace().unwrap_or_default();
-    let live = ctx.deployments.get(&namespace, &name);
-    let outcome = ensure_deployment(shell, live.as_ref(), ctx).await;
-    let (current, error) = match outcome {
-        Ok(current) => (current, None),
-        Err(e) => (live, Some(e)),
+    let (current, error) = match find_deployment(shell, ctx).await {
+        Err(e) => (None, Some(e)),
+        // Never write what is not ours, and never report its pods as our shells.
+        Ok(Some(d)) if !ownership::of(&d, shell).is_ours() => (None, Some(Error::DeploymentConflict(name.clone()))),
+        Ok(live) => match ensure_deployment(shell, live.as_ref(), ctx).await {
+            Ok(current) => (current, None),
+            Err(e) => (live, Some(e)),
+        },
     };
     let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
     let previous = ctx.statuses.latest(shell);
@@ -131,15 +149,15 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         // The recorder folds repeats of the same event into one series, so a failure that
         // persists through the backoff does not flood the namespace with events.
         let note = failure_message(&e);
-        events::publish(
-            &ctx.recorder,
-            &ctx.metrics,
-            shell,
-            EventType::Warning,
-            reasons::RECONCILE_FAILED,
-            actions::RECONCILE,
-            note,
-        );
+        let reason = if e.is_conflict() {
+            if !previous.as_ref().is_some_and(|s| status::degraded_by(s, e.reason())) {
+                warn!(shell = %name, "{note}");
+            }
+            reasons::DEPLOYMENT_CONFLICT
+        } else {
+            reasons::RECONCILE_FAILED
+        };
+        events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Warning, reason, actions::RECONCILE, note);
         return Err(e);
     }
     status_written?;
@@ -151,6 +169,25 @@ fn failure_message(e: &Error) -> String {
         Error::ApplyDeployment { name, source } => format!("applying Deployment {name}: {}", api_message(source)),
         other => other.to_string(),
     }
+}
+
+/// The Deployment named like `shell`: from the cache, which holds only Deployments carrying our
+/// managed-by label; else from the apiserver, because a Deployment without that label (someone
+/// else's) may be in the way, and applying over it would take it over.
+///
+/// Between a 404 here and the apply that creates the Deployment, only someone allowed to create
+/// Deployments in the namespace could slip one in; such a Deployment is theirs to lose.
+async fn find_deployment(shell: &MyOwnShell, ctx: &Context) -> Result<Option<Arc<Deployment>>, Error> {
+    let (name, namespace) = (shell.name_any(), shell.namespace().unwrap_or_default());
+    if let Some(cached) = ctx.deployments.get(&namespace, &name) {
+        return Ok(Some(cached));
+    }
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name, source })?;
+    Ok(live.map(|mut d| {
+        cache::prune_deployment(&mut d);
+        Arc::new(d)
+    }))
 }
 
 /// Server-side apply the desired Deployment unless the live one already matches it. Returns the
@@ -194,7 +231,7 @@ async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     // Read from the API server, not the cache: after a restart the cache may be behind, and
     // deleting is the one step where acting on stale data would hurt.
     let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name: name.clone(), source })?;
-    let owned = live.as_ref().filter(|d| is_controlled_by(d, shell));
+    let owned = live.as_ref().filter(|d| ownership::of(d, shell).is_ours());
     let note = match owned {
         None if live.is_some() => {
             warn!(shell = %name, "a Deployment of this name exists but is not ours; leaving it alone");
@@ -233,19 +270,16 @@ async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     Ok(Action::await_change())
 }
 
-fn is_controlled_by(deployment: &Deployment, shell: &MyOwnShell) -> bool {
-    let uid = shell.metadata.uid.as_deref();
-    deployment
-        .owner_references()
-        .iter()
-        .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) == uid && o.kind == names::KIND)
-}
-
-/// What to do after a failed reconcile: wait during cleanup, back off exponentially per object
-/// on real failures.
+/// What to do after a failed reconcile: wait during cleanup, look again at a steady pace while a
+/// foreign Deployment is in the way (the condition and the event already say so), back off
+/// exponentially per object on real failures.
 pub fn error_policy(shell: Arc<MyOwnShell>, error: &Error, ctx: Arc<Context>) -> Action {
     if error.is_waiting() {
         return Action::requeue(TERMINATING_RECHECK);
+    }
+    if error.is_conflict() {
+        debug!(shell = %shell.name_any(), namespace = ?shell.namespace(), error = %error, "blocked by a foreign Deployment");
+        return Action::requeue(CONFLICT_RECHECK);
     }
     let failures = {
         let mut map = ctx.failures();

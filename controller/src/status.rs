@@ -107,12 +107,20 @@ pub fn compute(
         ready_replicas: observed.ready,
         observed_generation: generation,
         selector: Some(labels::selector_string(name)),
+        // `deployment` is ours here (reconcile never passes a foreign one): record its uid, the
+        // proof of ownership that survives the loss of its ownerReference (see `ownership`).
+        deployment_uid: deployment.and_then(|d| d.metadata.uid.clone()),
         conditions: vec![
             condition(AVAILABLE, available),
             condition(PROGRESSING, progressing),
             condition(DEGRADED, degraded),
         ],
     }
+}
+
+/// Whether `status` already shows `Degraded=True` for `reason`.
+pub fn degraded_by(status: &MyOwnShellStatus, reason: &str) -> bool {
+    status.conditions.iter().any(|c| c.type_ == DEGRADED && c.status == "True" && c.reason == reason)
 }
 
 /// What the Deployment reports.
@@ -324,6 +332,16 @@ mod tests {
             Some("app.kubernetes.io/instance=web,app.kubernetes.io/name=myownshell")
         );
         assert_eq!(status.conditions[0].message, "1 of 2 shell pods are ready");
+    }
+
+    #[test]
+    fn the_deployment_uid_is_recorded_while_the_deployment_exists() {
+        let mut ours = deployment(1, rolled(1, 1, 1));
+        ours.metadata.uid = Some("deploy-uid".into());
+        let status = compute(&shell(1), None, Some(&ours), None, &time(100));
+        assert_eq!(status.deployment_uid.as_deref(), Some("deploy-uid"));
+        let gone = compute(&shell(1), Some(&status), None, None, &time(101));
+        assert_eq!(gone.deployment_uid, None, "a Deployment that is gone is no proof of anything");
     }
 
     #[test]

@@ -95,7 +95,13 @@ async fn start_tls_upstream(body: Bytes, cert_pem: &str, key_pem: &str) -> Socke
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(myownshell_certs::server::serve_tls(listener, config, upstream_app(body), shutdown));
+    tokio::spawn(myownshell_certs::server::serve_tls(
+        listener,
+        config,
+        upstream_app(body),
+        Default::default(),
+        shutdown,
+    ));
     addr
 }
 

@@ -16,6 +16,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use kube::Client;
 use myownshell_certs::server::ConnectionInfo;
 use rustls_pki_types::CertificateDer;
+use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::authn::{
@@ -23,6 +24,7 @@ use crate::authn::{
 };
 use crate::authz::{Authorizer, AuthzCacheOptions, Decision, RequestAttributes};
 use crate::config::{AuthorizationConfig, ResourceAttributesConfig};
+use crate::denials::{Denial, Denials};
 use crate::paths::PathPatterns;
 use crate::token::{BearerToken, bearer_token};
 use crate::user::AuthenticatedUser;
@@ -79,6 +81,7 @@ struct AuthState {
     ignore_paths: PathPatterns,
     identity_headers: Option<IdentityHeaders>,
     counters: Arc<ReviewCounters>,
+    denials: Denials,
 }
 
 /// The authentication + authorization layer. Cheap to clone; clones share caches.
@@ -108,6 +111,7 @@ impl RbacAuth {
             ignore_paths: options.ignore_paths,
             identity_headers: options.identity_headers,
             counters,
+            denials: Denials::default(),
         };
         Self { state: Arc::new(state) }
     }
@@ -118,6 +122,13 @@ impl RbacAuth {
             token_reviews: self.state.counters.token_reviews.load(Ordering::Relaxed),
             subject_access_reviews: self.state.counters.subject_access_reviews.load(Ordering::Relaxed),
         }
+    }
+
+    /// Log a summary of the denied requests at info every minute that had any, until
+    /// `shutdown`, then one of what is left; each denial itself is logged at debug only.
+    /// [`crate::SecureServer::run`] runs this; run it beside a server of your own.
+    pub async fn report_denials(&self, shutdown: CancellationToken) {
+        self.state.denials.report(shutdown).await;
     }
 }
 
@@ -243,7 +254,7 @@ impl AuthState {
             Ok(Decision::Allow) => {}
             Ok(Decision::Deny { reason }) => {
                 let permission = attributes.describe();
-                tracing::info!(user = %user.name, verb = attributes.verb(), path, decision = "deny", reason, "request denied");
+                self.denials.denied(Denial::Forbidden, &reason, Some(&user.name), attributes.verb(), &path);
                 return Err(plain(
                     StatusCode::FORBIDDEN,
                     format!("Forbidden: user {:?} is not allowed to {permission}\n", user.name),
@@ -269,13 +280,7 @@ impl AuthState {
         path: &str,
     ) -> Result<AuthenticatedUser, Response> {
         let deny = |why: &str| {
-            tracing::info!(
-                verb = attributes.verb(),
-                path,
-                decision = "unauthenticated",
-                reason = why,
-                "request denied"
-            );
+            self.denials.denied(Denial::Unauthenticated, why, None, attributes.verb(), path);
             unauthorized()
         };
         // A verified client certificate decides before any token is looked at.

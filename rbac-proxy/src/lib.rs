@@ -10,6 +10,8 @@
 //! 3. Answers: no or bad credentials → 401 with `WWW-Authenticate: Bearer`; denied → 403 naming
 //!    the user and the missing permission; apiserver unreachable → 503, review error → 500.
 //!    It never fails open. The user goes into the request extensions as [`AuthenticatedUser`].
+//!    Each refusal is logged at debug; at info, one line per reason sums up each minute
+//!    ([`denials`]).
 //!
 //! Before anything else, `X-Remote-*` and `Impersonate-*` headers from the caller are removed;
 //! the caller's `Authorization` header never reaches the inner service or the upstream. With
@@ -51,6 +53,7 @@ pub mod authn;
 pub mod authz;
 pub mod cache;
 pub mod config;
+pub mod denials;
 pub mod duration;
 pub mod health;
 pub mod layer;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use kube::Client;
+use myownshell_certs::server::ServeOptions;
 use rustls_pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -33,6 +34,8 @@ pub struct SecureServingOptions {
     /// How often the certificate files are checked for changes.
     pub cert_reload_interval: Duration,
     pub auth: AuthOptions,
+    /// Connection limits: the request deadline, idle timeout and connection cap.
+    pub serve: ServeOptions,
 }
 
 impl Default for SecureServingOptions {
@@ -42,6 +45,7 @@ impl Default for SecureServingOptions {
             self_signed_names: Vec::new(),
             cert_reload_interval: Duration::from_secs(10),
             auth: AuthOptions::default(),
+            serve: ServeOptions::default(),
         }
     }
 }
@@ -53,6 +57,7 @@ pub struct SecureServer {
     auth: RbacAuth,
     app: Router,
     reload_interval: Duration,
+    serve: ServeOptions,
 }
 
 impl SecureServer {
@@ -67,7 +72,7 @@ impl SecureServer {
         let tls = ServingTls::new(&options.tls, &options.self_signed_names)?;
         let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
         let auth = RbacAuth::new(client, options.auth);
-        Ok(Self { listener, tls, auth, app, reload_interval: options.cert_reload_interval })
+        Ok(Self { listener, tls, auth, app, reload_interval: options.cert_reload_interval, serve: options.serve })
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
@@ -84,9 +89,10 @@ impl SecureServer {
         self.tls.resolver.leaf_der()
     }
 
-    /// Serve until `shutdown` is cancelled, then drain in-flight requests.
+    /// Serve until `shutdown` is cancelled, then drain in-flight requests. Denied requests are
+    /// summed up in the log meanwhile ([`RbacAuth::report_denials`]).
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
-        let Self { listener, tls, auth, app, reload_interval } = self;
+        let Self { listener, tls, auth, app, reload_interval, serve } = self;
         let addr = listener.local_addr()?;
         tracing::info!(%addr, cert_files = tls.files.is_some(), "serving with authentication and authorization");
         let config = tls.config.clone();
@@ -94,8 +100,9 @@ impl SecureServer {
             let shutdown = shutdown.clone();
             async move { tls.watch_files(reload_interval, shutdown).await }
         };
-        let serve = myownshell_certs::server::serve_tls(listener, config, app.layer(auth), shutdown);
-        let (served, ()) = tokio::join!(serve, watcher);
+        let denials = auth.report_denials(shutdown.clone());
+        let serve = myownshell_certs::server::serve_tls(listener, config, app.layer(auth.clone()), serve, shutdown);
+        let (served, (), ()) = tokio::join!(serve, watcher, denials);
         Ok(served?)
     }
 }

@@ -189,6 +189,7 @@ impl Args {
             self_signed_names: Vec::new(),
             cert_reload_interval: self.tls_reload_interval,
             auth,
+            ..SecureServingOptions::default()
         };
         Ok(Plan { upstream: UpstreamUrl::parse(&self.upstream)?, health, serving })
     }

@@ -5,6 +5,7 @@
 pub mod assets;
 pub mod control_plane;
 pub mod controller_helpers;
+pub mod controller_test;
 pub mod gate;
 pub mod http;
 pub mod kubectl;

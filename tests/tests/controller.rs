@@ -8,29 +8,15 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
-use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace};
-use myownshell_tests::{ControlPlane, create_namespace, eventually};
+use myownshell_tests::controller_test::{ControllerTest, TIMEOUT, cond, condition, report_ready};
+use myownshell_tests::{create_namespace, eventually};
 use serde_json::json;
 
-const TIMEOUT: Duration = Duration::from_secs(30);
-
-struct Setup {
-    cp: &'static ControlPlane,
-    client: Client,
-    ns: String,
-    shells: Api<MyOwnShell>,
-    deployments: Api<Deployment>,
-    controller: ControllerProcess,
-}
-
-async fn setup(prefix: &str) -> Setup {
-    let ShellNamespace { cp, client, ns, shells, deployments } = ShellNamespace::create(prefix).await.unwrap();
-    let controller = ControllerProcess::start(cp, prefix, &["--namespace", &ns]).unwrap();
-    Setup { cp, client, ns, shells, deployments, controller }
+async fn setup(prefix: &str) -> ControllerTest {
+    ControllerTest::start(prefix).await
 }
 
 fn shell(name: &str, spec: MyOwnShellSpec) -> MyOwnShell {
@@ -39,76 +25,6 @@ fn shell(name: &str, spec: MyOwnShellSpec) -> MyOwnShell {
 
 fn sized(size: i32) -> MyOwnShellSpec {
     MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() }
-}
-
-impl Setup {
-    /// Wait until the Deployment `name` satisfies `check` (which explains what it saw).
-    async fn deployment_where(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&Deployment) -> Result<(), String>,
-    ) -> Deployment {
-        let result = eventually(what, TIMEOUT, || async {
-            let d = self.deployments.get_opt(name).await.map_err(|e| e.to_string())?;
-            let d = d.ok_or_else(|| "no Deployment".to_owned())?;
-            check(&d).map(|()| d)
-        })
-        .await;
-        result.unwrap_or_else(|e| panic!("{e}\n--- controller log ---\n{}", self.controller.log_tail(30)))
-    }
-
-    async fn shell_where(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&MyOwnShell) -> Result<(), String>,
-    ) -> MyOwnShell {
-        let result = eventually(what, TIMEOUT, || async {
-            let s = self.shells.get(name).await.map_err(|e| e.to_string())?;
-            check(&s).map(|()| s)
-        })
-        .await;
-        result.unwrap_or_else(|e| panic!("{e}\n--- controller log ---\n{}", self.controller.log_tail(30)))
-    }
-
-    async fn replicas_become(&self, name: &str, want: i32) -> Deployment {
-        self.deployment_where(name, &format!("Deployment {name} replicas = {want}"), |d| {
-            let got = d.spec.as_ref().and_then(|s| s.replicas);
-            if got == Some(want) { Ok(()) } else { Err(format!("replicas {got:?}")) }
-        })
-        .await
-    }
-
-    /// Event reasons recorded about the `MyOwnShell` `name`.
-    async fn event_reasons(&self, name: &str) -> Vec<String> {
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);
-        let list = events.list(&ListParams::default()).await.unwrap();
-        list.items
-            .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-            .filter_map(|e| e.reason)
-            .collect()
-    }
-
-    async fn event_with_reason(&self, name: &str, reason: &str) {
-        eventually(&format!("a {reason} event for {name}"), TIMEOUT, || async {
-            let reasons = self.event_reasons(name).await;
-            if reasons.iter().any(|r| r == reason) { Ok(()) } else { Err(format!("{reasons:?}")) }
-        })
-        .await
-        .unwrap();
-    }
-}
-
-fn condition(shell: &MyOwnShell, type_: &str) -> Option<(String, String)> {
-    let status = shell.status.as_ref()?;
-    let c = status.conditions.iter().find(|c| c.type_ == type_)?;
-    Some((c.status.clone(), c.reason.clone()))
-}
-
-fn cond(status: &str, reason: &str) -> Option<(String, String)> {
-    Some((status.to_owned(), reason.to_owned()))
 }
 
 #[tokio::test]
@@ -252,21 +168,6 @@ async fn hand_edits_of_the_deployment_are_reverted() {
     .await;
 }
 
-/// The test control plane runs no Deployment controller, so the test plays its part: it
-/// writes the Deployment's status as kube-controller-manager would.
-async fn report_ready(deployments: &Api<Deployment>, name: &str, ready: i32) {
-    let d = deployments.get(name).await.unwrap();
-    let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let status = json!({"status": {
-        "observedGeneration": d.metadata.generation,
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "readyReplicas": ready,
-        "availableReplicas": ready,
-    }});
-    deployments.patch_status(name, &PatchParams::default(), &Patch::Merge(status)).await.unwrap();
-}
-
 #[tokio::test]
 async fn status_and_conditions_follow_the_deployment() {
     let t = setup("ctrl-status").await;
@@ -369,28 +270,7 @@ async fn a_reconcile_with_nothing_changed_writes_nothing() {
     .await;
 
     // Let the controller settle: nothing in flight and the write counters stop moving.
-    let writes = || async {
-        let text = t.controller.metrics().await?;
-        let sum: f64 = text
-            .lines()
-            .filter(|l| l.starts_with("myownshell_controller_writes_total{"))
-            .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-            .sum();
-        Ok::<f64, String>(sum)
-    };
-    let previous = std::cell::Cell::new(-1.0);
-    let settled = eventually("write counters to settle", TIMEOUT, || async {
-        let now = writes().await?;
-        let in_flight = t.controller.metric("myownshell_controller_reconciles_in_flight").await?;
-        let before = previous.replace(now);
-        if now == before && in_flight == 0.0 {
-            Ok(now)
-        } else {
-            Err(format!("writes {before} -> {now}, in flight {in_flight}"))
-        }
-    })
-    .await
-    .unwrap();
+    let settled = t.settled_writes().await;
     let success = "myownshell_controller_reconciles_total{result=\"success\"}";
     let reconciles_before = t.controller.metric(success).await.unwrap();
     let deployment_rv = t.deployments.get("zeta").await.unwrap().resource_version();
@@ -408,7 +288,7 @@ async fn a_reconcile_with_nothing_changed_writes_nothing() {
     .await
     .unwrap();
 
-    assert_eq!(writes().await.unwrap(), settled, "no write requests were sent");
+    assert_eq!(t.writes().await.unwrap(), settled, "no write requests were sent");
     assert_eq!(t.deployments.get("zeta").await.unwrap().resource_version(), deployment_rv);
     assert_eq!(t.shells.get("zeta").await.unwrap().status, status_before);
 }

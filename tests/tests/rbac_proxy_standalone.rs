@@ -175,14 +175,15 @@ impl Proxy {
         line.split_whitespace().nth(1).unwrap().parse().unwrap()
     }
 
-    /// SIGTERM; the proxy must exit 0 and leave a log without any token in it.
-    fn stop(mut self, tokens: &[&str]) {
+    /// SIGTERM; the proxy must exit 0 and leave a log without any token in it. Returns the log.
+    fn stop(mut self, tokens: &[&str]) -> String {
         let status = self.process.stop(Duration::from_secs(10)).unwrap();
         let log = std::fs::read_to_string(self.process.log_path()).unwrap();
         assert!(status.success(), "proxy exited with {status}\n{log}");
         for token in tokens {
             assert!(!log.contains(token), "a token is in the proxy log");
         }
+        log
     }
 }
 
@@ -362,4 +363,52 @@ async fn the_upstream_being_down_is_a_502_not_a_hang() {
     .await;
     status.unwrap();
     proxy.stop(&[&token]);
+}
+
+/// A storm of refused scrapes: no refusal is logged one by one at info; one line per decision
+/// and reason sums them up with its count (here at shutdown, before its minute is out).
+#[tokio::test]
+async fn denied_requests_are_summed_up_in_the_log_not_logged_one_by_one() {
+    const NO_TOKEN: u64 = 60;
+    const BAD_TOKEN: u64 = 20;
+    const FORBIDDEN: u64 = 20;
+    const BAD: &str = "not-a-real-token";
+    let cp = shared();
+    let admin = cp.client().unwrap();
+    let ns = create_namespace(&admin, "denial-log").await.unwrap();
+    let stop_upstream = CancellationToken::new();
+    let upstream = start_upstream(stop_upstream.clone()).await;
+    let proxy = Proxy::start(cp, upstream, &["--log-format=json"]).await;
+    let token = service_account_token(&admin, &ns, "nobody", &[], 600).await.unwrap();
+    for (n, token, want) in [
+        (NO_TOKEN, None, StatusCode::UNAUTHORIZED),
+        (BAD_TOKEN, Some(BAD), StatusCode::UNAUTHORIZED),
+        (FORBIDDEN, Some(token.as_str()), StatusCode::FORBIDDEN),
+    ] {
+        for _ in 0..n {
+            let reply = proxy.get("/metrics", token, &[]).await;
+            assert_eq!(reply.status, want, "{}", reply.text());
+        }
+    }
+    let log = proxy.stop(&[&token, BAD]);
+    stop_upstream.cancel();
+
+    let lines: Vec<serde_json::Value> = log.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let one_by_one = lines.iter().filter(|l| l["fields"]["message"] == "request denied").count();
+    assert_eq!(one_by_one, 0, "refusals logged one by one at info:\n{log}");
+    let summaries: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["fields"]["message"] == "requests denied").map(|l| &l["fields"]).collect();
+    let counted = |decision: &str, reason: Option<&str>| -> u64 {
+        summaries
+            .iter()
+            .filter(|f| f["decision"] == decision && reason.is_none_or(|r| f["reason"] == r))
+            .filter_map(|f| f["count"].as_u64())
+            .sum()
+    };
+    assert_eq!(counted("unauthenticated", Some("no bearer token")), NO_TOKEN, "{log}");
+    assert_eq!(counted("unauthenticated", Some("token rejected by TokenReview")), BAD_TOKEN, "{log}");
+    assert_eq!(counted("deny", None), FORBIDDEN, "{log}");
+    let forbidden = summaries.iter().find(|f| f["decision"] == "deny").unwrap();
+    assert_eq!(forbidden["first_user"], service_account_user(&ns, "nobody"), "{log}");
+    eprintln!("{} summary lines for {} refusals", summaries.len(), NO_TOKEN + BAD_TOKEN + FORBIDDEN);
 }

@@ -1,0 +1,243 @@
+//! What the controller may write: never a Deployment that is not its own (one in the way is a
+//! `DeploymentConflict`, left untouched and undeleted), always its own, even one that lost its
+//! ownerReference (repaired, and deleted with its `MyOwnShell`). And the status is the
+//! controller's: a false one written by someone else is put right.
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use myownshell_api::names;
+use myownshell_tests::controller_helpers::sized_shell;
+use myownshell_tests::controller_test::{ControllerTest, TIMEOUT, cond, condition};
+use myownshell_tests::eventually;
+use serde_json::json;
+
+/// A Deployment named `name` that someone else made: our selector labels (so it would match
+/// the shell Deployment's selector), `labels` on the object, and a container of its own.
+fn foreign_deployment(name: &str, labels: serde_json::Value) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": 3,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": name}},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": name}},
+                "spec": {"containers": [{"name": "app", "image": "someone/app:1"}]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+/// Wait for `Degraded=True` with reason `DeploymentConflict`, whose message names `name`.
+async fn degraded_by_conflict(t: &ControllerTest, name: &str) {
+    let s = t
+        .shell_where(name, "Degraded=True DeploymentConflict", |s| {
+            if condition(s, "Degraded") == cond("True", "DeploymentConflict") {
+                Ok(())
+            } else {
+                Err(format!("{:?}", s.status))
+            }
+        })
+        .await;
+    let degraded = s.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert!(degraded.message.contains(&format!("Deployment {name} ")), "names the Deployment: {}", degraded.message);
+}
+
+#[tokio::test]
+async fn a_foreign_deployment_in_the_way_is_never_written_or_deleted() {
+    let t = ControllerTest::start("ctrl-foreign").await;
+    // The worst case: it even carries all of our labels, so it sits in the controller's cache.
+    let ours = json!({
+        "app.kubernetes.io/name": "myownshell",
+        "app.kubernetes.io/instance": "taken",
+        "app.kubernetes.io/managed-by": "myownshell-operator",
+    });
+    let before = t.deployments.create(&PostParams::default(), &foreign_deployment("taken", ours)).await.unwrap();
+    t.shells.create(&PostParams::default(), &sized_shell("taken", 1)).await.unwrap();
+
+    degraded_by_conflict(&t, "taken").await;
+    t.event_with_reason("taken", "DeploymentConflict").await;
+    let after = t.deployments.get("taken").await.unwrap();
+    assert_eq!(after.resource_version(), before.resource_version(), "not written: {:?}", after.metadata);
+    assert!(after.owner_references().is_empty());
+    let containers: Vec<String> = after
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
+    assert_eq!(containers, ["app"]);
+
+    // Deleting the MyOwnShell finishes without deleting what is not its own.
+    t.shells.delete("taken", &DeleteParams::default()).await.unwrap();
+    eventually("the MyOwnShell gone", TIMEOUT, || async {
+        match t.shells.get_opt("taken").await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(s) => Err(format!("still there: finalizers {:?}", s.finalizers())),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+    let kept = t.deployments.get("taken").await.unwrap();
+    assert_eq!(kept.resource_version(), before.resource_version(), "the foreign Deployment is untouched");
+}
+
+#[tokio::test]
+async fn a_conflict_resolves_by_itself_when_the_foreign_deployment_goes() {
+    let t = ControllerTest::start("ctrl-unblock").await;
+    // No labels at all: outside the controller's Deployment watch, found by a live read.
+    let foreign =
+        t.deployments.create(&PostParams::default(), &foreign_deployment("blocked", json!({}))).await.unwrap();
+    t.shells.create(&PostParams::default(), &sized_shell("blocked", 2)).await.unwrap();
+    degraded_by_conflict(&t, "blocked").await;
+    assert_eq!(t.deployments.get("blocked").await.unwrap().resource_version(), foreign.resource_version());
+
+    t.deployments.delete("blocked", &DeleteParams::default()).await.unwrap();
+    let shell = t.shells.get("blocked").await.unwrap();
+    t.deployment_where("blocked", "our own Deployment in its place", |d| {
+        let owned = d.owner_references().iter().any(|o| Some(&o.uid) == shell.meta().uid.as_ref());
+        if owned && d.spec.as_ref().and_then(|s| s.replicas) == Some(2) {
+            Ok(())
+        } else {
+            Err(format!("owners {:?}", d.owner_references()))
+        }
+    })
+    .await;
+    t.shell_where("blocked", "Degraded=False", |s| {
+        if condition(s, "Degraded") == cond("False", "AsExpected") { Ok(()) } else { Err(format!("{:?}", s.status)) }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_deployment_that_lost_its_owner_reference_is_repaired_and_deleted_with_its_shell() {
+    let t = ControllerTest::start("ctrl-unowned").await;
+    let created = t.shells.create(&PostParams::default(), &sized_shell("adrift", 2)).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let deployment = t.replicas_become("adrift", 2).await;
+    t.shell_where("adrift", "the Deployment's uid recorded", |s| {
+        let recorded = s.status.as_ref().and_then(|st| st.deployment_uid.clone());
+        if recorded == deployment.metadata.uid { Ok(()) } else { Err(format!("recorded {recorded:?}")) }
+    })
+    .await;
+    let owned_again = |d: &Deployment| {
+        let owned = d.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true));
+        let replicas = d.spec.as_ref().and_then(|s| s.replicas);
+        let labelled = d.labels().get(names::LABEL_MANAGED_BY).is_some();
+        if owned && replicas == Some(2) && labelled {
+            Ok(())
+        } else {
+            Err(format!("owned {owned}, replicas {replicas:?}, labels {:?}", d.labels()))
+        }
+    };
+
+    // Cut loose: no ownerReference, and drift on top.
+    let by_hand = PatchParams { field_manager: Some("someone".into()), ..PatchParams::default() };
+    let cut = json!([
+        {"op": "remove", "path": "/metadata/ownerReferences"},
+        {"op": "replace", "path": "/spec/replicas", "value": 9},
+    ]);
+    t.deployments.patch("adrift", &by_hand, &Patch::Json::<()>(serde_json::from_value(cut).unwrap())).await.unwrap();
+    t.deployment_where("adrift", "the reference restored and the drift reverted", owned_again).await;
+
+    // Cut loose and unlabelled: gone from the controller's watch, found again by a live read.
+    let cut = json!([
+        {"op": "remove", "path": "/metadata/ownerReferences"},
+        {"op": "remove", "path": "/metadata/labels"},
+        {"op": "replace", "path": "/spec/replicas", "value": 7},
+    ]);
+    t.deployments.patch("adrift", &by_hand, &Patch::Json::<()>(serde_json::from_value(cut).unwrap())).await.unwrap();
+    t.deployment_where("adrift", "reference, labels and replicas restored", owned_again).await;
+
+    // Cut loose, then the MyOwnShell is deleted: its Deployment is not left behind.
+    let cut = json!([{"op": "remove", "path": "/metadata/ownerReferences"}]);
+    t.deployments.patch("adrift", &by_hand, &Patch::Json::<()>(serde_json::from_value(cut).unwrap())).await.unwrap();
+    t.shells.delete("adrift", &DeleteParams::default()).await.unwrap();
+    eventually("Deployment and MyOwnShell gone", TIMEOUT, || async {
+        let d = t.deployments.get_opt("adrift").await.map_err(|e| e.to_string())?;
+        let s = t.shells.get_opt("adrift").await.map_err(|e| e.to_string())?;
+        match (d, s) {
+            (None, None) => Ok(()),
+            (d, s) => Err(format!("deployment present: {}, shell present: {}", d.is_some(), s.is_some())),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+}
+
+#[tokio::test]
+async fn a_false_status_written_by_someone_else_is_put_right() {
+    let t = ControllerTest::start("ctrl-status").await;
+    t.shells.create(&PostParams::default(), &sized_shell("truth", 1)).await.unwrap();
+    t.replicas_become("truth", 1).await;
+    let truth = t
+        .shell_where("truth", "a status with a selector", |s| {
+            if s.status.as_ref().is_some_and(|st| st.selector.is_some()) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", s.status))
+            }
+        })
+        .await
+        .status
+        .unwrap();
+
+    let lie = json!({"status": {"readyReplicas": 5, "replicas": 5, "selector": "app=other"}});
+    t.shells.patch_status("truth", &PatchParams::default(), &Patch::Merge(lie)).await.unwrap();
+    t.shell_where("truth", "the status written back", |s| {
+        let st = s.status.as_ref().ok_or("no status")?;
+        if st.ready_replicas == truth.ready_replicas && st.replicas == truth.replicas && st.selector == truth.selector {
+            Ok(())
+        } else {
+            Err(format!("{st:?}"))
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn deleting_many_shells_counts_no_failed_reconcile() {
+    let t = ControllerTest::start("ctrl-mass-delete").await;
+    const N: usize = 30;
+    let names: Vec<String> = (0..N).map(|i| format!("m{i}")).collect();
+    for name in &names {
+        t.shells.create(&PostParams::default(), &sized_shell(name, 1)).await.unwrap();
+    }
+    for name in &names {
+        t.replicas_become(name, 1).await;
+    }
+    for name in &names {
+        t.shells.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    eventually("every MyOwnShell gone", TIMEOUT, || async {
+        let left = t.shells.list(&Default::default()).await.map_err(|e| e.to_string())?.items.len();
+        if left == 0 { Ok(()) } else { Err(format!("{left} left")) }
+    })
+    .await
+    .unwrap();
+    // A finalizer removal racing the object's disappearance is success, not a failure.
+    t.settled_writes().await;
+    for result in ["error", "finalizer"] {
+        let failed = t
+            .controller
+            .metric(&format!("myownshell_controller_reconciles_total{{result=\"{result}\"}}"))
+            .await
+            .unwrap();
+        assert_eq!(failed, 0.0, "reconciles counted as {result}\n{}", t.controller.log_tail(40));
+    }
+    let log = t.controller.log_tail(10_000);
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("WARN")).collect();
+    assert!(warnings.is_empty(), "{} warnings, e.g. {:?}", warnings.len(), warnings.first());
+}
