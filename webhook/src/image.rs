@@ -81,29 +81,56 @@ fn valid_path_component(c: &str) -> bool {
     true
 }
 
-fn valid_port(port: &str) -> bool {
-    !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) && port.parse::<u16>().is_ok()
+/// A TCP port a registry can listen on: 1-65535 (0 is no port at all).
+fn check_port(port: &str) -> Result<(), String> {
+    let number = port.bytes().all(|b| b.is_ascii_digit()).then(|| port.parse::<u16>().ok()).flatten();
+    match number {
+        Some(1..) => Ok(()),
+        _ => Err(format!("registry port must be 1-65535, got {port:?}")),
+    }
 }
 
-fn valid_host(host: &str) -> bool {
+/// A registry host: a DNS name or `[IPv6]`, with an optional port.
+fn check_host(host: &str) -> Result<(), String> {
+    let invalid = || format!("invalid registry host {host:?}");
     if let Some(rest) = host.strip_prefix('[') {
-        let Some((v6, tail)) = rest.split_once(']') else { return false };
-        return v6.parse::<std::net::Ipv6Addr>().is_ok()
-            && (tail.is_empty() || tail.strip_prefix(':').is_some_and(valid_port));
+        let Some((v6, tail)) = rest.split_once(']') else { return Err(invalid()) };
+        if v6.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(invalid());
+        }
+        if tail.is_empty() {
+            return Ok(());
+        }
+        return tail.strip_prefix(':').map_or_else(|| Err(invalid()), check_port);
     }
     let (name, port) = match byte_position(host, b':') {
         Some(i) => (&host[..i], Some(&host[i + 1..])),
         None => (host, None),
     };
-    port.is_none_or(valid_port)
-        && !name.is_empty()
+    let valid_name = !name.is_empty()
         && name.split('.').all(|label| {
             let b = label.as_bytes();
             !b.is_empty()
                 && b[0].is_ascii_alphanumeric()
                 && b[b.len() - 1].is_ascii_alphanumeric()
                 && b.iter().all(|x| x.is_ascii_alphanumeric() || *x == b'-')
-        })
+        });
+    if !valid_name {
+        return Err(invalid());
+    }
+    port.map_or(Ok(()), check_port)
+}
+
+/// Whitespace or a control character in the reference, named (a NUL or an escape sequence
+/// is not "whitespace" to the person reading the denial).
+fn check_characters(reference: &str) -> Result<(), String> {
+    if reference.chars().any(char::is_whitespace) {
+        return Err("contains whitespace".into());
+    }
+    match reference.chars().find(|c| c.is_control()) {
+        Some(c) => Err(format!("contains a control character (U+{:04X})", u32::from(c))),
+        None => Ok(()),
+    }
 }
 
 /// Parse `reference`; the error says which part is wrong.
@@ -111,9 +138,7 @@ pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
     if reference.is_empty() {
         return Err("empty".into());
     }
-    if reference.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control()) {
-        return Err("contains whitespace".into());
-    }
+    check_characters(reference)?;
     let (rest, digest) = match byte_position(reference, b'@') {
         Some(i) => {
             let (rest, digest) = (&reference[..i], &reference[i + 1..]);
@@ -152,9 +177,7 @@ pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
         Some((first, rest))
             if first.bytes().any(|b| b == b'.' || b == b':') || first == "localhost" || first.starts_with('[') =>
         {
-            if !valid_host(first) {
-                return Err(format!("invalid registry host {first:?}"));
-            }
+            check_host(first)?;
             (Some(first), rest)
         }
         _ => (None, name),
@@ -193,6 +216,8 @@ mod tests {
                 false,
             ),
             ("[::1]:5000/shell:1", Some("[::1]:5000"), "shell", Some("1"), false),
+            ("reg.io:1/shell:1", Some("reg.io:1"), "shell", Some("1"), false),
+            ("reg.io:65535/shell:1", Some("reg.io:65535"), "shell", Some("1"), false),
         ];
         for (input, host, path, tag, digest) in cases {
             let r = parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
@@ -224,6 +249,16 @@ mod tests {
             ("-leading", "invalid path component"),
             ("a..b", "invalid path component"),
             (":tag", "no repository name"),
+            ("reg.io:0/shell:1", "registry port must be 1-65535, got \"0\""),
+            ("[::1]:0/shell:1", "registry port must be 1-65535, got \"0\""),
+            ("reg.io:65536/shell:1", "registry port must be 1-65535, got \"65536\""),
+            ("reg.io:/shell:1", "registry port must be 1-65535, got \"\""),
+            ("busybox:1\u{0}", "contains a control character (U+0000)"),
+            ("busy\u{7f}box", "contains a control character (U+007F)"),
+            ("busybox\u{85}", "contains whitespace"),
+            ("busybox:1\u{9b}", "contains a control character (U+009B)"),
+            ("busy\tbox", "contains whitespace"),
+            ("busybox\u{a0}", "contains whitespace"),
         ];
         for (input, want) in cases {
             let err = parse(input).err().unwrap_or_else(|| panic!("{input:?} was accepted"));
