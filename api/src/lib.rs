@@ -1,9 +1,11 @@
 //! The `MyOwnShell` custom resource: its Rust types, the fixed names every other crate and the
-//! manifests rely on, the defaults shared by the webhook and the controller, and CRD generation.
+//! manifests rely on, the defaults shared by the webhook and the controller, resource quantities
+//! as the apiserver reads and writes them (also shared by both), and CRD generation.
 
 pub mod crd;
 pub mod defaults;
 pub mod names;
+pub mod quantity;
 mod types;
 
 pub use types::{MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, ResourceList, SIZE_SCHEMA_MAX, ShellResources};

@@ -46,9 +46,11 @@ pub fn desired(shell: &MyOwnShell) -> Result<Deployment, BuildError> {
         name: SHELL_CONTAINER.to_owned(),
         image: Some(spec.image.clone().unwrap_or_else(|| defaults::IMAGE.to_owned())),
         command: Some(spec.command.clone().unwrap_or_else(defaults::command)),
+        // In the apiserver's canonical text (`.5` → `500m`): what it stores, so the live
+        // Deployment matches the desired one and is not applied again on every reconcile.
         resources: Some(ResourceRequirements {
-            requests: resources.requests,
-            limits: resources.limits,
+            requests: resources.requests.as_ref().map(myownshell_api::quantity::canonical_list),
+            limits: resources.limits.as_ref().map(myownshell_api::quantity::canonical_list),
             ..ResourceRequirements::default()
         }),
         security_context: Some(SecurityContext {
