@@ -46,6 +46,16 @@ impl WebhookConfigs {
         }
     }
 
+    /// The MutatingWebhookConfigurations API (to watch [`Self::mutating_name`]).
+    pub fn mutating_api(&self) -> Api<MutatingWebhookConfiguration> {
+        self.mutating.clone()
+    }
+
+    /// The ValidatingWebhookConfigurations API (to watch [`Self::validating_name`]).
+    pub fn validating_api(&self) -> Api<ValidatingWebhookConfiguration> {
+        self.validating.clone()
+    }
+
     /// What both configurations trust now. A missing configuration is an error (nothing is
     /// trusted, and it says which one).
     pub async fn observed(&self) -> Result<Injected, kube::Error> {

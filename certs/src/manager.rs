@@ -4,8 +4,10 @@
 //! decide, writes the Secret with optimistic concurrency (a conflict just means another replica
 //! was first: read again), swaps the served certificate live, injects the trust bundle, and
 //! publishes a [`CertStatus`] (readiness and metrics read it). Rounds run when the planner asks
-//! to look again, whenever the Secret changes (a watch on it by name), and at least every
-//! [`MAX_IDLE`], so replicas sharing one Secret follow each other's rotations within moments.
+//! to look again, whenever the Secret or either webhook configuration changes (a watch on each
+//! by name), and at least every [`MAX_IDLE`]: replicas sharing one Secret follow each other's
+//! rotations within moments, and a `caBundle` that someone empties or replaces (a `kubectl
+//! apply` of the committed configurations) is repaired within moments too.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -27,10 +29,10 @@ use crate::trust::{validity, verify_leaf};
 
 /// Wait after a failed round (API unreachable, RBAC missing) before the next.
 const RETRY: Duration = Duration::from_secs(1);
-/// Look at the configurations at least this often: they are polled, not watched (the webhook's
-/// RBAC grants `get`/`update` on its two configurations by name, no `list`/`watch`), so a
-/// `kubectl apply` that resets `caBundle` is repaired within this time.
-const MAX_IDLE: Duration = Duration::from_secs(10);
+/// Run a round at least this often. The watches bring every change within moments; this is
+/// the backstop for a watch that cannot be had (RBAC from before the webhook watched its
+/// configurations: `get`/`update` only), under which drift is still repaired in this time.
+const MAX_IDLE: Duration = Duration::from_secs(60);
 
 /// What the served certificate looks like to clients.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -174,20 +176,37 @@ impl Loop {
     }
 }
 
-/// Forward every event of a watch on one named object to `notify`.
+/// Forward every event of a watch on one named object to `notify`. The field selector on the
+/// name lets RBAC that names the object allow the `list` and `watch`.
 fn watch_named<K>(api: Api<K>, name: String, notify: Arc<Notify>, shutdown: CancellationToken)
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     tokio::spawn(async move {
+        let kind = K::kind(&());
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let mut events = watcher(api, config).default_backoff().boxed();
+        // The first error of a run is a warning (changes now wait for the periodic round); the
+        // retries after it are not news.
+        let mut failing = false;
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 event = events.next() => match event {
-                    Some(Ok(_)) => notify.notify_one(),
-                    Some(Err(e)) => tracing::debug!(%name, error = %e, "watch error (retrying)"),
+                    // A (re)list is starting: nothing is known yet, and the list may still fail
+                    // (retried each backoff step, it must not pass for a working watch).
+                    Some(Ok(watcher::Event::Init)) => {}
+                    Some(Ok(_)) => {
+                        if std::mem::take(&mut failing) {
+                            tracing::info!(%kind, %name, "watching again");
+                        }
+                        notify.notify_one();
+                    }
+                    Some(Err(e)) if !failing => {
+                        failing = true;
+                        tracing::warn!(%kind, %name, error = %e, "watch failed; retrying, and looking every minute meanwhile");
+                    }
+                    Some(Err(e)) => tracing::debug!(%kind, %name, error = %e, "watch error (retrying)"),
                     None => return,
                 },
             }
@@ -209,6 +228,9 @@ pub async fn start(cfg: SelfManagedConfig, client: kube::Client, shutdown: Cance
         notify.clone(),
         shutdown.clone(),
     );
+    let configs = &lp.cfg.configs;
+    watch_named(configs.mutating_api(), configs.mutating_name.clone(), notify.clone(), shutdown.clone());
+    watch_named(configs.validating_api(), configs.validating_name.clone(), notify.clone(), shutdown.clone());
 
     let mut wait = Duration::ZERO;
     loop {

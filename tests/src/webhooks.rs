@@ -114,6 +114,15 @@ pub struct InstalledWebhooks {
 }
 
 impl InstalledWebhooks {
+    /// A pair installed some other way (e.g. from `config/default`), by name.
+    pub fn named(client: &Client, mutating_name: &str, validating_name: &str) -> Self {
+        Self {
+            client: client.clone(),
+            mutating_name: mutating_name.to_owned(),
+            validating_name: validating_name.to_owned(),
+        }
+    }
+
     /// Create the rewritten pair (see [`rewrite`]).
     pub async fn install(client: &Client, name: &str, target: &Target) -> Result<Self, HarnessError> {
         let (mutating, validating) = rewrite(name, target)?;
@@ -164,6 +173,8 @@ pub struct WebhookOptions {
     pub args: Vec<String>,
     /// A name for the log file.
     pub log_name: String,
+    /// The credentials it runs with (e.g. a ServiceAccount's), or `None` for the admin's.
+    pub kubeconfig: Option<PathBuf>,
 }
 
 impl WebhookOptions {
@@ -177,6 +188,7 @@ impl WebhookOptions {
             port: Some(port),
             args: Vec::new(),
             log_name: format!("webhook-{namespace}"),
+            kubeconfig: None,
         }
     }
 }
@@ -191,7 +203,7 @@ pub struct WebhookProcess {
 }
 
 impl WebhookProcess {
-    /// Start the binary against `cp` (admin credentials through its kubeconfig).
+    /// Start the binary against `cp` (admin credentials unless `options.kubeconfig` says otherwise).
     pub fn spawn(cp: &ControlPlane, options: &WebhookOptions) -> Result<Self, HarnessError> {
         let binary = workspace_binary(BINARY).map_err(HarnessError::Start)?;
         let io = |e: std::io::Error| start_err(format!("free port: {e}"));
@@ -214,7 +226,7 @@ impl WebhookProcess {
                 "--extra-san=127.0.0.1".to_owned(),
             ])
             .args(options.args.iter().cloned())
-            .env("KUBECONFIG", cp.kubeconfig_path())
+            .env("KUBECONFIG", options.kubeconfig.clone().unwrap_or_else(|| cp.kubeconfig_path()))
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()));
         let process = ManagedProcess::spawn(spec).map_err(|e| start_err(format!("starting {BINARY}: {e}")))?;
         Ok(Self { process, port, probe_port, metrics_port, log })
