@@ -5,19 +5,20 @@
 //! functions with table-driven tests; API calls sit in `reconcile`, `leader` and `manager`.
 
 pub mod args;
-pub mod cache;
 pub mod deployment;
 pub mod error;
 pub mod events;
 pub mod labels;
 pub mod leader;
 pub mod manager;
+pub mod memo;
 pub mod metrics;
 pub mod ownership;
 pub mod probes;
 pub mod reconcile;
 pub mod status;
 pub mod telemetry;
+pub mod watch;
 
 pub use args::Args;
 pub use manager::{RunError, run, run_with_client};

@@ -17,11 +17,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::args::{Args, BindAddress};
-use crate::cache::{self, DeploymentCache, StatusMemo, Synced};
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
+use crate::memo::{DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
 use crate::probes::{self, Readiness};
 use crate::reconcile::{self, Context};
+use crate::watch::{self, Synced};
 
 /// The name this controller reports in Events.
 pub const REPORTER: &str = "myownshell-controller";
@@ -195,15 +196,15 @@ async fn reconcile_until(
         })
     };
 
-    Controller::for_stream(cache::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses), shells)
+    Controller::for_stream(watch::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses), shells)
         // A Deployment event goes to the `MyOwnShell` of the same name, not through the
         // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
         .watches_stream(
-            cache::deployment_stream(deployments_api, deployment_cache, deployment_writer, deployments_synced_tx),
+            watch::deployment_stream(deployments_api, deployment_cache, deployment_writer, deployments_synced_tx),
             |d| Some(ObjectRef::<MyOwnShell>::new(&d.name_any()).within(&d.namespace().unwrap_or_default())),
         )
         // The Controller backs its trigger streams off on errors too, by default up to 30 s.
-        .trigger_backoff(cache::WatchBackoff::default())
+        .trigger_backoff(watch::watch_backoff())
         .with_config(controller::Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)

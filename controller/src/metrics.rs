@@ -2,7 +2,7 @@
 //! on its own listener so the operator can wrap it in the rbac-proxy auth layer.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::State;
@@ -20,7 +20,7 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
     /// `success`, `error`, `waiting` (cleanup waits for the Deployment to go), `conflict` (a
-    /// foreign Deployment is in the way) or `finalizer`.
+    /// foreign Deployment is in the way), `finalizer`, or `cancelled` (dropped before it ended).
     pub result: String,
 }
 
@@ -86,9 +86,15 @@ impl Metrics {
         }
     }
 
-    pub fn reconciled(&self, result: &str, took: Duration) {
+    fn reconciled(&self, result: &str, took: Duration) {
         self.reconciles.get_or_create(&ResultLabels { result: result.to_owned() }).inc();
         self.reconcile_duration.observe(took.as_secs_f64());
+    }
+
+    /// Count a reconcile in flight until the returned guard is dropped.
+    pub fn start_reconcile(&self) -> ReconcileGuard<'_> {
+        self.in_flight.inc();
+        ReconcileGuard { metrics: self, started: Instant::now(), result: None }
     }
 
     pub fn wrote(&self, kind: &str) {
@@ -105,6 +111,30 @@ impl Metrics {
     /// `GET /metrics`, to be served on its own listener.
     pub fn router(&self) -> Router {
         Router::new().route(names::METRICS_PATH, get(serve)).with_state(self.clone())
+    }
+}
+
+/// One reconcile being measured. Dropping it leaves the in-flight gauge and records the result
+/// and duration: the one [`ReconcileGuard::finish`] gave, or `cancelled` when the reconcile
+/// future was dropped before it finished (leadership lost, shutdown), so no path can leak the
+/// gauge.
+pub struct ReconcileGuard<'a> {
+    metrics: &'a Metrics,
+    started: Instant,
+    result: Option<&'static str>,
+}
+
+impl ReconcileGuard<'_> {
+    /// The reconcile ended with `result` (a metric label).
+    pub fn finish(mut self, result: &'static str) {
+        self.result = Some(result);
+    }
+}
+
+impl Drop for ReconcileGuard<'_> {
+    fn drop(&mut self) {
+        self.metrics.in_flight.dec();
+        self.metrics.reconciled(self.result.unwrap_or("cancelled"), self.started.elapsed());
     }
 }
 
@@ -127,7 +157,7 @@ mod tests {
     #[test]
     fn metrics_are_named_for_the_controller() {
         let m = Metrics::new();
-        m.reconciled("success", Duration::from_millis(3));
+        m.start_reconcile().finish("success");
         m.wrote("status");
         m.leader.set(1);
         let text = m.encode().unwrap();
@@ -141,5 +171,16 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn a_reconcile_dropped_midway_leaves_the_gauge_and_counts_as_cancelled() {
+        let m = Metrics::new();
+        let running = m.start_reconcile();
+        assert_eq!(m.in_flight.get(), 1);
+        drop(running);
+        assert_eq!(m.in_flight.get(), 0);
+        let text = m.encode().unwrap();
+        assert!(text.contains("myownshell_controller_reconciles_total{result=\"cancelled\"} 1"), "{text}");
     }
 }

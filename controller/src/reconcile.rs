@@ -2,11 +2,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{EventType, Recorder};
@@ -15,12 +13,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use myownshell_api::{MyOwnShell, defaults, names};
 use serde_json::json;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, instrument, warn};
 
-use crate::cache::{self, DeploymentCache, StatusMemo};
 use crate::deployment;
 use crate::error::{Error, api_message};
 use crate::events::{self, actions, reasons};
+use crate::memo::{self, DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
 use crate::ownership;
 use crate::status::{self, Failure};
@@ -72,12 +70,11 @@ const TERMINATING_RECHECK: Duration = Duration::from_secs(2);
 const CONFLICT_RECHECK: Duration = Duration::from_secs(5);
 
 /// The reconcile entry point for `kube::runtime::Controller`.
+#[instrument(skip_all, fields(name = %shell.name_any(), namespace = shell.namespace().as_deref().unwrap_or_default()))]
 pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let started = Instant::now();
-    ctx.metrics.in_flight.inc();
+    let measure = ctx.metrics.start_reconcile();
     let key = ObjectRef::from_obj(&*shell);
     let result = reconcile_inner(shell, &ctx).await;
-    ctx.metrics.in_flight.dec();
     ctx.metrics.managed_objects.set(ctx.shells.len() as i64);
     let label = match &result {
         Ok(_) => {
@@ -86,7 +83,7 @@ pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Acti
         }
         Err(e) => e.metric_label(),
     };
-    ctx.metrics.reconciled(label, started.elapsed());
+    measure.finish(label);
     result
 }
 
@@ -130,14 +127,19 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     };
     let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
     let previous = ctx.statuses.latest(shell);
-    let status =
-        status::compute(shell, previous.as_ref(), current.as_deref(), failure.as_ref(), &Time(Timestamp::now()));
+    let status = status::compute(shell, previous.as_ref(), current.as_deref(), failure.as_ref(), &status::now());
     let status_written = if previous.as_ref() != Some(&status) {
         ctx.metrics.wrote("status");
         match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status }))).await {
             Ok(written) => {
-                let echo = cache::echo_version(shell, &written);
-                ctx.statuses.record(shell, status, echo);
+                let echo = memo::echo_version(shell, &written);
+                // The watch may deliver our write before this response is read: then the cache
+                // already holds it, and a memo would only hide a later change by someone else.
+                let cached =
+                    ctx.shells.get(&ObjectRef::from_obj(shell)).and_then(|s| s.metadata.resource_version.clone());
+                if echo.is_none() || cached != echo {
+                    ctx.statuses.record(shell, status, echo);
+                }
                 Ok(())
             }
             Err(e) => Err(Error::WriteStatus(e)),
@@ -185,7 +187,7 @@ async fn find_deployment(shell: &MyOwnShell, ctx: &Context) -> Result<Option<Arc
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
     let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name, source })?;
     Ok(live.map(|mut d| {
-        cache::prune_deployment(&mut d);
+        crate::watch::prune_deployment(&mut d);
         Arc::new(d)
     }))
 }

@@ -4,6 +4,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING};
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
 
@@ -116,6 +117,14 @@ pub fn compute(
             condition(DEGRADED, degraded),
         ],
     }
+}
+
+/// The time for a condition's `lastTransitionTime`, to the second: the apiserver keeps
+/// `metav1.Time` to the second, so a finer one would make the status we wrote differ from the
+/// status we read back, and the echo of our own write look like someone else's change.
+pub fn now() -> Time {
+    let now = Timestamp::now();
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
 /// Whether `status` already shows `Degraded=True` for `reason`.
@@ -332,6 +341,12 @@ mod tests {
             Some("app.kubernetes.io/instance=web,app.kubernetes.io/name=myownshell")
         );
         assert_eq!(status.conditions[0].message, "1 of 2 shell pods are ready");
+    }
+
+    #[test]
+    fn condition_times_are_whole_seconds_as_the_apiserver_keeps_them() {
+        let Time(t) = now();
+        assert_eq!(t.subsec_nanosecond(), 0, "{t}");
     }
 
     #[test]

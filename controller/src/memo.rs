@@ -1,151 +1,17 @@
-//! The two watch caches the controller keeps, and what it keeps in them.
-//!
-//! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
-//! are dropped before objects reach the stores. Deployments are watched only if they carry the
-//! managed-by label, so the controller never caches the rest of the cluster's Deployments.
+//! Read-your-writes memos: what this controller wrote and its watches have not delivered yet,
+//! so a reconcile that runs in between neither repeats the write nor mistakes the echo of its
+//! own write for someone else's change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use futures::{Stream, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::utils::Backoff;
-use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Api, Resource};
+use kube::runtime::watcher;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus};
-use tokio::sync::watch;
 
-use crate::deployment::SPEC_HASH_ANNOTATION;
-use crate::labels;
-
-/// Drop what reconcile never reads from a cached `MyOwnShell`.
-pub fn prune_shell(shell: &mut MyOwnShell) {
-    let meta = shell.meta_mut();
-    meta.managed_fields = None;
-    meta.annotations = None;
-    meta.labels = None;
-}
-
-/// Drop what reconcile never reads from a cached Deployment. The spec stays: it is compared with
-/// the desired one to skip applies that would change nothing.
-pub fn prune_deployment(deployment: &mut Deployment) {
-    let meta = deployment.meta_mut();
-    meta.managed_fields = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k == SPEC_HASH_ANNOTATION);
-    }
-}
-
-/// Delays between watch retries: 250 ms doubling to 5 s, back to the start after any success.
-/// kube's default climbs to 30 s, which after an apiserver restart (a failed connect, then
-/// "resource version too old" while etcd compacts) left the controller blind for ~20 s; one
-/// controller relisting every 5 s at worst is no burden to an apiserver.
-#[derive(Debug, Clone)]
-pub struct WatchBackoff {
-    next: Duration,
-}
-
-impl WatchBackoff {
-    pub const MIN: Duration = Duration::from_millis(250);
-    pub const MAX: Duration = Duration::from_secs(5);
-}
-
-impl Default for WatchBackoff {
-    fn default() -> Self {
-        Self { next: Self::MIN }
-    }
-}
-
-impl Iterator for WatchBackoff {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let now = self.next;
-        self.next = (now * 2).min(Self::MAX);
-        Some(now)
-    }
-}
-
-impl Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.next = Self::MIN;
-    }
-}
-
-/// Whether a watch cache holds its first full list. kube's `Store::wait_until_ready` wakes only
-/// one waiter (the Controller already is one), so the controller keeps its own signal.
-#[derive(Clone)]
-pub struct Synced(watch::Receiver<bool>);
-
-impl Synced {
-    pub fn new() -> (watch::Sender<bool>, Self) {
-        let (tx, rx) = watch::channel(false);
-        (tx, Self(rx))
-    }
-
-    /// Resolves once synced (`true`), or `false` if the watch was dropped before that.
-    pub async fn wait(&self) -> bool {
-        let mut rx = self.0.clone();
-        rx.wait_for(|synced| *synced).await.is_ok()
-    }
-
-    pub fn is_synced(&self) -> bool {
-        *self.0.borrow()
-    }
-}
-
-/// The `MyOwnShell` watch: pruned objects into `writer`, each applied object out.
-pub fn shell_stream(
-    api: Api<MyOwnShell>,
-    writer: reflector::store::Writer<MyOwnShell>,
-    synced: watch::Sender<bool>,
-    written: StatusMemo,
-) -> impl Stream<Item = Result<MyOwnShell, watcher::Error>> + Send + 'static {
-    watcher(api, watcher::Config::default().any_semantic())
-        .backoff(WatchBackoff::default())
-        .modify(prune_shell)
-        .reflect(writer)
-        // The echo of our own status write changes nothing a reconcile would act on.
-        .try_filter_map(skip_own_writes(synced, move |event| written.observe(event)))
-        .applied_objects()
-}
-
-/// The watch of Deployments carrying our managed-by label: pruned objects into the cache, each
-/// touched object out (so a change or deletion of a Deployment triggers a reconcile of the
-/// `MyOwnShell` of its name).
-pub fn deployment_stream(
-    api: Api<Deployment>,
-    cache: DeploymentCache,
-    writer: reflector::store::Writer<Deployment>,
-    synced: watch::Sender<bool>,
-) -> impl Stream<Item = Result<Deployment, watcher::Error>> + Send + 'static {
-    let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
-    watcher(api, config)
-        .backoff(WatchBackoff::default())
-        .modify(prune_deployment)
-        .reflect(writer)
-        // After `reflect`: the store already holds what the event carries.
-        // The echo of our own apply: the reconcile that made it already used its response.
-        .try_filter_map(skip_own_writes(synced, move |event| cache.observe(event)))
-        .touched_objects()
-}
-
-/// The filter of a watch after `reflect`: drops the events `own_write` recognises as the echo
-/// of this controller's own write, and marks the watch synced at its first `InitDone`.
-fn skip_own_writes<K>(
-    synced: watch::Sender<bool>,
-    own_write: impl Fn(&watcher::Event<K>) -> bool,
-) -> impl FnMut(watcher::Event<K>) -> std::future::Ready<Result<Option<watcher::Event<K>>, watcher::Error>> {
-    move |event| {
-        let own = own_write(&event);
-        if matches!(event, watcher::Event::InitDone) {
-            synced.send_replace(true);
-        }
-        std::future::ready(Ok((!own).then_some(event)))
-    }
-}
+use crate::watch::{Synced, prune_deployment};
 
 /// Statuses this controller wrote that the `MyOwnShell` watch has not delivered yet. Without it,
 /// a reconcile triggered between a status write and its watch event (say, by the new
@@ -220,7 +86,7 @@ impl StatusMemo {
 
     /// The watch caught up with (or went past) a write: forget it. Returns whether the event
     /// is exactly the version our write produced (a relist's objects never count as that).
-    fn observe(&self, event: &watcher::Event<MyOwnShell>) -> bool {
+    pub(crate) fn observe(&self, event: &watcher::Event<MyOwnShell>) -> bool {
         match event {
             watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
                 let key = ObjectRef::from_obj(s);
@@ -253,7 +119,6 @@ impl StatusMemo {
         self.written().is_empty()
     }
 }
-
 /// Owned Deployments as last seen: the watch cache, overlaid with what this controller applied
 /// and the watch has not delivered yet. Without the overlay, a reconcile that runs between an
 /// apply and its watch event would see no Deployment, apply again and report a second "Created".
@@ -292,7 +157,7 @@ impl DeploymentCache {
     /// A relist replaces the store wholesale (deletions during a disconnect produce no event),
     /// so its end clears the overlay too. Returns whether the event is exactly the version our
     /// own apply returned.
-    fn observe(&self, event: &watcher::Event<Deployment>) -> bool {
+    pub(crate) fn observe(&self, event: &watcher::Event<Deployment>) -> bool {
         match event {
             watcher::Event::Apply(d) => {
                 let applied = self.recent().remove(&ObjectRef::from_obj(d));
@@ -325,12 +190,9 @@ impl DeploymentCache {
         self.store.is_empty()
     }
 }
-
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use kube::runtime::reflector;
     use myownshell_api::MyOwnShellSpec;
 
     use super::*;
@@ -446,44 +308,5 @@ mod tests {
         assert!(!cache.observe(&watcher::Event::Apply(deployment("10"))), "status update by the deployment controller");
         cache.record_applied(deployment("11"));
         assert!(!cache.observe(&watcher::Event::Delete(deployment("11"))), "a deletion always triggers");
-    }
-
-    #[test]
-    fn watch_backoff_doubles_to_a_cap_and_resets() {
-        let mut b = WatchBackoff::default();
-        let millis: Vec<u128> = b.by_ref().take(7).map(|d| d.as_millis()).collect();
-        assert_eq!(millis, vec![250, 500, 1000, 2000, 4000, 5000, 5000]);
-        b.reset();
-        assert_eq!(b.next(), Some(Duration::from_millis(250)));
-    }
-
-    #[test]
-    fn pruning_keeps_what_reconcile_reads() {
-        let mut shell = MyOwnShell::new("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() });
-        shell.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        shell.metadata.annotations =
-            Some(BTreeMap::from([("kubectl.kubernetes.io/last-applied-configuration".into(), "{…}".into())]));
-        shell.metadata.finalizers = Some(vec!["myownshell.io/finalizer".into()]);
-        shell.metadata.generation = Some(4);
-        prune_shell(&mut shell);
-        assert_eq!(shell.metadata.managed_fields, None);
-        assert_eq!(shell.metadata.annotations, None);
-        assert_eq!(
-            shell.metadata.finalizers,
-            Some(vec!["myownshell.io/finalizer".into()]),
-            "the finalizer helper reads them"
-        );
-        assert_eq!(shell.metadata.generation, Some(4));
-        assert_eq!(shell.spec.size, Some(2));
-
-        let mut d = Deployment::default();
-        d.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        d.metadata.annotations = Some(BTreeMap::from([
-            (SPEC_HASH_ANNOTATION.into(), "abc".into()),
-            ("deployment.kubernetes.io/revision".into(), "3".into()),
-        ]));
-        prune_deployment(&mut d);
-        assert_eq!(d.metadata.managed_fields, None);
-        assert_eq!(d.metadata.annotations, Some(BTreeMap::from([(SPEC_HASH_ANNOTATION.into(), "abc".into())])));
     }
 }

@@ -1,0 +1,184 @@
+//! The controller's two watches and what they keep: pruned objects in the reflector stores, the
+//! echoes of its own writes filtered out, a signal once each has its first list.
+//!
+//! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
+//! are dropped before objects reach the stores. Deployments are watched only if they carry the
+//! managed-by label, so the controller never caches the rest of the cluster's Deployments.
+
+use std::time::Duration;
+
+use futures::{Stream, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::watcher::ExponentialBackoff;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Resource};
+use myownshell_api::MyOwnShell;
+use tokio::sync::watch;
+
+use crate::deployment::SPEC_HASH_ANNOTATION;
+use crate::labels;
+use crate::memo::{DeploymentCache, StatusMemo};
+
+/// Drop what reconcile never reads from a cached `MyOwnShell`.
+pub fn prune_shell(shell: &mut MyOwnShell) {
+    let meta = shell.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+    meta.labels = None;
+}
+
+/// Drop what reconcile never reads from a cached Deployment. The spec stays: it is compared with
+/// the desired one to skip applies that would change nothing.
+pub fn prune_deployment(deployment: &mut Deployment) {
+    let meta = deployment.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|k, _| k == SPEC_HASH_ANNOTATION);
+    }
+}
+
+/// Delays between watch retries: 250 ms doubling to 5 s with jitter, back to the start after any
+/// success (kube-runtime's backoff on `backon`). kube's default climbs to 30 s, which after an
+/// apiserver restart (a failed connect, then "resource version too old" while etcd compacts)
+/// left the controller blind for ~20 s; one controller relisting every 5 s at worst is no
+/// burden to an apiserver, and the jitter keeps replicas from relisting in step.
+pub fn watch_backoff() -> ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(WATCH_BACKOFF_MIN)
+        .with_max_delay(WATCH_BACKOFF_MAX)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into()
+}
+
+/// The first delay of [`watch_backoff`].
+pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(250);
+/// The longest delay of [`watch_backoff`] (before jitter).
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Whether a watch cache holds its first full list. kube's `Store::wait_until_ready` wakes only
+/// one waiter (the Controller already is one), so the controller keeps its own signal.
+#[derive(Clone)]
+pub struct Synced(watch::Receiver<bool>);
+
+impl Synced {
+    pub fn new() -> (watch::Sender<bool>, Self) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Self(rx))
+    }
+
+    /// Resolves once synced (`true`), or `false` if the watch was dropped before that.
+    pub async fn wait(&self) -> bool {
+        let mut rx = self.0.clone();
+        rx.wait_for(|synced| *synced).await.is_ok()
+    }
+
+    pub fn is_synced(&self) -> bool {
+        *self.0.borrow()
+    }
+}
+/// The `MyOwnShell` watch: pruned objects into `writer`, each applied object out.
+pub fn shell_stream(
+    api: Api<MyOwnShell>,
+    writer: reflector::store::Writer<MyOwnShell>,
+    synced: watch::Sender<bool>,
+    written: StatusMemo,
+) -> impl Stream<Item = Result<MyOwnShell, watcher::Error>> + Send + 'static {
+    watcher(api, watcher::Config::default().any_semantic())
+        .backoff(watch_backoff())
+        .modify(prune_shell)
+        .reflect(writer)
+        // The echo of our own status write changes nothing a reconcile would act on.
+        .try_filter_map(skip_own_writes(synced, move |event| written.observe(event)))
+        .applied_objects()
+}
+
+/// The watch of Deployments carrying our managed-by label: pruned objects into the cache, each
+/// touched object out (so a change or deletion of a Deployment triggers a reconcile of the
+/// `MyOwnShell` of its name).
+pub fn deployment_stream(
+    api: Api<Deployment>,
+    cache: DeploymentCache,
+    writer: reflector::store::Writer<Deployment>,
+    synced: watch::Sender<bool>,
+) -> impl Stream<Item = Result<Deployment, watcher::Error>> + Send + 'static {
+    let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
+    watcher(api, config)
+        .backoff(watch_backoff())
+        .modify(prune_deployment)
+        .reflect(writer)
+        // After `reflect`: the store already holds what the event carries.
+        // The echo of our own apply: the reconcile that made it already used its response.
+        .try_filter_map(skip_own_writes(synced, move |event| cache.observe(event)))
+        .touched_objects()
+}
+
+/// The filter of a watch after `reflect`: drops the events `own_write` recognises as the echo
+/// of this controller's own write, and marks the watch synced at its first `InitDone`.
+fn skip_own_writes<K>(
+    synced: watch::Sender<bool>,
+    own_write: impl Fn(&watcher::Event<K>) -> bool,
+) -> impl FnMut(watcher::Event<K>) -> std::future::Ready<Result<Option<watcher::Event<K>>, watcher::Error>> {
+    move |event| {
+        let own = own_write(&event);
+        if matches!(event, watcher::Event::InitDone) {
+            synced.send_replace(true);
+        }
+        std::future::ready(Ok((!own).then_some(event)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use kube::runtime::utils::Backoff;
+    use myownshell_api::MyOwnShellSpec;
+
+    use super::*;
+
+    #[test]
+    fn watch_backoff_grows_to_a_cap_with_jitter_and_resets() {
+        let mut b = watch_backoff();
+        let delays: Vec<Duration> = b.by_ref().take(8).collect();
+        // backon's jitter adds up to one more delay on top of each.
+        assert!(delays[0] >= WATCH_BACKOFF_MIN && delays[0] <= WATCH_BACKOFF_MIN * 2, "{delays:?}");
+        assert!(delays.iter().all(|d| *d <= WATCH_BACKOFF_MAX * 2), "capped: {delays:?}");
+        assert!(delays[7] >= WATCH_BACKOFF_MAX, "reaches the cap: {delays:?}");
+        b.reset();
+        let first = b.next().unwrap_or_default();
+        assert!(first >= WATCH_BACKOFF_MIN && first <= WATCH_BACKOFF_MIN * 2, "after a reset: {first:?}");
+    }
+
+    #[test]
+    fn pruning_keeps_what_reconcile_reads() {
+        let mut shell = MyOwnShell::new("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() });
+        shell.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        shell.metadata.annotations =
+            Some(BTreeMap::from([("kubectl.kubernetes.io/last-applied-configuration".into(), "{…}".into())]));
+        shell.metadata.finalizers = Some(vec!["myownshell.io/finalizer".into()]);
+        shell.metadata.generation = Some(4);
+        prune_shell(&mut shell);
+        assert_eq!(shell.metadata.managed_fields, None);
+        assert_eq!(shell.metadata.annotations, None);
+        assert_eq!(
+            shell.metadata.finalizers,
+            Some(vec!["myownshell.io/finalizer".into()]),
+            "the finalizer helper reads them"
+        );
+        assert_eq!(shell.metadata.generation, Some(4));
+        assert_eq!(shell.spec.size, Some(2));
+
+        let mut d = Deployment::default();
+        d.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        d.metadata.annotations = Some(BTreeMap::from([
+            (SPEC_HASH_ANNOTATION.into(), "abc".into()),
+            ("deployment.kubernetes.io/revision".into(), "3".into()),
+        ]));
+        prune_deployment(&mut d);
+        assert_eq!(d.metadata.managed_fields, None);
+        assert_eq!(d.metadata.annotations, Some(BTreeMap::from([(SPEC_HASH_ANNOTATION.into(), "abc".into())])));
+    }
+}
