@@ -111,29 +111,33 @@ async fn kubectl_apply_of_bad_specs_is_denied_with_the_webhooks_message() {
         ),
         ("  image: \"busybox:1:2\"", "spec.image: must be a valid image reference (invalid tag"),
         (
+            "  image: registry.example.com:0/shell:1",
+            "spec.image: must be a valid image reference (registry port must be 1-65535, got \"0\")",
+        ),
+        (
             "  image: quay.io/tools/shell:1",
             "spec.image: must come from an allowed registry (docker.io, registry.example.com), got \"quay.io/tools/shell:1\"",
         ),
         ("  command: [\"\", \"-c\"]", "spec.command[0]: the executable must not be empty, got \"\""),
         (
             "  resources:\n    requests: {cpu: \"2\"}\n    limits: {cpu: 500m}",
-            "spec.resources.requests.cpu: must be less than or equal to the limit \"500m\", got \"2\"",
+            "spec.resources.requests[cpu]: must be less than or equal to the limit \"500m\", got \"2\"",
         ),
         (
             "  resources:\n    requests: {memory: 1Gi}\n    limits: {memory: 64Mi}",
-            "spec.resources.requests.memory: must be less than or equal to the limit \"64Mi\", got \"1Gi\"",
+            "spec.resources.requests[memory]: must be less than or equal to the limit \"64Mi\", got \"1Gi\"",
         ),
         (
             "  resources:\n    limits: {cpu: lots}",
-            "spec.resources.limits.cpu: must be a valid quantity such as 250m or 64Mi (not a number), got \"lots\"",
+            "spec.resources.limits[cpu]: must be a valid quantity such as 250m or 64Mi (not a number), got \"lots\"",
         ),
         (
             "  resources:\n    limits: {memory: \"-5Mi\"}",
-            "spec.resources.limits.memory: must not be negative, got \"-5Mi\"",
+            "spec.resources.limits[memory]: must not be negative, got \"-5Mi\"",
         ),
         (
             "  resources:\n    limits: {cpus: \"1\"}",
-            "spec.resources.limits.cpus: must be cpu, memory, ephemeral-storage",
+            "spec.resources.limits[cpus]: must be cpu, memory, ephemeral-storage",
         ),
     ];
     let kubectl = env.kubectl();
@@ -239,7 +243,7 @@ async fn numbers_work_as_quantities_and_wrong_types_are_named_by_the_schema() {
         out.stderr.contains(VALIDATING)
             && out
                 .stderr
-                .contains("spec.resources.requests.cpu: must be less than or equal to the limit \"1\", got \"2\""),
+                .contains("spec.resources.requests[cpu]: must be less than or equal to the limit \"1\", got \"2\""),
         "{}",
         out.stderr
     );
@@ -428,4 +432,209 @@ async fn replicas_started_together_share_one_secret_and_a_third_reuses_it() {
     for p in [&mut a, &mut b, &mut c] {
         assert!(p.is_running());
     }
+}
+
+/// A MyOwnShell with `resources` as a JSON manifest for kubectl.
+fn shell_with_resources(name: &str, resources: &Value) -> String {
+    let shell = json!({"apiVersion": names::API_VERSION, "kind": names::KIND, "metadata": {"name": name}, "spec": {"resources": resources}});
+    serde_json::to_string(&shell).unwrap()
+}
+
+/// Whether the apiserver takes a Deployment whose container has `resources` (a server-side dry
+/// run, nothing persisted), and why not.
+async fn deployment_takes(client: &Client, ns: &str, resources: &Value) -> Result<(), String> {
+    let labels = json!({"app": "resources-probe"});
+    let deployment: k8s_openapi::api::apps::v1::Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "resources-probe"},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "shell", "image": "busybox:1", "resources": resources}]},
+            },
+        },
+    }))
+    .unwrap();
+    let dry = PostParams { dry_run: true, ..PostParams::default() };
+    match Api::namespaced(client.clone(), ns).create(&dry, &deployment).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) => Err(status.message),
+        Err(e) => panic!("dry-run Deployment: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn resources_are_admitted_exactly_when_the_apiserver_takes_them_in_a_deployment() {
+    let env = Env::start("wh-resources", &[]).await;
+    let long_domain = format!("{}.com/gpu", "a".repeat(241));
+    // (resources, what the webhook says when it denies them). The apiserver decides the same
+    // for a Deployment with these resources: that is checked for every case.
+    let cases: Vec<(Value, Option<&str>)> = vec![
+        (json!({"requests": {"cpu": ".5", "memory": "1.5Mi"}, "limits": {"cpu": "1", "memory": "64Mi"}}), None),
+        (json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "1"}}), None),
+        (json!({"limits": {"example.com/gpu": "2"}}), None),
+        (json!({"limits": {"hugepages-2Mi": "4Mi", "memory": "64Mi"}}), None),
+        (json!({"requests": {"kubernetes.io/custom": "1.5"}}), None),
+        (json!({"requests": {"cpu": "1.0002"}, "limits": {"cpu": "1.0001"}}), None),
+        (json!({"limits": {"memory": "9223372036854775807"}}), None),
+        (
+            json!({"requests": {"example.com/gpu": "1"}}),
+            Some(
+                "spec.resources.requests[example.com/gpu]: needs an equal limit (example.com/gpu cannot be overcommitted), got \"1\" and no limit",
+            ),
+        ),
+        (
+            json!({"requests": {"example.com/gpu": "1"}, "limits": {"example.com/gpu": "2"}}),
+            Some("spec.resources.requests[example.com/gpu]: must equal the limit \"2\""),
+        ),
+        (
+            json!({"limits": {"example.com/gpu": "1.5"}}),
+            Some("spec.resources.limits[example.com/gpu]: must be a whole number"),
+        ),
+        (
+            json!({"limits": {"hugepages-2Mi": "2Mi"}}),
+            Some("spec.resources: hugepages need a cpu or memory request or limit too"),
+        ),
+        (
+            json!({"limits": {"hugepages-2Mi": "3Mi", "memory": "64Mi"}}),
+            Some(
+                "spec.resources.limits[hugepages-2Mi]: must be a multiple of the page size 2Mi (2097152), got \"3Mi\"",
+            ),
+        ),
+        (
+            json!({"requests": {"hugepages-2Mi": "2Mi", "memory": "64Mi"}}),
+            Some("spec.resources.requests[hugepages-2Mi]: needs an equal limit"),
+        ),
+        (
+            json!({"limits": {"hugepages-foo": "2Mi", "memory": "64Mi"}}),
+            Some(
+                "spec.resources.limits[hugepages-foo]: must be a multiple of the page size, but \"foo\" is not a page size",
+            ),
+        ),
+        (json!({"limits": {"pods": "1"}}), Some("spec.resources.limits[pods]: must be cpu, memory, ephemeral-storage")),
+        (
+            json!({"limits": {"requests.example.com/gpu": "1"}}),
+            Some(
+                "spec.resources.limits[requests.example.com/gpu]: an extended resource name must not start with \"requests.\"",
+            ),
+        ),
+        (
+            json!({"limits": {"Example.com/gpu": "1"}}),
+            Some("spec.resources.limits[Example.com/gpu]: must be a qualified name"),
+        ),
+        (json!({"limits": {long_domain.clone(): "1"}}), Some("must be at most 244 characters")),
+    ];
+    let kubectl = env.kubectl();
+    let mut wrong = Vec::new();
+    for (i, (resources, denial)) in cases.iter().enumerate() {
+        let out = kubectl.apply(&env.ns, &shell_with_resources(&format!("r-{i}"), resources)).await.unwrap();
+        let apiserver = deployment_takes(&env.client, &env.ns, resources).await;
+        if out.success != apiserver.is_ok() {
+            wrong.push(format!(
+                "{resources}: webhook admitted {}, apiserver took a Deployment: {apiserver:?}; kubectl: {}",
+                out.success, out.stderr
+            ));
+        }
+        match denial {
+            None if !out.success => wrong.push(format!("{resources} denied: {}", out.stderr)),
+            Some(want) if !(out.stderr.contains(VALIDATING) && out.stderr.contains(want)) => {
+                wrong.push(format!("{resources}: want {want:?} in {:?}", out.stderr));
+            }
+            _ => {}
+        }
+    }
+    // The operator's own ceiling: the apiserver would store these, capped or beyond its 64-bit
+    // arithmetic; the webhook denies them instead.
+    for (resources, want) in [
+        (
+            json!({"limits": {"memory": "8Ei"}}),
+            "spec.resources.limits[memory]: must be at most 9223372036854775807 (8Ei would be capped by the API server), got \"8Ei\"",
+        ),
+        (
+            json!({"requests": {"cpu": "10E"}}),
+            "spec.resources.requests[cpu]: must be at most 9223372036854775807 (Kubernetes counts resources in 64-bit integers), got \"10E\"",
+        ),
+    ] {
+        assert_eq!(deployment_takes(&env.client, &env.ns, &resources).await, Ok(()), "{resources}");
+        let out = kubectl.apply(&env.ns, &shell_with_resources("ceiling", &resources)).await.unwrap();
+        if !(out.stderr.contains(VALIDATING) && out.stderr.contains(want)) {
+            wrong.push(format!("{resources}: want {want:?} in {:?}", out.stderr));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[tokio::test]
+async fn a_deleting_objects_spec_is_validated_while_its_metadata_stays_free() {
+    let mut env = Env::start("wh-deleting", &[]).await;
+    let kubectl = env.kubectl();
+    kubectl.apply(&env.ns, &manifest("doomed", "")).await.unwrap().ok().unwrap();
+    // No controller runs here: the finalizer holds the object in deletion.
+    kubectl.run(&["delete", "mos", "doomed", "-n", &env.ns, "--wait=false"]).await.unwrap().ok().unwrap();
+    let shells = env.shells();
+    eventually("the MyOwnShell to be deleting", TIMEOUT, || {
+        let shells = shells.clone();
+        async move {
+            let s = shells.get("doomed").await.map_err(|e| e.to_string())?;
+            s.metadata.deletion_timestamp.map(drop).ok_or_else(|| "no deletionTimestamp yet".to_owned())
+        }
+    })
+    .await
+    .unwrap();
+
+    let (ns, patcher) = (env.ns.clone(), env.kubectl());
+    let patch_spec = |spec: Value| {
+        let patch = json!({"spec": spec}).to_string();
+        let (ns, patcher) = (ns.clone(), patcher.clone());
+        async move { patcher.run(&["patch", "mos", "doomed", "-n", &ns, "--type=merge", "-p", &patch]).await.unwrap() }
+    };
+    // Its spec is held to the rules like any other...
+    for (spec, want) in [
+        (json!({"size": 1000}), "spec.size: must be between 0 and 50, got 1000"),
+        (json!({"image": "EVIL IMAGE"}), "spec.image: must be a valid image reference (contains whitespace)"),
+    ] {
+        let out = patch_spec(spec.clone()).await;
+        assert!(!out.success, "{spec} was admitted on a deleting object: {}", out.stdout);
+        assert!(out.stderr.contains(VALIDATING) && out.stderr.contains(want), "{spec}: {}", out.stderr);
+    }
+    let kept = env.get_json("doomed").await;
+    assert_eq!(
+        (kept["spec"]["size"].clone(), kept["spec"]["image"].clone()),
+        (json!(defaults::SIZE), json!(defaults::IMAGE))
+    );
+    patch_spec(json!({"size": 2})).await.ok().unwrap();
+
+    // ...while metadata changes and the finalizer's removal never reach the webhook: they pass
+    // with it stopped, and the object goes.
+    env.webhook.stop(Duration::from_secs(10)).unwrap();
+    let refused = patch_spec(json!({"size": 3})).await;
+    assert!(!refused.success, "a spec change passed without a webhook: {}", refused.stdout);
+    kubectl.run(&["label", "mos", "doomed", "-n", &env.ns, "team=a"]).await.unwrap().ok().unwrap();
+    kubectl
+        .run(&[
+            "patch",
+            "mos",
+            "doomed",
+            "-n",
+            &env.ns,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ])
+        .await
+        .unwrap()
+        .ok()
+        .unwrap();
+    eventually("the MyOwnShell to be gone", TIMEOUT, || {
+        let shells = shells.clone();
+        async move {
+            match shells.get_opt("doomed").await.map_err(|e| e.to_string())? {
+                None => Ok(()),
+                Some(o) => Err(format!("still there: {:?}", o.metadata.finalizers)),
+            }
+        }
+    })
+    .await
+    .unwrap();
+    env.installed.remove().await.unwrap();
 }

@@ -6,12 +6,15 @@
 //!   `spec_reader` read the apiserver's usual shape in one pass with `json_cursor`; serde
 //!   reads everything else and stays the reference (differential tests hold them together);
 //! - [`defaulting`]: the mutating webhook (defaults and the finalizer as a JSON Patch);
-//! - [`validation`]: the validating webhook (rules, ratcheting on update, warnings);
+//! - [`validation`]: the validating webhook (rules, ratcheting on update, warnings), with
+//!   `resources` and `resource_names` holding `spec.resources` to the apiserver's own rules;
 //! - [`response`]: the answer and its JSON.
 
 pub mod defaulting;
 mod json_cursor;
 pub mod request;
+mod resource_names;
+mod resources;
 pub mod response;
 mod review_reader;
 mod spec_reader;

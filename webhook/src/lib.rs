@@ -1,5 +1,6 @@
 //! The MyOwnShell admission webhook: defaulting and validation as pure functions
-//! ([`admission`], with [`image`] references and [`quantity`] parsing), a thin HTTP layer
+//! ([`admission`], with [`image`] references; quantities are read by
+//! [`myownshell_api::quantity`], shared with the controller), a thin HTTP layer
 //! ([`server`]), metrics ([`metrics`]), flags ([`cli`]) and the process around them ([`run`]).
 //! Certificates come from the `myownshell-certs` crate.
 
@@ -7,6 +8,5 @@ pub mod admission;
 pub mod cli;
 pub mod image;
 pub mod metrics;
-pub mod quantity;
 pub mod run;
 pub mod server;

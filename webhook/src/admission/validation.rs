@@ -3,15 +3,15 @@
 
 use std::borrow::Cow;
 
-use super::request::{Operation, QuantityText, Request, ResourceList, Spec};
+use super::request::{Operation, Request, Spec};
 use super::response::Response;
-use super::{Policy, invalid, is_scale, shell_object};
-use crate::{image, quantity};
+use super::{Policy, invalid, is_scale, resources, shell_object};
+use crate::image;
 
 /// One rule a spec breaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// `spec.size`, `spec.resources.limits.cpu`, …
+    /// `spec.size`, `spec.resources.limits[cpu]`, …
     pub field: String,
     /// Which spec field it belongs to (for update ratcheting): `size`, `image`, `command`,
     /// `resources`.
@@ -25,12 +25,8 @@ impl std::fmt::Display for Problem {
     }
 }
 
-fn problem(top: &'static str, field: impl Into<String>, message: String) -> Problem {
+pub(super) fn problem(top: &'static str, field: impl Into<String>, message: String) -> Problem {
     Problem { field: field.into(), top, message }
-}
-
-fn is_standard_resource(name: &str) -> bool {
-    matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-") || name.contains('/')
 }
 
 /// The rule `size` breaks, if any.
@@ -85,60 +81,6 @@ fn check_command(command: &[Cow<'_, str>]) -> Option<Problem> {
     }
 }
 
-type List<'l, 'a> = Option<&'l ResourceList<'a>>;
-
-/// One resource list entry: a known resource name and a quantity that parses and is not
-/// negative. Returns the value when it is fine.
-fn check_entry(
-    kind: &str,
-    name: &str,
-    q: &QuantityText<'_>,
-    problems: &mut Vec<Problem>,
-) -> Option<quantity::Quantity> {
-    let field = || format!("spec.resources.{kind}.{name}");
-    if !is_standard_resource(name) {
-        problems.push(problem(
-            "resources",
-            field(),
-            format!("must be cpu, memory, ephemeral-storage, hugepages-* or a domain-qualified name, got {name:?}"),
-        ));
-        return None;
-    }
-    match quantity::parse(&q.0) {
-        Err(why) => problems.push(problem(
-            "resources",
-            field(),
-            format!("must be a valid quantity such as 250m or 64Mi ({why}), got {:?}", q.0),
-        )),
-        Ok(v) if v.is_negative() => {
-            problems.push(problem("resources", field(), format!("must not be negative, got {:?}", q.0)));
-        }
-        Ok(v) => return Some(v),
-    }
-    None
-}
-
-/// Problems of `spec.resources`: each entry of both lists, then requests above their limits.
-fn check_resources(requests: List<'_, '_>, limits: List<'_, '_>, problems: &mut Vec<Problem>) {
-    // Compared after both lists are checked, so problems come in field order.
-    let mut above_limit = Vec::new();
-    for (name, request) in requests.into_iter().flat_map(ResourceList::iter) {
-        let Some(r) = check_entry("requests", name, request, problems) else { continue };
-        let Some(limit) = limits.and_then(|l| l.get(name)) else { continue };
-        if quantity::parse(&limit.0).is_ok_and(|l| r > l) {
-            above_limit.push(problem(
-                "resources",
-                format!("spec.resources.requests.{name}"),
-                format!("must be less than or equal to the limit {:?}, got {:?}", limit.0, request.0),
-            ));
-        }
-    }
-    for (name, limit) in limits.into_iter().flat_map(ResourceList::iter) {
-        check_entry("limits", name, limit, problems);
-    }
-    problems.append(&mut above_limit);
-}
-
 /// Every rule the spec breaks (in field order), and the warning its image earns if it passes.
 fn examine(spec: &Spec<'_>, policy: &Policy) -> (Vec<Problem>, Option<String>) {
     let mut problems = Vec::new();
@@ -156,7 +98,7 @@ fn examine(spec: &Spec<'_>, policy: &Policy) -> (Vec<Problem>, Option<String>) {
         problems.extend(check_command(command));
     }
     if let Some(resources) = &spec.resources {
-        check_resources(resources.requests.as_ref(), resources.limits.as_ref(), &mut problems);
+        resources::check(resources.requests.as_ref(), resources.limits.as_ref(), &mut problems);
     }
     (problems, warning)
 }
@@ -177,17 +119,15 @@ fn deny<'a>(request: &Request<'a>, problems: &[Problem]) -> Response<'a> {
     Response::deny(request.uid.clone(), 422, "Invalid", message)
 }
 
-/// An UPDATE of an object being deleted that only removes finalizers.
-fn only_removes_finalizers(request: &Request<'_>) -> bool {
+/// An UPDATE of an object being deleted that leaves its spec as it was (removing finalizers,
+/// changing labels): admitted whatever the spec holds, even one that no longer passes or
+/// decodes, so that nothing can hold up a deletion. A changed spec is validated like any
+/// update. (The validating configuration does not even send these requests, so they pass while
+/// the webhook is down too; this answer is for callers configured otherwise.)
+fn leaves_a_deleting_spec_alone(request: &Request<'_>) -> bool {
     let (Some(new), Some(old)) = (&request.object, &request.old_object) else { return false };
-    if !old.is_being_deleted() {
-        return false;
-    }
-    let old_finalizers = old.finalizers().unwrap_or_default();
-    let new_finalizers = new.finalizers().unwrap_or_default();
-    new_finalizers.len() < old_finalizers.len()
-        && new_finalizers.iter().all(|f| old_finalizers.contains(f))
-        && new.raw_spec() == old.raw_spec()
+    old.is_being_deleted()
+        && (new.raw_spec() == old.raw_spec() || matches!((new.spec(), old.spec()), (Ok(a), Ok(b)) if a == b))
 }
 
 /// The validating webhook: CREATE and UPDATE of `MyOwnShell`, and the `scale` subresource.
@@ -206,7 +146,7 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
         Ok(object) => object,
         Err(reason) => return invalid(request, reason),
     };
-    if request.operation == Operation::Update && only_removes_finalizers(request) {
+    if request.operation == Operation::Update && leaves_a_deleting_spec_alone(request) {
         return Response::allow(request);
     }
     let spec = match object.spec() {
