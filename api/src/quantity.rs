@@ -196,15 +196,16 @@ pub fn parse(text: &str) -> Result<Quantity, ParseError> {
     if text.trim() != text {
         return Err(ParseError::Whitespace);
     }
-    let parsed = read(text)?;
-    if !parsed.1 {
+    let (quantity, has_digits) = read(text)?;
+    if !has_digits {
         return Err(ParseError::NotANumber);
     }
-    Ok(parsed.0)
+    Ok(quantity)
 }
 
-/// The text kube-apiserver stores for `text` in a container's resources. Text it cannot read is
-/// returned unchanged (the apiserver then says what is wrong with it).
+/// The text kube-apiserver stores for `text` in a container's resources. Text this reading
+/// refuses (not a quantity, or beyond what it holds: see the module docs) is returned unchanged,
+/// for the apiserver to judge.
 pub fn canonical(text: &str) -> Cow<'_, str> {
     // The apiserver trims quantities before parsing; digit-less ones read as 0 there too.
     let trimmed = text.trim();
