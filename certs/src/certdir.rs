@@ -14,8 +14,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::manager::CertStatus;
-use crate::tls::{LiveResolver, certified_key_from_pem};
 use crate::trust::validity;
+use myownshell_runtime::tls::{LiveResolver, certified_key_from_pem};
 
 pub const CERT_FILE: &str = "tls.crt";
 pub const KEY_FILE: &str = "tls.key";
@@ -99,7 +99,7 @@ mod tests {
         let first = write_pair(dir.path(), "a.test");
         let shutdown = CancellationToken::new();
         let source = start(dir.path().to_path_buf(), Duration::from_millis(20), shutdown.clone()).unwrap();
-        let leaf = |pem: &str| crate::tls::certs_from_pem(pem).unwrap().remove(0);
+        let leaf = |pem: &str| myownshell_runtime::tls::certs_from_pem(pem).unwrap().remove(0);
         assert_eq!(source.resolver.leaf_der(), Some(leaf(&first)));
         assert!(source.status.borrow().trusted);
 

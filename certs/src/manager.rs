@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 use crate::inject::WebhookConfigs;
 use crate::rotation::{CertState, Policy, plan};
 use crate::secret::{SecretStore, StoreError};
-use crate::tls::{LiveResolver, certified_key_from_pem};
 use crate::trust::{validity, verify_leaf};
+use myownshell_runtime::tls::{LiveResolver, certified_key_from_pem};
 
 /// Wait after a failed round (API unreachable, RBAC missing) before the next.
 const RETRY: Duration = Duration::from_secs(1);

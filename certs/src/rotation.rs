@@ -21,8 +21,8 @@ use std::net::IpAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::pki::{CertificateAuthority, CertifiedKeyPem, LeafSpec, PkiError};
-use crate::tls::{certified_key_from_pem, certs_from_pem};
 use crate::trust::{Validity, bundle_certs, validity_pem, verify_leaf};
+use myownshell_runtime::tls::{certified_key_from_pem, certs_from_pem};
 
 /// The shortest and longest wait between two looks at the state.
 const MIN_RECHECK: Duration = Duration::from_millis(100);

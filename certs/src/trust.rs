@@ -10,7 +10,7 @@ use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 
-use crate::tls::certs_from_pem;
+use myownshell_runtime::tls::certs_from_pem;
 
 /// Validity window of a certificate, as Unix seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

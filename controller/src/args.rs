@@ -1,33 +1,10 @@
 //! Command-line flags, named as kubebuilder-generated managers name them.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
-use myownshell_rbac_proxy::duration::parse_duration;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-/// Where to serve something, or nowhere (`0`, as in controller-runtime).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BindAddress {
-    Disabled,
-    At(SocketAddr),
-}
-
-pub fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
-    if value == "0" {
-        return Ok(BindAddress::Disabled);
-    }
-    value
-        .parse()
-        .map(BindAddress::At)
-        .map_err(|_| format!("expected HOST:PORT (e.g. 0.0.0.0:8081) or 0 to disable, got {value:?}"))
-}
+use clap::Parser;
+use myownshell_runtime::duration::parse_duration;
+use myownshell_runtime::flags::{BindAddress, LogArgs, parse_bind_address};
 
 /// Reconciles `MyOwnShell` objects into Deployments.
 #[derive(Debug, Clone, Parser)]
@@ -82,9 +59,8 @@ pub struct Args {
     #[arg(long)]
     pub namespace: Option<String>,
 
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
 
     /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config).
     #[arg(long)]
@@ -112,13 +88,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bind_addresses() {
-        assert_eq!(parse_bind_address("0"), Ok(BindAddress::Disabled));
-        assert_eq!(parse_bind_address("127.0.0.1:8080"), Ok(BindAddress::At("127.0.0.1:8080".parse().unwrap())));
-        assert!(parse_bind_address(":8080").unwrap_err().contains("HOST:PORT"));
-    }
-
-    #[test]
     fn defaults_follow_controller_runtime() {
         let args = Args::parse_from(["myownshell-controller"]);
         assert_eq!(args.lease_duration, Duration::from_secs(15));
@@ -126,7 +95,7 @@ mod tests {
         assert_eq!(args.retry_period, Duration::from_secs(2));
         assert_eq!(args.health_probe_bind_address, BindAddress::At("0.0.0.0:8081".parse().unwrap()));
         assert!(!args.leader_elect);
-        assert_eq!(args.log_format, LogFormat::Text);
+        assert_eq!(args.log.log_format, myownshell_runtime::log::LogFormat::Text);
         assert_eq!(args.namespace, None);
     }
 

@@ -14,10 +14,8 @@ pub mod manager;
 pub mod memo;
 pub mod metrics;
 pub mod ownership;
-pub mod probes;
 pub mod reconcile;
 pub mod status;
-pub mod telemetry;
 pub mod watch;
 
 pub use args::Args;

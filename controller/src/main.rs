@@ -3,8 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use myownshell_controller::{Args, run, telemetry};
-use tokio_util::sync::CancellationToken;
+use myownshell_controller::{Args, run};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -13,12 +12,9 @@ async fn main() -> ExitCode {
     if rustls::crypto::ring::default_provider().install_default().is_err() {
         eprintln!("a rustls crypto provider was already installed");
     }
-    telemetry::init(args.log_format);
+    myownshell_runtime::log::init(args.log.log_format);
 
-    let shutdown = CancellationToken::new();
-    let signals = tokio::spawn(cancel_on_signal(shutdown.clone()));
-    let result = run(args, shutdown).await;
-    signals.abort();
+    let result = run(args, myownshell_runtime::shutdown::on_signals()).await;
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -26,21 +22,4 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// SIGTERM (kubelet) or SIGINT (Ctrl-C) starts a graceful shutdown.
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (mut term, mut int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
-        (Ok(term), Ok(int)) => (term, int),
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::error!(error = %e, "cannot listen for signals; stop the process with SIGKILL");
-            return;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
-    shutdown.cancel();
 }

@@ -11,16 +11,16 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Api, Client, ResourceExt};
 use myownshell_api::MyOwnShell;
-use tokio::net::TcpListener;
+use myownshell_runtime::flags::BindAddress;
+use myownshell_runtime::probes::{self, BindError, Readiness, ReadyFlag};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use crate::args::{Args, BindAddress};
+use crate::args::Args;
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::memo::{DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
-use crate::probes::{self, Readiness};
 use crate::reconcile::{self, Context};
 use crate::watch::{self, Synced};
 
@@ -35,8 +35,8 @@ pub enum RunError {
     Kubeconfig { path: String, message: String },
     #[error("leader election: {0}")]
     LeaderConfig(#[from] crate::leader::ConfigError),
-    #[error("cannot listen on {addr} for {what}: {source}")]
-    Bind { what: &'static str, addr: std::net::SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    Bind(#[from] BindError),
     #[error("leadership lost: stopped reconciling so another replica can take over")]
     LeadershipLost,
     #[error("metrics endpoint: {0}")]
@@ -84,11 +84,12 @@ fn leader_config(args: &Args) -> Result<LeaderConfig, RunError> {
 /// [`run`] with a ready client (tests and `cargo xtask dev` pass their own).
 pub async fn run_with_client(args: Args, client: Client, shutdown: CancellationToken) -> Result<(), RunError> {
     let metrics = Metrics::new();
-    let readiness = Readiness::default();
+    let readiness = ReadyFlag::default();
     let servers = CancellationToken::new();
     let mut tasks = Vec::new();
     if let BindAddress::At(addr) = args.health_probe_bind_address {
-        tasks.push(serve("health probes", addr, probes::router(readiness.clone()), servers.clone()).await?);
+        let probes = probes::router(Readiness::from_flag(readiness.clone(), "caches not synced, or not the leader"));
+        tasks.push(probes::serve_plain("health probes", addr, probes, servers.clone()).await?);
     }
     if let BindAddress::At(addr) = args.metrics_bind_address {
         tasks.push(serve_metrics(addr, &args, client.clone(), metrics.router(), servers.clone()).await?);
@@ -108,7 +109,7 @@ async fn elect_and_reconcile(
     args: &Args,
     client: Client,
     metrics: Metrics,
-    readiness: Readiness,
+    readiness: ReadyFlag,
     shutdown: CancellationToken,
 ) -> Result<(), RunError> {
     if !args.leader_elect {
@@ -169,7 +170,7 @@ async fn reconcile_until(
     args: &Args,
     client: Client,
     metrics: Metrics,
-    readiness: Readiness,
+    readiness: ReadyFlag,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (shells_api, deployments_api): (Api<MyOwnShell>, Api<Deployment>) = match &args.namespace {
@@ -226,7 +227,6 @@ fn log_controller_error(e: &controller::Error<crate::error::Error, kube::runtime
     }
 }
 
-/// Serve `router` on `addr` until `stop` is cancelled.
 /// `/metrics` over TLS behind TokenReview + SubjectAccessReview (the rbac-proxy layer).
 async fn serve_metrics(
     addr: std::net::SocketAddr,
@@ -242,22 +242,6 @@ async fn serve_metrics(
     Ok(tokio::spawn(async move {
         if let Err(e) = server.run(stop).await {
             warn!(error = %e, "metrics server stopped");
-        }
-    }))
-}
-
-async fn serve(
-    what: &'static str,
-    addr: std::net::SocketAddr,
-    router: axum::Router,
-    stop: CancellationToken,
-) -> Result<JoinHandle<()>, RunError> {
-    let listener = TcpListener::bind(addr).await.map_err(|source| RunError::Bind { what, addr, source })?;
-    let local = listener.local_addr().unwrap_or(addr);
-    info!(%local, "serving {what}");
-    Ok(tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop.cancelled_owned()).await {
-            warn!(error = %e, "{what} server stopped");
         }
     }))
 }

@@ -1,15 +1,10 @@
-//! Prometheus metrics (prometheus-client) and the `/metrics` router. The router is plain HTTP
-//! on its own listener so the operator can wrap it in the rbac-proxy auth layer.
+//! The controller's Prometheus metrics (prometheus-client), served by the runtime's `/metrics`
+//! route behind the rbac-proxy auth layer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use myownshell_api::names;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -103,14 +98,12 @@ impl Metrics {
 
     /// The registry in the Prometheus text format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry)?;
-        Ok(text)
+        myownshell_runtime::metrics::encode(&self.registry)
     }
 
     /// `GET /metrics`, to be served on its own listener.
     pub fn router(&self) -> Router {
-        Router::new().route(names::METRICS_PATH, get(serve)).with_state(self.clone())
+        myownshell_runtime::metrics::router(self.registry.clone())
     }
 }
 
@@ -135,18 +128,6 @@ impl Drop for ReconcileGuard<'_> {
     fn drop(&mut self) {
         self.metrics.in_flight.dec();
         self.metrics.reconciled(self.result.unwrap_or("cancelled"), self.started.elapsed());
-    }
-}
-
-async fn serve(State(metrics): State<Metrics>) -> impl IntoResponse {
-    match metrics.encode() {
-        Ok(text) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-            text,
-        )
-            .into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding metrics failed").into_response(),
     }
 }
 

@@ -90,12 +90,12 @@ async fn start_upstream(body: Bytes) -> SocketAddr {
 /// The same upstream over TLS (same certificate stack as the proxy), to tell the cost of TLS
 /// apart from the cost of the extra hop and the auth layer.
 async fn start_tls_upstream(body: Bytes, cert_pem: &str, key_pem: &str) -> SocketAddr {
-    let resolver = myownshell_certs::tls::LiveResolver::from_pem(cert_pem, key_pem).unwrap();
-    let config = Arc::new(myownshell_certs::tls::server_config(resolver, None).unwrap());
+    let resolver = myownshell_runtime::tls::LiveResolver::from_pem(cert_pem, key_pem).unwrap();
+    let config = Arc::new(myownshell_runtime::tls::server_config(resolver, None).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
-    tokio::spawn(myownshell_certs::server::serve_tls(
+    tokio::spawn(myownshell_runtime::server::serve_tls(
         listener,
         config,
         upstream_app(body),
@@ -110,8 +110,8 @@ async fn start_tls_upstream(body: Bytes, cert_pem: &str, key_pem: &str) -> Socke
 /// threads with as many runtime threads as the proxy gets (`--worker-threads`), so the two
 /// compare like for like.
 fn start_null_proxy(upstream: SocketAddr, cert_pem: &str, key_pem: &str, threads: u16) -> SocketAddr {
-    let resolver = myownshell_certs::tls::LiveResolver::from_pem(cert_pem, key_pem).unwrap();
-    let config = Arc::new(myownshell_certs::tls::server_config(resolver, None).unwrap());
+    let resolver = myownshell_runtime::tls::LiveResolver::from_pem(cert_pem, key_pem).unwrap();
+    let config = Arc::new(myownshell_runtime::tls::server_config(resolver, None).unwrap());
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();

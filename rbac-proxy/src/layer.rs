@@ -14,7 +14,7 @@ use axum::response::Response;
 use http::header::{AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use kube::Client;
-use myownshell_certs::server::ConnectionInfo;
+use myownshell_runtime::server::ConnectionInfo;
 use rustls_pki_types::CertificateDer;
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};

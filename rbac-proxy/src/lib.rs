@@ -43,7 +43,7 @@
 //!
 //! # As a layer in your own server
 //! `RbacAuth::new(client, AuthOptions::default())` is a `tower::Layer`: `router.layer(auth)`.
-//! Serve it with `myownshell_certs::server::serve_tls` so client certificates reach it.
+//! Serve it with `myownshell_runtime::server::serve_tls` so client certificates reach it.
 //!
 //! # Standalone
 //! The `myownshell-rbac-proxy` binary ([`standalone::Args`]) puts the same layer in front of an
@@ -54,7 +54,6 @@ pub mod authz;
 pub mod cache;
 pub mod config;
 pub mod denials;
-pub mod duration;
 pub mod health;
 pub mod layer;
 pub mod metrics_args;

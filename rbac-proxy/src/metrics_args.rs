@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use crate::authn::AuthnCacheOptions;
 use crate::authz::AuthzCacheOptions;
-use crate::duration::parse_duration;
 use crate::layer::AuthOptions;
 use crate::secure_server::SecureServingOptions;
 use crate::transport::TlsFiles;
+use myownshell_runtime::duration::parse_duration;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricsAuthArgs {

@@ -10,7 +10,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use myownshell_certs::server::ConnectionInfo;
+use myownshell_runtime::server::ConnectionInfo;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpstreamError {

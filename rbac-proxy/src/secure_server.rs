@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use kube::Client;
-use myownshell_certs::server::ServeOptions;
+use myownshell_runtime::server::ServeOptions;
 use rustls_pki_types::CertificateDer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -101,7 +101,7 @@ impl SecureServer {
             async move { tls.watch_files(reload_interval, shutdown).await }
         };
         let denials = auth.report_denials(shutdown.clone());
-        let serve = myownshell_certs::server::serve_tls(listener, config, app.layer(auth.clone()), serve, shutdown);
+        let serve = myownshell_runtime::server::serve_tls(listener, config, app.layer(auth.clone()), serve, shutdown);
         let (served, (), ()) = tokio::join!(serve, watcher, denials);
         Ok(served?)
     }

@@ -16,12 +16,12 @@ use tokio_util::sync::CancellationToken;
 use crate::authn::AuthnCacheOptions;
 use crate::authz::AuthzCacheOptions;
 use crate::config::{ConfigError, ProxyConfig};
-use crate::duration::parse_duration;
 use crate::layer::{AuthOptions, IdentityHeaders};
 use crate::paths::{PathPatternError, PathPatterns};
 use crate::proxy::{Upstream, UpstreamError, UpstreamUrl, forward};
 use crate::secure_server::{SecureServer, SecureServingOptions, ServeError};
 use crate::transport::TlsFiles;
+use myownshell_runtime::duration::parse_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {

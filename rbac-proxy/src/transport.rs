@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec, PkiError};
-use myownshell_certs::tls::{LiveResolver, TlsError, certified_key_from_pem, certs_from_pem, server_config};
+use myownshell_runtime::tls::{LiveResolver, TlsError, certified_key_from_pem, certs_from_pem, server_config};
 use rustls::RootCertStore;
 use rustls::ServerConfig;
 use rustls::server::WebPkiClientVerifier;

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
-use myownshell_certs::tls::{LiveResolver, server_config};
+use myownshell_runtime::tls::{LiveResolver, server_config};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -100,7 +100,7 @@ async fn serve(
             }
         })
     };
-    tokio::spawn(myownshell_certs::server::serve_tls_with(listener, tls, make_service, Default::default(), shutdown));
+    tokio::spawn(myownshell_runtime::server::serve_tls_with(listener, tls, make_service, Default::default(), shutdown));
     Ok((addr, ca.cert_pem().to_owned()))
 }
 

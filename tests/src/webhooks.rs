@@ -342,7 +342,7 @@ pub fn tls_client(ca_pem: Option<&str>) -> Result<rustls::ClientConfig, String> 
     let mut config = match ca_pem {
         Some(pem) => {
             let mut roots = rustls::RootCertStore::empty();
-            for cert in myownshell_certs::tls::certs_from_pem(pem).map_err(|e| e.to_string())? {
+            for cert in myownshell_runtime::tls::certs_from_pem(pem).map_err(|e| e.to_string())? {
                 roots.add(cert).map_err(|e| e.to_string())?;
             }
             builder.with_root_certificates(roots).with_no_client_auth()

@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
 use myownshell_tests::controller_test::{ControllerTest, TIMEOUT, cond, condition, report_ready};
 use myownshell_tests::{create_namespace, eventually};

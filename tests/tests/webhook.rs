@@ -400,7 +400,7 @@ async fn replicas_started_together_share_one_secret_and_a_third_reuses_it() {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let stored = secrets.get(&base.secret_name).await.unwrap();
     let tls_crt = secret_pem(&client, &ns, &base.secret_name, "tls.crt").await.unwrap();
-    let leaf = myownshell_certs::tls::certs_from_pem(&tls_crt).unwrap().remove(0);
+    let leaf = myownshell_runtime::tls::certs_from_pem(&tls_crt).unwrap().remove(0);
     assert_eq!(served_certificate(a.addr()).await.unwrap(), leaf, "replica a serves the stored cert");
     assert_eq!(served_certificate(b.addr()).await.unwrap(), leaf, "replica b serves the stored cert");
 

@@ -141,7 +141,7 @@ async fn rotations_under_load_fail_no_request() {
 
     // The follower serves what the Secret holds now, and is ready.
     let stored = secret_pem(&client, &ns, &options.secret_name, "tls.crt").await.unwrap();
-    let stored = myownshell_certs::tls::certs_from_pem(&stored).unwrap().remove(0);
+    let stored = myownshell_runtime::tls::certs_from_pem(&stored).unwrap().remove(0);
     eventually("the follower to serve the stored certificate", Duration::from_secs(10), || {
         let (stored, addr) = (stored.clone(), follower.addr());
         async move {

@@ -24,7 +24,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use myownshell_api::names;
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
-use myownshell_certs::tls::{LiveResolver, server_config};
+use myownshell_runtime::tls::{LiveResolver, server_config};
 use myownshell_webhook::admission::{Policy, Webhook};
 use myownshell_webhook::metrics::Metrics;
 use myownshell_webhook::server::{AppState, admission_service};
@@ -122,7 +122,7 @@ fn tls() -> Tls {
     let resolver = LiveResolver::from_pem(&leaf.cert_pem, &leaf.key_pem).unwrap();
     let server = Arc::new(server_config(resolver, None).unwrap());
     let mut roots = rustls::RootCertStore::empty();
-    for c in myownshell_certs::tls::certs_from_pem(ca.cert_pem()).unwrap() {
+    for c in myownshell_runtime::tls::certs_from_pem(ca.cert_pem()).unwrap() {
         roots.add(c).unwrap();
     }
     let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
@@ -139,7 +139,7 @@ async fn start_webhook(tls: Arc<rustls::ServerConfig>, shutdown: CancellationTok
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let state = AppState { policy: Policy::default(), metrics: Arc::new(Metrics::new()) };
-    tokio::spawn(myownshell_certs::server::serve_tls_with(
+    tokio::spawn(myownshell_runtime::server::serve_tls_with(
         listener,
         tls,
         move |_| admission_service(state.clone()),

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
+use myownshell_certs::certdir;
 use myownshell_certs::inject::WebhookConfigs;
 use myownshell_certs::manager::{self, CertStatus, SelfManagedConfig};
 use myownshell_certs::rotation::Policy as CertPolicy;
 use myownshell_certs::secret::SecretStore;
-use myownshell_certs::{certdir, server, tls};
+use myownshell_runtime::{server, tls};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;

@@ -13,14 +13,19 @@ use rustls::sign::CertifiedKey;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+/// Why certificates or a TLS configuration could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
+    /// The PEM data held no certificate.
     #[error("no certificate found in the PEM data")]
     NoCertificate,
+    /// The PEM data did not parse.
     #[error("invalid PEM: {0}")]
     Pem(String),
+    /// rustls cannot sign with the key.
     #[error("unusable private key: {0}")]
     Key(rustls::Error),
+    /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Config(rustls::Error),
 }
@@ -51,10 +56,12 @@ pub struct LiveResolver {
 }
 
 impl LiveResolver {
+    /// A resolver serving `initial` until swapped.
     pub fn new(initial: CertifiedKey) -> Arc<Self> {
         Arc::new(Self { current: RwLock::new(Arc::new(initial)) })
     }
 
+    /// A resolver serving the PEM chain and key.
     pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Arc<Self>, TlsError> {
         Ok(Self::new(certified_key_from_pem(cert_pem, key_pem)?))
     }
@@ -68,6 +75,7 @@ impl LiveResolver {
         }
     }
 
+    /// The certificate served now.
     pub fn current(&self) -> Arc<CertifiedKey> {
         match self.current.read() {
             Ok(guard) => guard.clone(),
@@ -107,14 +115,17 @@ pub fn server_config(
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-    use crate::pki::{CertificateAuthority, LeafSpec};
 
-    fn leaf(cn: &str) -> crate::pki::CertifiedKeyPem {
-        let ca = CertificateAuthority::generate("ca", Duration::from_secs(3600)).unwrap();
-        ca.issue(&LeafSpec::server(cn, vec![format!("{cn}.test")], vec![], Duration::from_secs(3600))).unwrap()
+    /// A self-signed certificate and key as PEM.
+    struct Pem {
+        cert_pem: String,
+        key_pem: String,
+    }
+
+    fn leaf(cn: &str) -> Pem {
+        let certified = rcgen::generate_simple_self_signed(vec![format!("{cn}.test")]).unwrap();
+        Pem { cert_pem: certified.cert.pem(), key_pem: certified.signing_key.serialize_pem() }
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub trait ConnectionService:
     > + Send
     + 'static
 {
+    /// The body of the service's responses.
     type ResponseBody: Body<Data: Send, Error: Into<BoxError>> + Send + 'static;
 }
 
@@ -86,6 +87,7 @@ where
 /// Facts about the TLS connection a request came in on, put into the request's extensions.
 #[derive(Debug, Clone)]
 pub struct ConnectionInfo {
+    /// The client's address.
     pub remote_addr: SocketAddr,
     /// The client's certificate chain, if it presented one that the verifier accepted.
     pub peer_certificates: Option<Arc<Vec<CertificateDer<'static>>>>,

@@ -1,11 +1,19 @@
-//! Logging set-up for the binary: text or JSON, filtered by `RUST_LOG` (default `info`).
+//! Logging set-up: text or JSON on stderr, filtered by `RUST_LOG` (default `info`).
 
+use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
-use crate::args::LogFormat;
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    Text,
+    /// One JSON object per event, fields flattened (for log collectors).
+    Json,
+}
 
-/// Install the global subscriber. Logs never carry tokens or keys: the controller logs object
-/// names, reasons and errors only.
+/// Install the global subscriber. The binaries log object names, reasons and errors only,
+/// never tokens or keys.
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Colours only for a person at a terminal, not in log files or collectors.

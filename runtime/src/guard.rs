@@ -61,13 +61,18 @@ pub struct Activity {
 /// A reading of [`Activity`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Snapshot {
+    /// Bytes read from the connection.
     pub read: u64,
+    /// Bytes written to it.
     pub written: u64,
+    /// Requests whose head has been read.
     pub requests: u64,
+    /// Requests whose response body has not ended yet.
     pub in_flight: u64,
 }
 
 impl Activity {
+    /// The counters now.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             read: self.read.load(Ordering::Relaxed),
@@ -81,6 +86,7 @@ impl Activity {
 /// Why a connection is to be closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
+    /// Doing something useful: keep it.
     Keep,
     /// Between requests, nothing asked or answered for the idle timeout.
     Idle,
@@ -109,6 +115,7 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// A watch over a connection opened at `now`.
     pub fn new(now: Instant) -> Self {
         Self {
             last: Snapshot::default(),
@@ -192,6 +199,7 @@ pub struct CountedIo<T> {
 }
 
 impl<T> CountedIo<T> {
+    /// Count the bytes `inner` moves into `activity`.
     pub fn new(inner: T, activity: Arc<Activity>) -> Self {
         Self { inner, activity }
     }
@@ -258,6 +266,7 @@ pub struct CountedService<S> {
 }
 
 impl<S> CountedService<S> {
+    /// Count the requests `inner` answers into `activity`.
     pub fn new(inner: S, activity: Arc<Activity>) -> Self {
         Self { inner, activity }
     }

@@ -1,0 +1,21 @@
+//! What every MyOwnShell binary does the same way, in one place: logging ([`log`]), shutdown on
+//! SIGTERM/SIGINT ([`shutdown`]), the `/healthz` + `/readyz` probes and the plain-HTTP server
+//! they run on ([`probes`]), the `/metrics` route ([`metrics`]), shared flags ([`flags`], [`duration`]), and the HTTPS server every
+//! TLS endpoint runs on: rustls with live certificate swaps ([`tls`]), HTTP/1.1 with graceful
+//! shutdown and a connection limit ([`server`]), and a guard per connection that closes the
+//! ones doing nothing useful ([`guard`]).
+//!
+//! Linkerd's `kubert` is the model; it is not used itself because its newest release (0.25)
+//! is built on kube 1.1 and k8s-openapi 0.25, and this workspace is on kube 5 / k8s-openapi 0.29.
+
+#![warn(missing_docs)]
+
+pub mod duration;
+pub mod flags;
+pub mod guard;
+pub mod log;
+pub mod metrics;
+pub mod probes;
+pub mod server;
+pub mod shutdown;
+pub mod tls;
