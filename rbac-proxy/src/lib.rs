@@ -54,7 +54,6 @@ pub mod authz;
 pub mod cache;
 pub mod config;
 pub mod denials;
-pub mod health;
 pub mod layer;
 pub mod metrics_args;
 pub mod paths;

@@ -3,37 +3,11 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use myownshell_rbac_proxy::standalone::{self, Args, LogFormat};
-use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
-
-fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
-/// Cancel `shutdown` on the first SIGTERM or SIGINT.
-fn cancel_on_signals(shutdown: CancellationToken) -> std::io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-        }
-        shutdown.cancel();
-    });
-    Ok(())
-}
+use myownshell_rbac_proxy::standalone::{self, Args};
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_tracing(args.log_format);
+    myownshell_runtime::log::init(args.log.log_format);
     match standalone::runtime(args.worker_threads) {
         Ok(runtime) => runtime.block_on(run(args)),
         Err(e) => {
@@ -48,12 +22,7 @@ async fn run(args: Args) -> ExitCode {
         tracing::error!("a rustls crypto provider was already installed");
         return ExitCode::FAILURE;
     }
-    let shutdown = CancellationToken::new();
-    if let Err(e) = cancel_on_signals(shutdown.clone()) {
-        tracing::error!(error = %e, "cannot install signal handlers");
-        return ExitCode::FAILURE;
-    }
-    match standalone::run(args, shutdown).await {
+    match standalone::run(args, myownshell_runtime::shutdown::on_signals()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "myownshell-rbac-proxy failed");

@@ -10,7 +10,6 @@ use clap::Parser;
 use http::HeaderName;
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::authn::AuthnCacheOptions;
@@ -22,12 +21,8 @@ use crate::proxy::{Upstream, UpstreamError, UpstreamUrl, forward};
 use crate::secure_server::{SecureServer, SecureServingOptions, ServeError};
 use crate::transport::TlsFiles;
 use myownshell_runtime::duration::parse_duration;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
+use myownshell_runtime::flags::{BindAddress, LogArgs, parse_bind_address};
+use myownshell_runtime::probes::{self, BindError, Readiness};
 
 /// Command-line flags (named and meant as kube-rbac-proxy's).
 #[derive(Debug, Clone, Parser)]
@@ -73,9 +68,9 @@ pub struct Args {
     pub auth_header_groups_field_name: String,
     #[arg(long, default_value = "|")]
     pub auth_header_groups_field_separator: String,
-    /// Plain-HTTP address for `/healthz` ("0" disables it).
-    #[arg(long, default_value = "0.0.0.0:8081")]
-    pub health_probe_bind_address: String,
+    /// Plain-HTTP address for `/healthz` and `/readyz` ("0" disables it).
+    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: BindAddress,
     /// kubeconfig for TokenReview/SubjectAccessReview (default: in-cluster, then $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -91,8 +86,8 @@ pub struct Args {
     /// How often the certificate files are checked for changes.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub tls_reload_interval: Duration,
-    #[arg(long, value_enum, default_value = "text")]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// Runtime threads. One (the default) avoids a cross-thread wake-up at each hop of a
     /// request, which is most of a sidecar's cost; raise it for a proxy that must use many cores.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -118,16 +113,14 @@ pub enum RunError {
     IgnorePaths(PathPatternError),
     #[error("--auth-header-{field}-field-name {value:?}: not a valid header name")]
     HeaderName { field: &'static str, value: String },
-    #[error("--health-probe-bind-address {0:?}: not an address like 0.0.0.0:8081 (or 0 to disable)")]
-    HealthAddress(String),
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
     #[error("--config-file: {0}")]
     Config(#[from] ConfigError),
     #[error("kube client configuration: {0}")]
     KubeConfig(String),
-    #[error("binding --health-probe-bind-address {addr}: {source}")]
-    HealthBind { addr: SocketAddr, source: std::io::Error },
+    #[error(transparent)]
+    HealthBind(#[from] BindError),
     #[error(transparent)]
     Serve(#[from] ServeError),
 }
@@ -162,9 +155,9 @@ impl Args {
                 })
             })
             .transpose()?;
-        let health = match self.health_probe_bind_address.trim() {
-            "0" | "" => None,
-            addr => Some(addr.parse().map_err(|_| RunError::HealthAddress(addr.to_owned()))?),
+        let health = match self.health_probe_bind_address {
+            BindAddress::Disabled => None,
+            BindAddress::At(addr) => Some(addr),
         };
         let config = self.config_file.as_deref().map(ProxyConfig::load).transpose()?.unwrap_or_default();
         let auth = AuthOptions {
@@ -218,24 +211,18 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     let server = SecureServer::bind(args.secure_listen_address, client, app, plan.serving).await?;
     let health = match plan.health {
         Some(addr) => {
-            let listener = TcpListener::bind(addr).await.map_err(|source| RunError::HealthBind { addr, source })?;
-            tracing::info!(%addr, "serving /healthz");
-            Some(crate::health::serve(listener, shutdown.clone()))
+            let router = probes::router(Readiness::always());
+            Some(probes::serve_plain("health probes", addr, router, shutdown.clone()).await?)
         }
         None => None,
     };
     tracing::info!(upstream = %args.upstream, "proxying");
-    let serve = server.run(shutdown.clone());
-    match health {
-        Some(health) => {
-            let (served, probes) = tokio::join!(serve, health);
-            if let Err(e) = probes {
-                tracing::warn!(error = %e, "health endpoint stopped with an error");
-            }
-            Ok(served?)
-        }
-        None => Ok(serve.await?),
+    let served = server.run(shutdown.clone()).await;
+    if let Some(health) = health {
+        // Cancelled with the same token: it ends as the proxy does.
+        let _ = health.await;
     }
+    Ok(served?)
 }
 
 #[cfg(test)]

@@ -3,12 +3,14 @@
 use clap::ValueEnum;
 use tracing_subscriber::EnvFilter;
 
-/// How log lines are written.
+/// How log lines are written: `text`, one human-readable line per event, or `json`, one JSON
+/// object per event with its fields at the top level (for log collectors).
+// The variants go undocumented on purpose: clap shows a variant's doc comment as help for
+// that value, which switches every binary's `--help` to its long layout.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
-    /// One human-readable line per event.
     Text,
-    /// One JSON object per event, fields flattened (for log collectors).
     Json,
 }
 
