@@ -35,10 +35,10 @@ use kube::{Client, Resource, ResourceExt};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
 use myownshell_controller::events::{actions, reasons};
 use myownshell_controller::{deployment, status};
-use myownshell_tests::http::plain_get;
-use myownshell_tests::ports::free_port;
-use myownshell_tests::process::{ManagedProcess, ProcessSpec};
-use myownshell_tests::{ControlPlane, create_namespace, eventually};
+use myownshell_envtest::http::plain_get;
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::{ControlPlane, create_namespace, eventually};
 
 const DEADLINE: Duration = Duration::from_secs(600);
 

@@ -5,10 +5,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
 use myownshell_api::{MyOwnShell, MyOwnShellSpec};
 
-use crate::assets::workspace_binary;
-use crate::control_plane::{ControlPlane, shared};
-use crate::ports::free_port;
-use crate::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::assets::workspace_binary;
+use myownshell_envtest::control_plane::{ControlPlane, shared};
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 
 /// A fresh namespace on the shared control plane, with the clients a controller test uses.
 pub struct ShellNamespace {
@@ -24,7 +24,9 @@ impl ShellNamespace {
     pub async fn create(prefix: &str) -> Result<Self, String> {
         let cp = shared();
         let client = cp.client().map_err(|e| format!("admin client: {e}"))?;
-        let ns = crate::create_namespace(&client, prefix).await.map_err(|e| format!("namespace {prefix}: {e}"))?;
+        let ns = myownshell_envtest::create_namespace(&client, prefix)
+            .await
+            .map_err(|e| format!("namespace {prefix}: {e}"))?;
         Ok(Self {
             cp,
             shells: Api::namespaced(client.clone(), &ns),
@@ -83,14 +85,14 @@ impl ControllerProcess {
 
     /// `GET path` on the probe port: (status code, body).
     pub async fn probe(&self, path: &str) -> Result<(u16, String), String> {
-        crate::http::plain_get(std::net::SocketAddr::from(([127, 0, 0, 1], self.probe_port)), path).await
+        myownshell_envtest::http::plain_get(std::net::SocketAddr::from(([127, 0, 0, 1], self.probe_port)), path).await
     }
 
     /// The `/metrics` text, read over TLS with a metrics-reader's token.
     pub async fn metrics(&self) -> Result<String, String> {
         let token = self.scraper_token.get_or_try_init(|| crate::scrape::scraper_token(&self.client)).await?;
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.metrics_port));
-        match crate::scrape::https_get(addr, crate::METRICS_PATH, Some(token)).await? {
+        match crate::scrape::https_get(addr, myownshell_api::names::METRICS_PATH, Some(token)).await? {
             (200, body) => Ok(body),
             (code, body) => Err(format!("/metrics answered {code}: {body}")),
         }

@@ -11,7 +11,7 @@ use myownshell_api::MyOwnShell;
 use serde_json::json;
 
 use crate::controller_helpers::{ControllerProcess, ShellNamespace};
-use crate::{ControlPlane, eventually};
+use myownshell_envtest::{ControlPlane, eventually};
 
 /// How long a controller test waits for any one state.
 pub const TIMEOUT: Duration = Duration::from_secs(30);

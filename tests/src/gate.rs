@@ -25,8 +25,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::control_plane::HarnessError;
-use crate::wait::eventually;
+use myownshell_envtest::control_plane::HarnessError;
+use myownshell_envtest::wait::eventually;
 
 fn err(what: &str, e: impl std::fmt::Display) -> HarnessError {
     HarnessError::Start(format!("admission gate: {what}: {e}"))

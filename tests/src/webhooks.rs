@@ -25,11 +25,11 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::net::TcpStream;
 
-use crate::assets::{workspace_binary, workspace_root};
-use crate::control_plane::{ControlPlane, HarnessError};
-use crate::ports::free_port;
-use crate::process::{ManagedProcess, ProcessSpec};
-use crate::wait::eventually;
+use myownshell_envtest::assets::{workspace_binary, workspace_root};
+use myownshell_envtest::control_plane::{ControlPlane, HarnessError};
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::wait::eventually;
 
 /// The committed configurations, relative to the workspace root.
 pub const CONFIG_FILE: &str = "config/webhook/webhook_configurations.yaml";
@@ -279,7 +279,7 @@ impl WebhookProcess {
 }
 
 /// Plain-HTTP GET (probes).
-pub use crate::http::plain_get;
+pub use myownshell_envtest::http::plain_get;
 
 /// The certificate store of the webhook Secret: `ca.crt` (the trust bundle) and `tls.crt`.
 pub async fn secret_pem(client: &Client, namespace: &str, name: &str, key: &str) -> Result<String, String> {

@@ -11,8 +11,8 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
+use myownshell_envtest::{create_namespace, eventually};
 use myownshell_tests::controller_test::{ControllerTest, TIMEOUT, cond, condition, report_ready};
-use myownshell_tests::{create_namespace, eventually};
 use serde_json::json;
 
 async fn setup(prefix: &str) -> ControllerTest {

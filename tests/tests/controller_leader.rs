@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use myownshell_envtest::{ControlPlane, eventually};
 use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
-use myownshell_tests::{ControlPlane, eventually};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -11,9 +11,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use myownshell_api::names;
+use myownshell_envtest::{create_namespace, eventually, shared};
 use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
 use myownshell_tests::gate::AdmissionGate;
-use myownshell_tests::{create_namespace, eventually, shared};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);

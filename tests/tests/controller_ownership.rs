@@ -10,9 +10,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use myownshell_api::names;
+use myownshell_envtest::eventually;
 use myownshell_tests::controller_helpers::sized_shell;
 use myownshell_tests::controller_test::{ControllerTest, TIMEOUT, cond, condition};
-use myownshell_tests::eventually;
 use serde_json::json;
 
 /// A Deployment named `name` that someone else made: our selector labels (so it would match

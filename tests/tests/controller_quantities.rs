@@ -16,8 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use myownshell_api::quantity::{canonical, parse};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, ResourceList, ShellResources};
+use myownshell_envtest::eventually;
 use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace};
-use myownshell_tests::eventually;
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);

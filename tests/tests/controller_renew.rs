@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
+use myownshell_envtest::{create_namespace, eventually, shared};
 use myownshell_tests::controller_helpers::ControllerProcess;
-use myownshell_tests::{create_namespace, eventually, shared};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const LEASE: &str = "myownshell-renew-lease";

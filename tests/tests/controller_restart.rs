@@ -9,8 +9,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use myownshell_api::MyOwnShell;
+use myownshell_envtest::eventually;
 use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
-use myownshell_tests::eventually;
 use serde_json::json;
 
 /// Generous: the apiserver restart itself takes seconds, then the watch reconnects with backoff.

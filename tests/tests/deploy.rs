@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use myownshell_api::names;
-use myownshell_tests::kustomize::{as_list, find, of_kind, render};
-use myownshell_tests::{eventually, shared};
+use myownshell_envtest::kustomize::{as_list, find, of_kind, render};
+use myownshell_envtest::{eventually, shared};
 use serde_json::Value;
 
 const SYSTEM_NAMESPACE: &str = "myownshell-system";
@@ -191,7 +191,7 @@ async fn the_apiserver_accepts_every_overlay() {
     ensure_system_namespace().await;
     let cp = shared();
     // cert-manager's CRDs, minimal, from our own fixtures.
-    let fixtures = myownshell_tests::assets::workspace_root().join("tests/fixtures/cert-manager-crds.yaml");
+    let fixtures = myownshell_envtest::assets::workspace_root().join("tests/fixtures/cert-manager-crds.yaml");
     cp.kubectl().run(&["apply", "-f", fixtures.to_str().unwrap()]).await.unwrap().ok().unwrap();
     let crds: Api<CustomResourceDefinition> = Api::all(cp.client().unwrap());
     for name in ["issuers.cert-manager.io", "certificates.cert-manager.io"] {
@@ -212,7 +212,7 @@ async fn the_apiserver_accepts_every_overlay() {
         .unwrap();
     }
     for dir in OVERLAYS {
-        let path = myownshell_tests::assets::workspace_root().join("config").join(dir);
+        let path = myownshell_envtest::assets::workspace_root().join("config").join(dir);
         let out = cp.kubectl().run(&["apply", "--dry-run=server", "-k", path.to_str().unwrap()]).await.unwrap();
         assert!(out.success, "{dir}: {}", out.stderr);
     }

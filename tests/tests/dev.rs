@@ -12,10 +12,10 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use myownshell_tests::assets::{workspace_binary, workspace_root};
-use myownshell_tests::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::assets::{workspace_binary, workspace_root};
+use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::{Kubectl, eventually};
 use myownshell_tests::scrape::https_get;
-use myownshell_tests::{Kubectl, eventually};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -60,7 +60,7 @@ async fn start_dev(name: &str, extra: &[String]) -> Dev {
     let spec =
         ProcessSpec::new(format!("xtask-{name}"), workspace_binary("xtask").unwrap(), state.join("xtask-dev.log"))
             .args(args.clone())
-            .env("CARGO_TARGET_DIR", myownshell_tests::assets::target_dir());
+            .env("CARGO_TARGET_DIR", myownshell_envtest::assets::target_dir());
     let process = std::cell::RefCell::new(ManagedProcess::spawn(spec).unwrap());
     let env_file = state.join("env");
     let env = eventually("the dev env file", READY_TIMEOUT, || async {
@@ -154,7 +154,8 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
 
 /// A fresh directory under target/ for this test's state.
 fn tempfile_dir(name: &str) -> std::path::PathBuf {
-    let dir = myownshell_tests::assets::target_dir().join("test-state").join(format!("{name}-{}", std::process::id()));
+    let dir =
+        myownshell_envtest::assets::target_dir().join("test-state").join(format!("{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -162,9 +163,9 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
 
 #[tokio::test]
 async fn xtask_dev_runs_both_binaries_against_an_existing_cluster() {
-    let cp = myownshell_tests::shared();
+    let cp = myownshell_envtest::shared();
     let client = cp.client().unwrap();
-    let ns = myownshell_tests::create_namespace(&client, "dev-remote").await.unwrap();
+    let ns = myownshell_envtest::create_namespace(&client, "dev-remote").await.unwrap();
     let kubeconfig = cp.kubeconfig_path();
     let Dev { process: mut dev, state, env, .. } =
         start_dev("dev-remote", &[format!("--kubeconfig={}", kubeconfig.display())]).await;

@@ -10,8 +10,8 @@ use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessRe
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
-use myownshell_tests::rbac;
-use myownshell_tests::{create_namespace, eventually, service_account_token, service_account_user, shared};
+use myownshell_envtest::rbac;
+use myownshell_envtest::{create_namespace, eventually, service_account_token, service_account_user, shared};
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -52,7 +52,7 @@ async fn kubectl_applies_a_sample_and_shows_the_printer_columns() {
     let client = cp.client().unwrap();
     let ns = create_namespace(&client, "kubectl").await.unwrap();
     let sample = std::fs::read_to_string(
-        myownshell_tests::assets::workspace_root().join("config/samples/myownshell_v1alpha1_myownshell_team.yaml"),
+        myownshell_envtest::assets::workspace_root().join("config/samples/myownshell_v1alpha1_myownshell_team.yaml"),
     )
     .unwrap();
     let kubectl = cp.kubectl();

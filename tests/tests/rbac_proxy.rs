@@ -13,12 +13,12 @@ use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, T
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::{create_namespace, eventually, service_account_token, service_account_user, shared};
 use myownshell_rbac_proxy::config::ProxyConfig;
 use myownshell_rbac_proxy::{
     AuthOptions, ReviewCounts, SecureServer, SecureServingOptions, ServeError, TlsFiles, serve_secure_metrics,
 };
-use myownshell_tests::ports::free_port;
-use myownshell_tests::{create_namespace, eventually, service_account_token, service_account_user, shared};
 use rbac_proxy_support::*;
 use tokio_util::sync::CancellationToken;
 
@@ -509,7 +509,7 @@ async fn rotated_certificate_files_are_served_without_a_restart() {
 /// service-account key, that expired a minute ago (TokenRequest refuses lifetimes under ten
 /// minutes, so a real one cannot be waited out in a test).
 fn forge_service_account_token(
-    cp: &myownshell_tests::ControlPlane,
+    cp: &myownshell_envtest::ControlPlane,
     ns: &str,
     sa: &str,
     uid: &str,

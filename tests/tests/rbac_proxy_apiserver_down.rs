@@ -9,7 +9,7 @@ mod rbac_proxy_support;
 use std::time::Duration;
 
 use http::StatusCode;
-use myownshell_tests::{create_namespace, service_account_token, service_account_user, shared};
+use myownshell_envtest::{create_namespace, service_account_token, service_account_user, shared};
 use rbac_proxy_support::*;
 
 const LONG: Duration = Duration::from_secs(300);

@@ -18,9 +18,9 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::StreamBody;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, ObjectMeta, PostParams};
-use myownshell_tests::ports::free_port;
-use myownshell_tests::process::{ManagedProcess, ProcessSpec};
-use myownshell_tests::{
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::{
     ControlPlane, assets, create_namespace, eventually, service_account_token, service_account_user, shared,
 };
 use rbac_proxy_support::*;

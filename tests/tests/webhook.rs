@@ -12,11 +12,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults, names};
-use myownshell_tests::ports::free_port;
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, eventually, shared};
 use myownshell_tests::webhooks::{
     HttpsConnection, InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem, served_certificate,
 };
-use myownshell_tests::{ControlPlane, Kubectl, create_namespace, eventually, shared};
 use serde_json::{Value, json};
 
 const READY: Duration = Duration::from_secs(60);

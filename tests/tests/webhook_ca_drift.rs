@@ -20,11 +20,11 @@ use kube::api::{Api, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults};
 use myownshell_certs::pki::CertificateAuthority;
 use myownshell_certs::trust::same_certificates;
-use myownshell_tests::control_plane::write_kubeconfig;
-use myownshell_tests::kustomize::{as_list, render};
-use myownshell_tests::ports::free_port;
+use myownshell_envtest::control_plane::write_kubeconfig;
+use myownshell_envtest::kustomize::{as_list, render};
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::{ControlPlane, create_namespace, eventually, service_account_token, shared};
 use myownshell_tests::webhooks::{InstalledWebhooks, WebhookOptions, WebhookProcess, secret_pem};
-use myownshell_tests::{ControlPlane, create_namespace, eventually, service_account_token, shared};
 use serde_json::Value;
 
 /// A repair must land within this long of the drift (a 10 s re-read used to be the only repair).

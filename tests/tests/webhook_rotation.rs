@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults};
-use myownshell_tests::ports::free_port;
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::{create_namespace, eventually, shared};
 use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem};
-use myownshell_tests::{create_namespace, eventually, shared};
 use tokio::sync::Mutex;
 
 /// Serving certificates live 8 s and are renewed 3 s before expiry (every ~5 s); the CA lives

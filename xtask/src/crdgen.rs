@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use myownshell_api::crd;
-use myownshell_tests::assets::workspace_root;
+use myownshell_envtest::assets::workspace_root;
 
 const KUSTOMIZATION_FILE: &str = "config/crd/kustomization.yaml";
 

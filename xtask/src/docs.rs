@@ -1,9 +1,9 @@
 //! `cargo xtask docs [--check]`: regenerate the README's flag reference from each binary's
-//! `--help` (tests/tests/readme.rs fails when it drifts).
+//! `--help` (the test below fails when it drifts).
 
+use crate::readme::{DOCUMENTED_BINARIES, help_text, with_flags};
 use anyhow::{Context, bail};
-use myownshell_tests::assets::{workspace_binary, workspace_root};
-use myownshell_tests::readme::{DOCUMENTED_BINARIES, help_text, with_flags};
+use myownshell_envtest::assets::{workspace_binary, workspace_root};
 
 pub fn run(check: bool) -> anyhow::Result<()> {
     if !check {
@@ -36,4 +36,27 @@ pub fn run(check: bool) -> anyhow::Result<()> {
         eprintln!("xtask: README flag reference regenerated");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_reference_matches_every_binary() -> Result<(), String> {
+        let current = std::fs::read_to_string(workspace_root().join("README.md")).map_err(|e| e.to_string())?;
+        let mut stale = Vec::new();
+        for binary in DOCUMENTED_BINARIES {
+            let help = help_text(&workspace_binary(binary)?)?;
+            let expected = with_flags(&current, binary, &help).ok_or(format!("README lacks the {binary} markers"))?;
+            if expected != current {
+                stale.push(binary);
+            }
+        }
+        if stale.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("README flags are stale for {stale:?}: run `cargo xtask docs`"))
+        }
+    }
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
-use myownshell_tests::assets::{self, ETCD, KUBE_APISERVER, KUBERNETES_VERSION};
+use myownshell_envtest::assets::{self, ETCD, KUBE_APISERVER, KUBERNETES_VERSION};
 
 use crate::progress::Step;
 
@@ -76,7 +76,7 @@ fn install_etcd(dir: &Path) -> anyhow::Result<()> {
     std::fs::copy(source, &tmp).with_context(|| format!("copying etcd from {}", source.display()))?;
     set_executable(&tmp)?;
     std::fs::rename(&tmp, &target)?;
-    eprintln!("xtask: etcd v{} installed from the etcd-bin-vendored crate", myownshell_tests::assets::ETCD_VERSION);
+    eprintln!("xtask: etcd v{} installed from the etcd-bin-vendored crate", myownshell_envtest::assets::ETCD_VERSION);
     Ok(())
 }
 

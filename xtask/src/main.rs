@@ -6,6 +6,7 @@ mod dev;
 mod docs;
 mod envtest;
 mod progress;
+mod readme;
 mod test;
 
 use clap::{Parser, Subcommand};

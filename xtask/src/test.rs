@@ -8,8 +8,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use myownshell_tests::assets;
-use myownshell_tests::kubectl::kubectl_binary;
+use myownshell_envtest::assets;
+use myownshell_envtest::kubectl::kubectl_binary;
 
 use crate::progress::{Step, format_duration};
 

@@ -7,7 +7,7 @@ use std::io::Write;
 #[tokio::main]
 async fn main() {
     let mode = std::env::args().nth(1).unwrap_or_else(|| "wait".to_owned());
-    let cp = match myownshell_tests::ControlPlane::start().await {
+    let cp = match myownshell_envtest::ControlPlane::start().await {
         Ok(cp) => cp,
         Err(e) => {
             eprintln!("envtest-probe: {e}");

@@ -21,7 +21,7 @@ use myownshell_certs::pki::{CertificateAuthority, CertifiedKeyPem, LeafSpec};
 use myownshell_rbac_proxy::authn::AuthnCacheOptions;
 use myownshell_rbac_proxy::authz::AuthzCacheOptions;
 use myownshell_rbac_proxy::{AuthOptions, AuthenticatedUser, RbacAuth, SecureServer, SecureServingOptions, TlsFiles};
-use myownshell_tests::eventually;
+use myownshell_envtest::eventually;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -411,7 +411,7 @@ impl Drop for MetricsServer {
 // ---------------------------------------------------------------------------------------------
 // RBAC
 
-pub use myownshell_tests::rbac::service_account_subject;
+pub use myownshell_envtest::rbac::service_account_subject;
 
 pub fn user_subject(name: &str) -> Subject {
     Subject {
@@ -425,12 +425,12 @@ pub fn user_subject(name: &str) -> Subject {
 /// A ClusterRole allowing `get` on the given non-resource URLs (like `config/rbac`'s
 /// `metrics-reader`), named uniquely per test.
 pub async fn create_reader_role(admin: &kube::Client, name: &str, urls: &[&str]) {
-    let role = myownshell_tests::rbac::non_resource_reader_role(name, urls);
+    let role = myownshell_envtest::rbac::non_resource_reader_role(name, urls);
     Api::<ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.unwrap();
 }
 
 pub async fn bind_cluster_role(admin: &kube::Client, binding: &str, role: &str, subject: Subject) {
-    let binding = myownshell_tests::rbac::cluster_role_binding(binding, role, subject);
+    let binding = myownshell_envtest::rbac::cluster_role_binding(binding, role, subject);
     Api::<ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
 }
 

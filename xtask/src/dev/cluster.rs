@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, Patch, PatchParams};
-use myownshell_tests::ControlPlane;
-use myownshell_tests::control_plane::write_kubeconfig;
-use myownshell_tests::kustomize::{as_list, render};
-use myownshell_tests::rbac;
-use myownshell_tests::service_account_token;
+use myownshell_envtest::ControlPlane;
+use myownshell_envtest::control_plane::write_kubeconfig;
+use myownshell_envtest::kustomize::{as_list, render};
+use myownshell_envtest::rbac;
+use myownshell_envtest::service_account_token;
 use serde_json::Value;
 
 pub const SYSTEM_NAMESPACE: &str = "myownshell-system";

@@ -21,10 +21,10 @@ use anyhow::{Context, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
 use myownshell_api::names;
-use myownshell_tests::ControlPlane;
-use myownshell_tests::assets::{self, workspace_binary};
-use myownshell_tests::ports::free_port;
-use myownshell_tests::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::ControlPlane;
+use myownshell_envtest::assets::{self, workspace_binary};
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::progress::Step;
@@ -204,9 +204,9 @@ async fn run_until_stopped(mut running: Vec<Running>, stop: Arc<AtomicBool>) -> 
 
 async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
     let assets_dir = tokio::task::spawn_blocking(crate::envtest::ensure).await??;
-    let found = myownshell_tests::assets::Assets {
-        kube_apiserver: assets_dir.join(myownshell_tests::assets::KUBE_APISERVER),
-        etcd: assets_dir.join(myownshell_tests::assets::ETCD),
+    let found = myownshell_envtest::assets::Assets {
+        kube_apiserver: assets_dir.join(myownshell_envtest::assets::KUBE_APISERVER),
+        etcd: assets_dir.join(myownshell_envtest::assets::ETCD),
     };
     let step = Step::start("starting the control plane (etcd + kube-apiserver)");
     let cp = ControlPlane::start_with(found).await?;
@@ -313,7 +313,7 @@ async fn wait_ready(running: &mut [Running]) -> anyhow::Result<()> {
                     r.process.log_tail(20)
                 );
             }
-            match myownshell_tests::http::plain_get(r.probe, names::READYZ_PATH).await.map(|(code, _)| code) {
+            match myownshell_envtest::http::plain_get(r.probe, names::READYZ_PATH).await.map(|(code, _)| code) {
                 Ok(200) => {}
                 Ok(code) => not_ready.push(format!("{}: HTTP {code}", r.process.name())),
                 Err(e) => not_ready.push(format!("{}: {e}", r.process.name())),

@@ -1,5 +1,5 @@
-//! The README's flag reference is generated from each binary's clap `--help`
-//! (`cargo xtask docs`), and a test fails when it drifts.
+//! The README's flag reference: the marked blocks that `cargo xtask docs` fills with each
+//! binary's clap `--help`.
 
 use std::path::Path;
 

@@ -1,0 +1,22 @@
+//! The test cluster as a library, like controller-runtime's envtest: a real etcd and
+//! kube-apiserver per process ([`control_plane`], binaries found by [`assets`]), clients for
+//! the admin and for any identity ([`namespace`], [`rbac`]), real `kubectl` ([`kubectl`]) and
+//! `kustomize` rendering ([`kustomize`]), child processes that die with the test ([`process`]),
+//! loopback ports ([`ports`]), a plain-HTTP probe client ([`http`]) and polling with a deadline
+//! ([`wait`]). The integration tests, the benchmarks and `cargo xtask dev` all run on it.
+
+pub mod assets;
+pub mod control_plane;
+pub mod http;
+pub mod kubectl;
+pub mod kustomize;
+pub mod namespace;
+pub mod ports;
+pub mod process;
+pub mod rbac;
+pub mod wait;
+
+pub use control_plane::{ControlPlane, HarnessError, shared};
+pub use kubectl::Kubectl;
+pub use namespace::{create_namespace, service_account_token, service_account_user};
+pub use wait::eventually;
