@@ -7,20 +7,19 @@
 
 use std::sync::OnceLock;
 
-use base64::Engine;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use myownshell_api::{defaults, names};
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::request::{Object, Operation, Request, SpecFields};
-use super::response::Response;
-use super::{invalid, shell_object};
+use super::request::{Object, Operation, Request};
+use super::response::{EncodedPatch, Response};
+use super::spec::SetFields;
 
 /// What the finalizer list needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinalizerChange {
+    /// Ours is there, or the object is being deleted.
     None,
     /// No `finalizers` list yet: add one holding ours.
     CreateList,
@@ -33,16 +32,21 @@ pub enum FinalizerChange {
 pub struct Needs {
     /// No spec at all (absent or null): `/spec` is created first.
     pub spec: bool,
+    /// `spec.size` is unset.
     pub size: bool,
+    /// `spec.image` is unset.
     pub image: bool,
+    /// `spec.command` is unset.
     pub command: bool,
+    /// `spec.resources` is unset.
     pub resources: bool,
+    /// What the finalizer list needs.
     pub finalizer: FinalizerChange,
 }
 
 impl Needs {
     /// What `object` (with the fields its spec sets) lacks.
-    pub fn of(object: &Object<'_>, spec: Option<&SpecFields>) -> Self {
+    pub fn of(object: &Object<'_>, spec: Option<&SetFields>) -> Self {
         let finalizer = if object.is_being_deleted() {
             // Never add a finalizer to an object on its way out.
             FinalizerChange::None
@@ -53,16 +57,18 @@ impl Needs {
                 Some(_) => FinalizerChange::None,
             }
         };
+        let unset = |field: &str| spec.is_none_or(|s| !s.contains(field));
         Self {
             spec: spec.is_none(),
-            size: spec.is_none_or(|s| !s.size),
-            image: spec.is_none_or(|s| !s.image),
-            command: spec.is_none_or(|s| !s.command),
-            resources: spec.is_none_or(|s| !s.resources),
+            size: unset("size"),
+            image: unset("image"),
+            command: unset("command"),
+            resources: unset("resources"),
             finalizer,
         }
     }
 
+    /// Whether the object lacks nothing (no patch).
     pub fn nothing(&self) -> bool {
         !(self.spec || self.size || self.image || self.command || self.resources)
             && self.finalizer == FinalizerChange::None
@@ -80,22 +86,6 @@ impl Needs {
             | usize::from(self.command) << 3
             | usize::from(self.resources) << 4
             | finalizer << 5
-    }
-}
-
-/// One encoded patch.
-#[derive(Debug)]
-pub struct DefaultPatch {
-    /// The RFC 6902 JSON Patch.
-    pub json: Vec<u8>,
-    /// `json` in base64 as a JSON string, as `AdmissionResponse.patch` carries it; written into
-    /// answers as it is (base64 needs no escaping, so the answer's encoder need not scan it).
-    pub base64_json: Box<RawValue>,
-}
-
-impl PartialEq for DefaultPatch {
-    fn eq(&self, other: &Self) -> bool {
-        self.json == other.json
     }
 }
 
@@ -133,18 +123,14 @@ pub fn operations(needs: &Needs) -> Vec<PatchOperation> {
     ops
 }
 
-fn encode(needs: &Needs) -> DefaultPatch {
+fn encode(needs: &Needs) -> EncodedPatch {
     // A Vec of plain JSON values always serializes.
-    let json = serde_json::to_vec(&Patch(operations(needs))).unwrap_or_default();
-    let base64 = base64::engine::general_purpose::STANDARD.encode(&json);
-    // `"` + base64 + `"` is valid JSON; the fallback is never taken.
-    let base64_json = RawValue::from_string(format!("\"{base64}\"")).unwrap_or_else(|_| RawValue::NULL.to_owned());
-    DefaultPatch { json, base64_json }
+    EncodedPatch::new(serde_json::to_vec(&Patch(operations(needs))).unwrap_or_default())
 }
 
 /// The encoded patch for `needs`, built on first use; `None` when nothing is needed.
-pub fn patch_for(needs: &Needs) -> Option<&'static DefaultPatch> {
-    static TABLE: [OnceLock<DefaultPatch>; KEYS] = [const { OnceLock::new() }; KEYS];
+pub fn patch_for(needs: &Needs) -> Option<&'static EncodedPatch> {
+    static TABLE: [OnceLock<EncodedPatch>; KEYS] = [const { OnceLock::new() }; KEYS];
     if needs.nothing() {
         return None;
     }
@@ -159,13 +145,13 @@ pub fn mutate<'a>(request: &Request<'a>) -> Response<'a> {
     if !matches!(request.operation, Operation::Create | Operation::Update) || request.sub_resource.is_some() {
         return allowed;
     }
-    let object = match shell_object(request) {
+    let object = match request.shell_object() {
         Ok(object) => object,
-        Err(reason) => return invalid(request, reason),
+        Err(reason) => return Response::invalid(request, reason),
     };
     let spec = match object.spec_fields() {
         Ok(spec) => spec,
-        Err(reason) => return invalid(request, reason),
+        Err(reason) => return Response::invalid(request, reason),
     };
     match patch_for(&Needs::of(object, spec.as_ref())) {
         Some(patch) => allowed.with_patch(patch),

@@ -5,11 +5,11 @@
 //! edits it). One rule is the operator's own: no value above 2⁶³−1, which the apiserver would cap
 //! (binary) or hold beyond its 64-bit arithmetic (decimal) instead of storing what was written.
 
+use myownshell_api::ResourceList;
 use myownshell_api::quantity::{self, MAX_UNITS, Quantity};
 
-use super::request::{QuantityText, ResourceList};
+use super::problem::Problem;
 use super::resource_names;
-use super::validation::{Problem, problem};
 
 const TOP: &str = "resources";
 
@@ -18,24 +18,19 @@ fn field(kind: &str, name: &str) -> String {
 }
 
 /// The valid entries of one list, with their values; a problem for each invalid one.
-fn entries<'l>(
-    kind: &str,
-    list: Option<&'l ResourceList<'_>>,
-    problems: &mut Vec<Problem>,
-) -> Vec<(&'l str, Quantity)> {
+fn entries<'l>(kind: &str, list: Option<&'l ResourceList>, problems: &mut Vec<Problem>) -> Vec<(&'l str, Quantity)> {
     let mut valid = Vec::new();
-    for (name, text) in list.into_iter().flat_map(ResourceList::iter) {
-        match entry(name, text) {
-            Ok(value) => valid.push((name, value)),
-            Err(message) => problems.push(problem(TOP, field(kind, name), message)),
+    for (name, text) in list.into_iter().flatten() {
+        match entry(name, &text.0) {
+            Ok(value) => valid.push((name.as_str(), value)),
+            Err(message) => problems.push(Problem::new(TOP, field(kind, name), message)),
         }
     }
     valid
 }
 
 /// The value of one entry, or what is wrong with its name or its quantity.
-fn entry(name: &str, text: &QuantityText<'_>) -> Result<Quantity, String> {
-    let text = text.0.as_ref();
+fn entry(name: &str, text: &str) -> Result<Quantity, String> {
     resource_names::check(name)?;
     let value = quantity::parse(text)
         .map_err(|why| format!("must be a valid quantity such as 250m or 64Mi ({why}), got {text:?}"))?;
@@ -72,13 +67,13 @@ fn entry(name: &str, text: &QuantityText<'_>) -> Result<Quantity, String> {
 }
 
 /// The text of entry `name` of `list`, as written.
-fn written<'l>(list: Option<&'l ResourceList<'_>>, name: &str) -> Option<&'l str> {
-    list.and_then(|l| l.get(name)).map(|q| q.0.as_ref())
+fn written<'l>(list: Option<&'l ResourceList>, name: &str) -> Option<&'l str> {
+    list.and_then(|l| l.get(name)).map(|q| q.0.as_str())
 }
 
 /// Problems of `spec.resources`, in field order: each entry of the requests and then of the
 /// limits, then each request against its limit, then the list as a whole.
-pub fn check(requests: Option<&ResourceList<'_>>, limits: Option<&ResourceList<'_>>, problems: &mut Vec<Problem>) {
+pub fn check(requests: Option<&ResourceList>, limits: Option<&ResourceList>, problems: &mut Vec<Problem>) {
     let requested = entries("requests", requests, problems);
     let limited = entries("limits", limits, problems);
     for (name, request) in &requested {
@@ -98,12 +93,12 @@ pub fn check(requests: Option<&ResourceList<'_>>, limits: Option<&ResourceList<'
             }
             (Some(_), Some(_)) => continue,
         };
-        problems.push(problem(TOP, field("requests", name), message));
+        problems.push(Problem::new(TOP, field("requests", name), message));
     }
     // Hugepages alone are refused: the apiserver wants cpu or memory beside them.
-    let names = || requests.into_iter().chain(limits).flat_map(ResourceList::iter).map(|(name, _)| name);
+    let names = || requests.into_iter().chain(limits).flat_map(ResourceList::keys).map(String::as_str);
     if names().any(resource_names::is_hugepages) && !names().any(|n| n == "cpu" || n == "memory") {
-        problems.push(problem(
+        problems.push(Problem::new(
             TOP,
             "spec.resources",
             "hugepages need a cpu or memory request or limit too (the API server refuses hugepages alone)".to_owned(),

@@ -2,11 +2,39 @@
 
 use std::borrow::Cow;
 
+use base64::Engine;
 use serde::Serialize;
 use serde::ser::SerializeStruct;
+use serde_json::value::RawValue;
 
-use super::defaulting::DefaultPatch;
 use super::request::{REVIEW_API_VERSION, REVIEW_KIND, Request};
+
+/// A JSON Patch encoded for an answer, once: the mutating webhook reuses each one for every
+/// request that needs it.
+#[derive(Debug)]
+pub struct EncodedPatch {
+    /// The RFC 6902 JSON Patch.
+    pub json: Vec<u8>,
+    /// `json` in base64 as a JSON string, as `AdmissionResponse.patch` carries it; written into
+    /// answers as it is (base64 needs no escaping, so the answer's encoder need not scan it).
+    pub base64_json: Box<RawValue>,
+}
+
+impl EncodedPatch {
+    /// Encode the JSON Patch `json`.
+    pub fn new(json: Vec<u8>) -> Self {
+        let base64 = base64::engine::general_purpose::STANDARD.encode(&json);
+        // `"` + base64 + `"` is valid JSON; the fallback is never taken.
+        let base64_json = RawValue::from_string(format!("\"{base64}\"")).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        Self { json, base64_json }
+    }
+}
+
+impl PartialEq for EncodedPatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.json == other.json
+    }
+}
 
 /// Why a request is refused, as a `metav1.Status` (the apiserver shows `message`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +55,7 @@ pub struct Response<'a> {
     /// Set when the request is refused.
     pub status: Option<Status>,
     /// The JSON Patch to apply (mutating webhook only).
-    pub patch: Option<&'static DefaultPatch>,
+    pub patch: Option<&'static EncodedPatch>,
     /// Shown by kubectl as `Warning: …`.
     pub warnings: Vec<String>,
 }
@@ -38,6 +66,7 @@ impl<'a> Response<'a> {
         Self::allow_uid(request.uid.clone())
     }
 
+    /// Allow the request with this uid, unchanged.
     pub fn allow_uid(uid: Cow<'a, str>) -> Self {
         Self { uid, allowed: true, status: None, patch: None, warnings: Vec::new() }
     }
@@ -47,7 +76,13 @@ impl<'a> Response<'a> {
         Self { uid, allowed: false, status: Some(Status { code, reason, message }), patch: None, warnings: Vec::new() }
     }
 
-    pub fn with_patch(mut self, patch: &'static DefaultPatch) -> Self {
+    /// Deny `request` with code 400: it carries no `MyOwnShell` this webhook can read.
+    pub fn invalid(request: &Request<'a>, reason: String) -> Self {
+        Self::deny(request.uid.clone(), 400, "BadRequest", reason)
+    }
+
+    /// The same answer, carrying `patch`.
+    pub fn with_patch(mut self, patch: &'static EncodedPatch) -> Self {
         self.patch = Some(patch);
         self
     }
@@ -156,20 +191,14 @@ impl Serialize for WireStatus<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::defaulting::{FinalizerChange, Needs, patch_for};
 
     #[test]
     fn direct_writing_matches_the_serializer_byte_for_byte() {
-        let patch = patch_for(&Needs {
-            spec: false,
-            size: true,
-            image: false,
-            command: true,
-            resources: false,
-            finalizer: FinalizerChange::Append,
-        });
+        let patch: &'static EncodedPatch = Box::leak(Box::new(EncodedPatch::new(
+            br#"[{"op":"add","path":"/spec/size","value":1},{"op":"add","path":"/metadata/finalizers/-","value":"myownshell.io/finalizer"}]"#.to_vec(),
+        )));
         for uid in ["705ab4f5-6393-11e8-b7cc-42010a800002", "", "a.b_c:d"] {
-            for patch in [None, patch] {
+            for patch in [None, Some(patch)] {
                 let response = Response { patch, ..Response::allow_uid(uid.into()) };
                 let mut via_serde = Vec::new();
                 response.write_with_serde(&mut via_serde);

@@ -1,47 +1,44 @@
 //! The validating webhook: every rule a spec must meet, each denial naming the field, the rule
 //! and the value; warnings for values that pass but are risky.
 
-use std::borrow::Cow;
+use myownshell_api::MyOwnShellSpec;
 
-use super::request::{Operation, Request, Spec};
+use super::problem::Problem;
+use super::request::{Operation, Request};
+use super::resources;
 use super::response::Response;
-use super::{Policy, invalid, is_scale, resources, shell_object};
 use crate::image;
 
-/// One rule a spec breaks.
+/// The operator's admission settings (`--max-size`, `--allowed-registries`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// `spec.size`, `spec.resources.limits[cpu]`, …
-    pub field: String,
-    /// Which spec field it belongs to (for update ratcheting): `size`, `image`, `command`,
-    /// `resources`.
-    pub top: &'static str,
-    pub message: String,
+pub struct Policy {
+    /// Largest `spec.size` admitted.
+    pub max_size: i32,
+    /// Registries or repository prefixes images may come from; empty means any.
+    pub allowed_registries: Vec<String>,
 }
 
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
+impl Default for Policy {
+    fn default() -> Self {
+        Self { max_size: 50, allowed_registries: Vec::new() }
     }
-}
-
-pub(super) fn problem(top: &'static str, field: impl Into<String>, message: String) -> Problem {
-    Problem { field: field.into(), top, message }
 }
 
 /// The rule `size` breaks, if any.
 pub fn check_size(size: i32, policy: &Policy) -> Option<Problem> {
     (!(0..=policy.max_size).contains(&size))
-        .then(|| problem("size", "spec.size", format!("must be between 0 and {}, got {size}", policy.max_size)))
+        .then(|| Problem::new("size", "spec.size", format!("must be between 0 and {}, got {size}", policy.max_size)))
 }
 
 fn check_image<'r>(reference: &'r str, policy: &Policy) -> Result<image::ImageRef<'r>, Problem> {
     match image::parse(reference) {
-        Err(why) => {
-            Err(problem("image", "spec.image", format!("must be a valid image reference ({why}), got {reference:?}")))
-        }
+        Err(why) => Err(Problem::new(
+            "image",
+            "spec.image",
+            format!("must be a valid image reference ({why}), got {reference:?}"),
+        )),
         Ok(parsed) if !policy.allowed_registries.is_empty() && !parsed.allowed_by(&policy.allowed_registries) => {
-            Err(problem(
+            Err(Problem::new(
                 "image",
                 "spec.image",
                 format!(
@@ -69,20 +66,18 @@ fn image_warning(reference: &str, parsed: &image::ImageRef<'_>) -> Option<String
     }
 }
 
-fn check_command(command: &[Cow<'_, str>]) -> Option<Problem> {
+fn check_command(command: &[String]) -> Option<Problem> {
     match command.first() {
-        None => Some(problem("command", "spec.command", "must not be empty, got []".into())),
-        Some(first) if first.trim().is_empty() => Some(problem(
-            "command",
-            "spec.command[0]",
-            format!("the executable must not be empty, got {:?}", first.as_ref()),
-        )),
+        None => Some(Problem::new("command", "spec.command", "must not be empty, got []".into())),
+        Some(first) if first.trim().is_empty() => {
+            Some(Problem::new("command", "spec.command[0]", format!("the executable must not be empty, got {first:?}")))
+        }
         Some(_) => None,
     }
 }
 
 /// Every rule the spec breaks (in field order), and the warning its image earns if it passes.
-fn examine(spec: &Spec<'_>, policy: &Policy) -> (Vec<Problem>, Option<String>) {
+fn examine(spec: &MyOwnShellSpec, policy: &Policy) -> (Vec<Problem>, Option<String>) {
     let mut problems = Vec::new();
     let mut warning = None;
     if let Some(size) = spec.size {
@@ -104,12 +99,12 @@ fn examine(spec: &Spec<'_>, policy: &Policy) -> (Vec<Problem>, Option<String>) {
 }
 
 /// Every rule the spec breaks, in field order. Unset fields are fine (defaults apply).
-pub fn check_spec(spec: &Spec<'_>, policy: &Policy) -> Vec<Problem> {
+pub fn check_spec(spec: &MyOwnShellSpec, policy: &Policy) -> Vec<Problem> {
     examine(spec, policy).0
 }
 
 /// Admission warnings for values that pass but are risky.
-pub fn warnings(spec: &Spec<'_>) -> Vec<String> {
+pub fn warnings(spec: &MyOwnShellSpec) -> Vec<String> {
     let Some(reference) = &spec.image else { return Vec::new() };
     image::parse(reference).ok().and_then(|parsed| image_warning(reference, &parsed)).into_iter().collect()
 }
@@ -139,19 +134,19 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Response::allow(request);
     }
-    if is_scale(request) {
+    if request.is_scale() {
         return validate_scale(request, policy);
     }
-    let object = match shell_object(request) {
+    let object = match request.shell_object() {
         Ok(object) => object,
-        Err(reason) => return invalid(request, reason),
+        Err(reason) => return Response::invalid(request, reason),
     };
     if request.operation == Operation::Update && leaves_a_deleting_spec_alone(request) {
         return Response::allow(request);
     }
     let spec = match object.spec() {
         Ok(spec) => spec.unwrap_or_default(),
-        Err(reason) => return invalid(request, reason),
+        Err(reason) => return Response::invalid(request, reason),
     };
     let (mut problems, warning) = examine(&spec, policy);
     if request.operation == Operation::Update
@@ -179,17 +174,17 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
 /// `kubectl scale`: an `autoscaling/v1` `Scale` whose `spec.replicas` becomes `spec.size`.
 fn validate_scale<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
     let Some(object) = &request.object else {
-        return invalid(request, "the request has no object".into());
+        return Response::invalid(request, "the request has no object".into());
     };
     let replicas = match object.scale_spec() {
         Ok(spec) => spec.replicas,
-        Err(reason) => return invalid(request, reason),
+        Err(reason) => return Response::invalid(request, reason),
     };
     let size = match replicas {
         None => 0,
         Some(n) => match n.as_i64().and_then(|n| i32::try_from(n).ok()) {
             Some(n) => n,
-            None => return invalid(request, format!("spec.replicas must be a 32-bit integer, got {n}")),
+            None => return Response::invalid(request, format!("spec.replicas must be a 32-bit integer, got {n}")),
         },
     };
     match check_size(size, policy) {
