@@ -2,6 +2,8 @@
 //! manifests rely on, the defaults shared by the webhook and the controller, resource quantities
 //! as the apiserver reads and writes them (also shared by both), and CRD generation.
 
+#![warn(missing_docs)]
+
 pub mod crd;
 pub mod defaults;
 pub mod names;

@@ -1,35 +1,67 @@
 //! Names fixed by the design (`shared/DESIGN.md`, "Names"). Tests, manifests and both binaries
 //! use these constants, so a rename happens in exactly one place.
 
+/// API group of the `MyOwnShell` resource (`apiVersion: myownshell.io/…`).
 pub const GROUP: &str = "myownshell.io";
+/// The one served (and stored) version of the resource.
 pub const VERSION: &str = "v1alpha1";
+/// `<group>/<version>`, as written in an object's `apiVersion`.
 pub const API_VERSION: &str = "myownshell.io/v1alpha1";
+/// `kind` of the custom resource.
 pub const KIND: &str = "MyOwnShell";
+/// Resource name in URLs, RBAC rules and webhook rules (`kubectl get myownshells`).
 pub const PLURAL: &str = "myownshells";
+/// Singular resource name, accepted by `kubectl` (`kubectl get myownshell sample`).
 pub const SINGULAR: &str = "myownshell";
+/// `kubectl` short name (`kubectl get mos`).
 pub const SHORT_NAME: &str = "mos";
 /// `<plural>.<group>`, the name of the CustomResourceDefinition object.
 pub const CRD_NAME: &str = "myownshells.myownshell.io";
 
+/// Finalizer the mutating webhook adds (and the controller adds if it is missing), so a deleted
+/// `MyOwnShell` stays until the controller has deleted its Deployment; the controller then
+/// removes it.
 pub const FINALIZER: &str = "myownshell.io/finalizer";
 /// Field manager for server-side apply by the controller.
 pub const FIELD_MANAGER: &str = "myownshell-controller";
 
+/// Recommended label `app.kubernetes.io/name`, on every Deployment and shell pod the controller
+/// creates; part of the pod selector.
 pub const LABEL_NAME: &str = "app.kubernetes.io/name";
+/// Value of [`LABEL_NAME`]: the application is MyOwnShell.
 pub const LABEL_NAME_VALUE: &str = "myownshell";
+/// Recommended label `app.kubernetes.io/instance`: which `MyOwnShell` a Deployment and its pods
+/// belong to (its name, shortened when longer than a label value may be).
 pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
+/// Recommended label `app.kubernetes.io/managed-by`. The controller watches only Deployments that
+/// carry it with [`LABEL_MANAGED_BY_VALUE`], so it never caches the rest of the cluster's.
 pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// Value of [`LABEL_MANAGED_BY`] on what the controller creates.
 pub const LABEL_MANAGED_BY_VALUE: &str = "myownshell-operator";
 
+/// HTTPS path of the mutating (defaulting) webhook, as the MutatingWebhookConfiguration in
+/// `config/webhook` calls it (kubebuilder's naming:
+/// `/mutate-<group with dashes>-<version>-<kind>`).
 pub const MUTATE_PATH: &str = "/mutate-myownshell-io-v1alpha1-myownshell";
+/// HTTPS path of the validating webhook, as the ValidatingWebhookConfiguration in `config/webhook`
+/// calls it.
 pub const VALIDATE_PATH: &str = "/validate-myownshell-io-v1alpha1-myownshell";
+/// Liveness probe path on each binary's health port: answers 200 while the process runs.
 pub const HEALTHZ_PATH: &str = "/healthz";
+/// Readiness probe path on each binary's health port: 200 only once the process can do its job
+/// (caches synced, a trusted certificate served, …).
 pub const READYZ_PATH: &str = "/readyz";
+/// Prometheus scrape path on each binary's metrics port (authenticated and authorized).
 pub const METRICS_PATH: &str = "/metrics";
 
 /// Condition types reported in `status.conditions`.
 pub mod conditions {
+    /// `True` when every requested shell pod is ready; `False` otherwise, also while paused at
+    /// `size: 0`.
     pub const AVAILABLE: &str = "Available";
+    /// `True` while the Deployment is being created, rolled out or scaled.
     pub const PROGRESSING: &str = "Progressing";
+    /// `True` when the last reconcile failed, or the Deployment gave up on its rollout or cannot
+    /// create its pods; the reason says which.
     pub const DEGRADED: &str = "Degraded";
 }

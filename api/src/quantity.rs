@@ -67,6 +67,7 @@ pub struct Quantity {
 /// Why a text is not a quantity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
+    /// The empty string (the apiserver rejects it too).
     Empty,
     /// Leading or trailing whitespace (the apiserver would trim it; a spec should not carry it).
     Whitespace,
@@ -101,10 +102,14 @@ impl Quantity {
         self.millis
     }
 
+    /// How the value was written (SI, binary SI or exponent), which decides the suffix of the
+    /// text the apiserver writes back for it.
     pub fn format(&self) -> Format {
         self.format
     }
 
+    /// Below zero. The apiserver parses negative quantities, but no container resource may be
+    /// negative (the webhook rejects them).
     pub fn is_negative(&self) -> bool {
         self.millis < 0
     }
