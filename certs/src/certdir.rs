@@ -17,7 +17,10 @@ use crate::manager::CertStatus;
 use crate::trust::validity;
 use myownshell_runtime::tls::{LiveResolver, certified_key_from_pem};
 
+/// File in the directory with the serving certificate chain (PEM, leaf first), as a
+/// `kubernetes.io/tls` Secret mounted as a volume names it.
 pub const CERT_FILE: &str = "tls.crt";
+/// File in the directory with the private key of [`CERT_FILE`]'s leaf (PEM).
 pub const KEY_FILE: &str = "tls.key";
 
 /// Read and parse the pair in `dir`.
@@ -39,8 +42,12 @@ fn status_of(resolver: &LiveResolver) -> CertStatus {
 
 /// A running file-backed certificate source.
 pub struct CertDir {
+    /// Hands the current pair to the TLS server; swapped in place on every reload.
     pub resolver: Arc<LiveResolver>,
+    /// Expiry of the served certificate, updated on every reload. `trusted` is always true:
+    /// whether clients trust it is cert-manager's business here.
     pub status: watch::Receiver<CertStatus>,
+    /// The reload loop; it ends when the `shutdown` token given to [`start`] is cancelled.
     pub task: tokio::task::JoinHandle<()>,
 }
 

@@ -14,13 +14,17 @@ const CONFLICT_RETRIES: usize = 5;
 pub struct WebhookConfigs {
     mutating: Api<MutatingWebhookConfiguration>,
     validating: Api<ValidatingWebhookConfiguration>,
+    /// Name of the MutatingWebhookConfiguration whose webhooks get the `caBundle`.
     pub mutating_name: String,
+    /// Name of the ValidatingWebhookConfiguration whose webhooks get the `caBundle`.
     pub validating_name: String,
 }
 
 /// The `caBundle` of every webhook in both configurations (empty if unset), as PEM text.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Injected {
+    /// One entry per webhook: the mutating configuration's webhooks first, then the validating
+    /// one's, each in the order the configuration lists them.
     pub bundles: Vec<String>,
 }
 
@@ -37,6 +41,7 @@ fn bundle_text(ca: Option<&ByteString>) -> String {
 }
 
 impl WebhookConfigs {
+    /// The two cluster-scoped configurations, by name. Nothing is read until asked.
     pub fn new(client: kube::Client, mutating_name: &str, validating_name: &str) -> Self {
         Self {
             mutating: Api::all(client.clone()),

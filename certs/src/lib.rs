@@ -4,6 +4,8 @@
 //! runs them in [`manager`]), or certificates from files ([`certdir`], cert-manager). Serving
 //! them is `myownshell_runtime`'s job.
 
+#![warn(missing_docs)]
+
 pub mod certdir;
 pub mod inject;
 pub mod manager;

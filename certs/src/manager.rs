@@ -5,9 +5,9 @@
 //! was first: read again), swaps the served certificate live, injects the trust bundle, and
 //! publishes a [`CertStatus`] (readiness and metrics read it). Rounds run when the planner asks
 //! to look again, whenever the Secret or either webhook configuration changes (a watch on each
-//! by name), and at least every [`MAX_IDLE`]: replicas sharing one Secret follow each other's
-//! rotations within moments, and a `caBundle` that someone empties or replaces (a `kubectl
-//! apply` of the committed configurations) is repaired within moments too.
+//! by name), and at least every minute (`MAX_IDLE`): replicas sharing one Secret follow each
+//! other's rotations within moments, and a `caBundle` that someone empties or replaces (a
+//! `kubectl apply` of the committed configurations) is repaired within moments too.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -51,15 +51,22 @@ pub struct CertStatus {
 /// Everything the loop needs.
 #[derive(Clone)]
 pub struct SelfManagedConfig {
+    /// Names, validities and renewal timing of the certificates (checked by the caller).
     pub policy: Policy,
+    /// The Secret the certificates live in, shared by every replica.
     pub store: SecretStore,
+    /// The webhook configurations whose `caBundle` must trust the served certificate.
     pub configs: WebhookConfigs,
 }
 
 /// A running self-managed certificate source.
 pub struct SelfManaged {
+    /// Hands the current serving certificate to the TLS server; swapped in place on rotation.
     pub resolver: Arc<LiveResolver>,
+    /// Whether the injected `caBundle` trusts what is served, and its expiry; updated after
+    /// every round that changes it.
     pub status: watch::Receiver<CertStatus>,
+    /// The rotation loop; it ends when the `shutdown` token given to [`start`] is cancelled.
     pub task: tokio::task::JoinHandle<()>,
 }
 

@@ -15,10 +15,14 @@ use time::OffsetDateTime;
 /// make a fresh certificate "not yet valid".
 const BACKDATE: Duration = Duration::from_secs(60);
 
+/// Why a key or certificate could not be made or loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
+    /// rcgen failed: key generation, signing, or PEM that does not parse as a CA certificate
+    /// and key.
     #[error("certificate generation failed: {0}")]
     Generate(#[from] rcgen::Error),
+    /// A name in [`LeafSpec::dns_names`] is not an RFC 1123 host name (see [`is_dns_name`]).
     #[error("invalid DNS name in subject alternative names: {0:?}")]
     InvalidDnsName(String),
 }
@@ -26,7 +30,10 @@ pub enum PkiError {
 /// A certificate and its private key, both PEM.
 #[derive(Clone, PartialEq, Eq)]
 pub struct CertifiedKeyPem {
+    /// The certificate, `-----BEGIN CERTIFICATE-----`.
     pub cert_pem: String,
+    /// Its private key (PKCS#8, `-----BEGIN PRIVATE KEY-----`, when made here). Never printed by
+    /// `Debug`.
     pub key_pem: String,
 }
 
@@ -40,23 +47,34 @@ impl std::fmt::Debug for CertifiedKeyPem {
 /// What a leaf certificate is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Usage {
+    /// TLS server authentication (extended key usage `serverAuth`): an HTTPS endpoint.
     Server,
+    /// TLS client authentication (`clientAuth`): a client certificate, e.g. a user of the
+    /// apiserver whose name is the common name and whose groups are the organizations.
     Client,
 }
 
 /// Subject and names of a leaf certificate.
 #[derive(Debug, Clone)]
 pub struct LeafSpec {
+    /// Subject common name (`CN=`); Kubernetes reads it as a client's user name.
     pub common_name: String,
     /// Organizations (`O=`); Kubernetes reads them as the client's groups.
     pub organizations: Vec<String>,
+    /// DNS subject alternative names a server certificate is valid for (each must pass
+    /// [`is_dns_name`]).
     pub dns_names: Vec<String>,
+    /// IP subject alternative names a server certificate is valid for.
     pub ip_addresses: Vec<IpAddr>,
+    /// Server or client certificate.
     pub usage: Usage,
+    /// How long the certificate stays valid after it is issued (its window also opens a minute
+    /// early, against clock skew).
     pub validity: Duration,
 }
 
 impl LeafSpec {
+    /// A serving certificate for `dns_names` and `ip_addresses`, no organizations.
     pub fn server(
         common_name: impl Into<String>,
         dns_names: Vec<String>,
@@ -73,6 +91,7 @@ impl LeafSpec {
         }
     }
 
+    /// A client certificate for user `common_name` in groups `organizations`, no SANs.
     pub fn client(common_name: impl Into<String>, organizations: Vec<String>, validity: Duration) -> Self {
         Self {
             common_name: common_name.into(),
@@ -132,10 +151,14 @@ impl CertificateAuthority {
         Ok(Self { pem, issuer })
     }
 
+    /// The CA's certificate and private key, to store it (e.g. in a Secret) and reload it with
+    /// [`CertificateAuthority::from_pem`].
     pub fn pem(&self) -> &CertifiedKeyPem {
         &self.pem
     }
 
+    /// The CA's certificate alone: what clients put in their trust store (a `caBundle`, a
+    /// kubeconfig's `certificate-authority-data`).
     pub fn cert_pem(&self) -> &str {
         &self.pem.cert_pem
     }

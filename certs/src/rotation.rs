@@ -37,8 +37,11 @@ pub struct Policy {
     pub ca_name: String,
     /// DNS names of the serving certificate; the first is the name clients verify.
     pub dns_names: Vec<String>,
+    /// IP addresses of the serving certificate (for clients that dial an IP, as in local runs).
     pub ip_addresses: Vec<IpAddr>,
+    /// Lifetime of each serving certificate (cut short where its CA expires sooner).
     pub cert_validity: Duration,
+    /// Lifetime of each generated CA; must exceed twice `renew_before` (see [`Policy::check`]).
     pub ca_validity: Duration,
     /// Renew the serving certificate this long before it expires (the CA twice as long before).
     pub renew_before: Duration,
@@ -119,14 +122,22 @@ pub struct CertState {
 /// Why the state changes (for logs and events).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
+    /// Nothing was stored: made the first CA and serving certificate.
     Created,
     /// The stored state could not be used (bad PEM, expired CA): started over.
     Regenerated,
+    /// The serving certificate entered its renew window: a new one from the same CA (step 1).
     RenewedServing,
     /// The serving certificate did not match the wanted names or its signer.
     ReissuedServing,
+    /// The signing CA is within twice `renew_before` of expiry: a next CA was generated and
+    /// added to the trust bundle, not yet signing (step 2).
     IntroducedNextCa,
+    /// The injected `caBundle` holds the next CA and `propagation` has passed: it became the
+    /// signer and issued a serving certificate (step 3).
     PromotedNextCa,
+    /// The serving certificate comes from the signer and `propagation` has passed since the
+    /// promotion: CAs other than the signer and a pending next CA left the trust bundle (step 4).
     RemovedOldCas,
 }
 
@@ -147,7 +158,10 @@ impl std::fmt::Display for Reason {
 /// The decision: store `write` (if any), then look again after `recheck_in`.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The state to store and why, or `None` when the stored state is fine as it is.
     pub write: Option<(CertState, Reason)>,
+    /// When to run the planner again if nothing wakes the loop sooner: shortly (100 ms) after a
+    /// write, otherwise when the next step falls due (between 100 ms and an hour from now).
     pub recheck_in: Duration,
 }
 

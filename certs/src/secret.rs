@@ -14,25 +14,40 @@ use kube::api::{Api, PostParams};
 use crate::pki::CertifiedKeyPem;
 use crate::rotation::CertState;
 
+/// Data key of the serving certificate (PEM), the name a `kubernetes.io/tls` Secret requires.
 pub const TLS_CRT: &str = "tls.crt";
+/// Data key of the serving certificate's private key (PEM).
 pub const TLS_KEY: &str = "tls.key";
 /// The trust bundle (every CA clients should trust), injected as `caBundle`.
 pub const CA_CRT: &str = "ca.crt";
+/// Data key of the CA certificate that signs serving certificates now ([`CertState::signer`]).
 pub const SIGNER_CRT: &str = "signer-ca.crt";
+/// Data key of the signing CA's private key: every replica can issue with it.
 pub const SIGNER_KEY: &str = "signer-ca.key";
+/// Data key of the next CA's certificate, present only during a CA rotation
+/// ([`CertState::next`]).
 pub const NEXT_CRT: &str = "next-ca.crt";
+/// Data key of the next CA's private key, present only with [`NEXT_CRT`].
 pub const NEXT_KEY: &str = "next-ca.key";
 /// Annotations with the rotation timestamps, in Unix milliseconds.
 pub const NEXT_SINCE: &str = "myownshell.io/next-ca-since-ms";
+/// Annotation with [`CertState::signer_since`]: when the signer became the signer, in Unix
+/// milliseconds (old CAs leave the bundle a propagation wait after it).
 pub const SIGNER_SINCE: &str = "myownshell.io/signer-ca-since-ms";
+/// Secret `type`: the standard TLS Secret (the apiserver then insists on `tls.crt` and
+/// `tls.key`), laid out as cert-manager's are.
 pub const SECRET_TYPE: &str = "kubernetes.io/tls";
 /// Label on the Secret so it can be found (and RBAC'd) as the operator's.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "myownshell-webhook");
 
+/// Why a read or write of the Secret failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The write lost a race (409): another replica created or changed the Secret since it was
+    /// read. Not a failure: read again and plan again.
     #[error("someone else changed the Secret first")]
     Conflict,
+    /// Any other API error (unreachable apiserver, missing RBAC, invalid object, …).
     #[error("Kubernetes API: {0}")]
     Api(#[from] kube::Error),
 }
@@ -42,6 +57,7 @@ pub enum StoreError {
 pub struct Stored {
     /// `None` when the Secret exists but does not hold a usable state (the planner replaces it).
     pub state: Option<CertState>,
+    /// The Secret's `metadata.resourceVersion` when it was read.
     pub resource_version: Option<String>,
 }
 
@@ -105,14 +121,17 @@ pub struct SecretStore {
 }
 
 impl SecretStore {
+    /// The Secret `namespace/name`. Nothing is read until asked.
     pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
         Self { api: Api::namespaced(client, namespace), name: name.to_owned() }
     }
 
+    /// Name of the Secret (for logs and the watch on it).
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The Secrets API of the Secret's namespace.
     pub fn api(&self) -> &Api<Secret> {
         &self.api
     }

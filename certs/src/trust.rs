@@ -15,11 +15,14 @@ use myownshell_runtime::tls::certs_from_pem;
 /// Validity window of a certificate, as Unix seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Validity {
+    /// Start of the window (`notBefore`), inclusive.
     pub not_before: i64,
+    /// End of the window (`notAfter`): the certificate expires then.
     pub not_after: i64,
 }
 
 impl Validity {
+    /// [`Validity::not_after`] as a `SystemTime` (the Unix epoch if it lies before that).
     pub fn not_after_time(&self) -> SystemTime {
         unix_time(self.not_after)
     }
