@@ -15,6 +15,9 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_bind_address)]
     pub metrics_bind_address: BindAddress,
 
+    // A doc comment on a flattened field is not help text: clap takes each flag's own.
+    /// The `--metrics-cert-*`, `--metrics-client-ca-file` and `--metrics-auth*` flags: how the
+    /// metrics endpoint gets its certificate and checks its callers (shared with the webhook).
     #[command(flatten)]
     pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
 
@@ -59,6 +62,7 @@ pub struct Args {
     #[arg(long)]
     pub namespace: Option<String>,
 
+    /// `--log-format` (text or JSON), shared by every binary.
     #[command(flatten)]
     pub log: LogArgs,
 
@@ -68,13 +72,13 @@ pub struct Args {
 }
 
 impl Args {
-    /// The Lease namespace: the flag, else the namespace the pod runs in, else the default.
     /// DNS names of the self-signed metrics certificate (the metrics Service's).
     pub fn metrics_dns_names(&self) -> Vec<String> {
         let base = format!("{}.{}.svc", self.metrics_service_name, self.lease_namespace());
         vec![base.clone(), format!("{base}.cluster.local")]
     }
 
+    /// The Lease namespace: the flag, else the namespace the pod runs in, else the default.
     pub fn lease_namespace(&self) -> String {
         self.leader_election_namespace
             .clone()

@@ -26,6 +26,8 @@ pub const NON_ROOT_ID: i64 = 65534;
 /// Why a Deployment cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BuildError {
+    /// The named metadata field (`name`, `namespace` or `uid`) is unset: the Deployment needs
+    /// them for its own name and namespace and for its ownerReference.
     #[error("metadata.{0} is missing")]
     MissingMetadata(&'static str),
 }

@@ -2,22 +2,46 @@
 
 use crate::deployment::BuildError;
 
+/// Why a reconcile did not finish. Each variant has a CamelCase [`Error::reason`] for the
+/// `Degraded` condition and the Warning event, and the error policy picks the retry from it.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The object lacks what the Deployment is built from (name, namespace, uid); objects read
+    /// from the apiserver always carry them.
     #[error("cannot build the Deployment: {0}")]
     Build(#[from] BuildError),
 
+    /// The server-side apply of the Deployment was refused or failed.
     #[error("applying Deployment {name}: {source}")]
-    ApplyDeployment { name: String, source: kube::Error },
+    ApplyDeployment {
+        /// Name of the Deployment (the `MyOwnShell`'s name).
+        name: String,
+        /// What the apiserver (or the connection) said.
+        source: kube::Error,
+    },
 
+    /// The status patch failed (the apiserver was unreachable or refused it).
     #[error("writing the status: {0}")]
     WriteStatus(#[source] kube::Error),
 
+    /// Reading the Deployment from the apiserver failed (the cache had none, or cleanup reads
+    /// past the cache).
     #[error("reading Deployment {name}: {source}")]
-    ReadDeployment { name: String, source: kube::Error },
+    ReadDeployment {
+        /// Name of the Deployment (the `MyOwnShell`'s name).
+        name: String,
+        /// What the apiserver (or the connection) said.
+        source: kube::Error,
+    },
 
+    /// Deleting the Deployment during cleanup failed (other than by its being gone already).
     #[error("deleting Deployment {name}: {source}")]
-    DeleteDeployment { name: String, source: kube::Error },
+    DeleteDeployment {
+        /// Name of the Deployment (the `MyOwnShell`'s name).
+        name: String,
+        /// What the apiserver (or the connection) said.
+        source: kube::Error,
+    },
 
     /// A Deployment of the `MyOwnShell`'s name exists and is not ours (see `ownership`): it is
     /// never written or deleted; the object stays `Degraded` until it goes away.
@@ -31,9 +55,14 @@ pub enum Error {
     #[error("Deployment {0} is still being deleted")]
     DeploymentTerminating(String),
 
+    /// The Deployment watch was dropped before its first full list, so there is no cache to
+    /// read; in practice, the controller is stopping.
     #[error("the Deployment cache stopped")]
     CacheStopped,
 
+    /// kube's finalizer helper failed: adding or removing the finalizer, or (wrapped) one of the
+    /// errors above from the reconcile step it ran. [`Error::metric_label`],
+    /// [`Error::is_waiting`] and [`Error::is_conflict`] look through it.
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
 }

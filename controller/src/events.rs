@@ -8,6 +8,7 @@ use tracing::warn;
 
 use crate::metrics::Metrics;
 
+/// Event reasons (CamelCase, stable: users and alerts filter on them).
 pub mod reasons {
     /// The shell Deployment was created.
     pub const CREATED: &str = "Created";
@@ -25,8 +26,13 @@ pub mod reasons {
 
 /// Actions (what the controller did), as the events.k8s.io API asks for.
 pub mod actions {
+    /// The Deployment was server-side applied (created, scaled or updated).
     pub const APPLY: &str = "ApplyDeployment";
+    /// Cleanup of a deleted `MyOwnShell`: its Deployment was deleted, found gone, or left alone
+    /// as not ours.
     pub const DELETE: &str = "DeleteDeployment";
+    /// A failed reconcile: the Warning events [`super::reasons::RECONCILE_FAILED`] and
+    /// [`super::reasons::DEPLOYMENT_CONFLICT`].
     pub const RECONCILE: &str = "Reconcile";
 }
 

@@ -24,22 +24,46 @@ use tracing::{debug, info, warn};
 /// Timing and identity of one candidate.
 #[derive(Debug, Clone)]
 pub struct LeaderConfig {
+    /// Name of the Lease every replica competes for (`--leader-election-id`).
     pub lease_name: String,
+    /// Namespace of that Lease.
     pub namespace: String,
+    /// This candidate's name, written as the Lease's `holderIdentity`; unique per process (see
+    /// [`default_identity`]).
     pub identity: String,
+    /// How long a lease stays valid after its last renewal: standbys take over only after the
+    /// holder has not renewed for this long. Whole seconds (the Lease stores seconds).
     pub lease_duration: Duration,
+    /// How long the holder keeps failing to renew before it gives leadership up; shorter than
+    /// `lease_duration`, so it stops before a standby can take over.
     pub renew_deadline: Duration,
+    /// How often the holder renews and standbys look at the Lease.
     pub retry_period: Duration,
 }
 
+/// Timings under which leader election would not be safe, named by their flags.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
+    /// A leader could still think it leads after a standby has taken over.
     #[error("--lease-duration ({lease:?}) must be longer than --renew-deadline ({renew:?})")]
-    LeaseNotLongerThanDeadline { lease: Duration, renew: Duration },
+    LeaseNotLongerThanDeadline {
+        /// `--lease-duration`.
+        lease: Duration,
+        /// `--renew-deadline`.
+        renew: Duration,
+    },
+    /// A single failed renewal would cost the leadership.
     #[error("--renew-deadline ({renew:?}) must be longer than --retry-period ({retry:?})")]
-    DeadlineNotLongerThanRetry { renew: Duration, retry: Duration },
+    DeadlineNotLongerThanRetry {
+        /// `--renew-deadline`.
+        renew: Duration,
+        /// `--retry-period`.
+        retry: Duration,
+    },
+    /// Every candidate would send Lease requests this often: a needless load on the apiserver.
     #[error("--retry-period must be at least 100ms, got {0:?}")]
     RetryTooShort(Duration),
+    /// `--lease-duration` is not a whole number of seconds, so the Lease would not hold it.
     #[error("--lease-duration must be whole seconds (the Lease stores seconds), got {0:?}")]
     FractionalLease(Duration),
 }
@@ -115,11 +139,14 @@ pub struct LeaderElector {
 }
 
 impl LeaderElector {
+    /// A candidate for the Lease `config` names (the config is expected to pass
+    /// [`LeaderConfig::validate`]). Nothing is read until [`LeaderElector::acquire`].
     pub fn new(client: Client, config: LeaderConfig) -> Self {
         let api = Api::namespaced(client, &config.namespace);
         Self { api, config, observed: None }
     }
 
+    /// This candidate's `holderIdentity`.
     pub fn identity(&self) -> &str {
         &self.config.identity
     }

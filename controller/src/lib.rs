@@ -4,6 +4,8 @@
 //! Pure logic (the Deployment, the status, labels, leader decisions, backoff) lives in plain
 //! functions with table-driven tests; API calls sit in `reconcile`, `leader` and `manager`.
 
+#![warn(missing_docs)]
+
 pub mod args;
 pub mod deployment;
 pub mod error;

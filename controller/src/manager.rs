@@ -27,18 +27,34 @@ use crate::watch::{self, Synced};
 /// The name this controller reports in Events.
 pub const REPORTER: &str = "myownshell-controller";
 
+/// Why the controller process stops with a failure (`main` logs it and exits non-zero, and
+/// Kubernetes restarts the pod).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// No Kubernetes client could be configured (no kubeconfig and not in a cluster, or an
+    /// unusable configuration).
     #[error("kubernetes client: {0}")]
     Client(#[source] kube::Error),
+    /// The `--kubeconfig` file could not be read or used.
     #[error("kubeconfig {path}: {message}")]
-    Kubeconfig { path: String, message: String },
+    Kubeconfig {
+        /// The `--kubeconfig` path as given.
+        path: String,
+        /// What was wrong with it.
+        message: String,
+    },
+    /// The leader-election flags are inconsistent (checked at start-up).
     #[error("leader election: {0}")]
     LeaderConfig(#[from] crate::leader::ConfigError),
+    /// The health-probe port could not be bound.
     #[error(transparent)]
     Bind(#[from] BindError),
+    /// This replica could not renew the Lease within the renew deadline (or its renewing task
+    /// died) and stopped reconciling at once, before a standby can take over; restarted, it
+    /// competes for the Lease again.
     #[error("leadership lost: stopped reconciling so another replica can take over")]
     LeadershipLost,
+    /// The metrics endpoint could not start (port, certificate files).
     #[error("metrics endpoint: {0}")]
     Metrics(#[from] myownshell_rbac_proxy::ServeError),
 }

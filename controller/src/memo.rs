@@ -111,10 +111,12 @@ impl StatusMemo {
         }
     }
 
+    /// Objects with a remembered status write (one the watch has not shown yet).
     pub fn len(&self) -> usize {
         self.written().len()
     }
 
+    /// Whether no status write is remembered: the watch has caught up with all of them.
     pub fn is_empty(&self) -> bool {
         self.written().is_empty()
     }
@@ -130,6 +132,8 @@ pub struct DeploymentCache {
 }
 
 impl DeploymentCache {
+    /// Over the reflector `store` of the Deployment watch; `synced` tells when that watch has
+    /// its first list.
     pub fn new(store: Store<Deployment>, synced: Synced) -> Self {
         Self { store, synced, recent: Arc::default() }
     }
@@ -182,10 +186,12 @@ impl DeploymentCache {
         self.synced.wait().await
     }
 
+    /// Deployments in the watch cache (the overlay of recent applies is not counted).
     pub fn len(&self) -> usize {
         self.store.len()
     }
 
+    /// Whether the watch cache holds no Deployment.
     pub fn is_empty(&self) -> bool {
         self.store.is_empty()
     }

@@ -25,17 +25,25 @@ use crate::status::{self, Failure};
 
 /// Everything a reconcile needs, shared by all of them.
 pub struct Context {
-    pub client: Client,
-    pub deployments: DeploymentCache,
-    pub shells: Store<MyOwnShell>,
-    pub recorder: Recorder,
-    pub metrics: Metrics,
-    pub statuses: StatusMemo,
+    /// For every API call: applies, status patches, reads past the cache, deletes.
+    pub(crate) client: Client,
+    /// Our Deployments as last seen (watch cache plus our own recent applies).
+    pub(crate) deployments: DeploymentCache,
+    /// The `MyOwnShell` watch cache: its size is the `managed_objects` gauge, and after a status
+    /// write it tells whether the watch already delivered the written version (then no memo).
+    pub(crate) shells: Store<MyOwnShell>,
+    /// Publishes the events on `MyOwnShell` objects.
+    pub(crate) recorder: Recorder,
+    /// The controller's metrics (reconciles, writes, managed objects).
+    pub(crate) metrics: Metrics,
+    /// Status writes the `MyOwnShell` watch has not delivered yet.
+    pub(crate) statuses: StatusMemo,
     /// Consecutive failures per object, for the per-object exponential backoff.
     failures: Mutex<HashMap<ObjectRef<MyOwnShell>, u32>>,
 }
 
 impl Context {
+    /// The shared state of all reconciles, with no failures counted yet.
     pub fn new(
         client: Client,
         deployments: DeploymentCache,

@@ -35,7 +35,9 @@ pub mod reasons {
 /// A failed reconcile, shown as `Degraded=True` with this reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
+    /// CamelCase condition reason, from [`crate::error::Error::reason`].
     pub reason: &'static str,
+    /// What went wrong, for people reading `kubectl describe`.
     pub message: String,
 }
 

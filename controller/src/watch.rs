@@ -63,6 +63,8 @@ pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
 pub struct Synced(watch::Receiver<bool>);
 
 impl Synced {
+    /// A signal not yet synced, and the sender the watch marks it synced with (`true`, at its
+    /// first `InitDone`). Dropping the sender unsynced makes [`Synced::wait`] return `false`.
     pub fn new() -> (watch::Sender<bool>, Self) {
         let (tx, rx) = watch::channel(false);
         (tx, Self(rx))
@@ -74,6 +76,7 @@ impl Synced {
         rx.wait_for(|synced| *synced).await.is_ok()
     }
 
+    /// Whether the first list is in, without waiting.
     pub fn is_synced(&self) -> bool {
         *self.0.borrow()
     }
