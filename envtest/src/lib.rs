@@ -2,7 +2,8 @@
 //! kube-apiserver per process ([`control_plane`], binaries found by [`assets`]), clients for
 //! the admin and for any identity ([`namespace`], [`rbac`]), real `kubectl` ([`kubectl`]) and
 //! `kustomize` rendering ([`kustomize`]), child processes that die with the test ([`process`]),
-//! loopback ports ([`ports`]), a plain-HTTP probe client ([`http`]) and polling with a deadline
+//! loopback ports ([`ports`]), a plain-HTTP probe client ([`http`]), throwaway TLS for servers
+//! under test ([`tls`]) and polling with a deadline
 //! ([`wait`]). The integration tests, the benchmarks and `cargo xtask dev` all run on it.
 
 pub mod assets;
@@ -14,6 +15,7 @@ pub mod namespace;
 pub mod ports;
 pub mod process;
 pub mod rbac;
+pub mod tls;
 pub mod wait;
 
 pub use control_plane::{ControlPlane, HarnessError, shared};

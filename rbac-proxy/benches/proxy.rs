@@ -23,13 +23,12 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, PostParams};
-use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use myownshell_envtest::rbac;
+use myownshell_envtest::tls::LoopbackTls;
 use myownshell_envtest::{ControlPlane, create_namespace, eventually, service_account_token};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 #[derive(Parser)]
@@ -89,9 +88,7 @@ async fn start_upstream(body: Bytes) -> SocketAddr {
 
 /// The same upstream over TLS (same certificate stack as the proxy), to tell the cost of TLS
 /// apart from the cost of the extra hop and the auth layer.
-async fn start_tls_upstream(body: Bytes, cert_pem: &str, key_pem: &str) -> SocketAddr {
-    let resolver = myownshell_runtime::tls::LiveResolver::from_pem(cert_pem, key_pem).unwrap();
-    let config = Arc::new(myownshell_runtime::tls::server_config(resolver, None).unwrap());
+async fn start_tls_upstream(body: Bytes, config: Arc<rustls::ServerConfig>) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -109,9 +106,7 @@ async fn start_tls_upstream(body: Bytes, cert_pem: &str, key_pem: &str) -> Socke
 /// hyper server and a pooled hyper client to the upstream, bodies streamed. It runs on its own
 /// threads with as many runtime threads as the proxy gets (`--worker-threads`), so the two
 /// compare like for like.
-fn start_null_proxy(upstream: SocketAddr, cert_pem: &str, key_pem: &str, threads: u16) -> SocketAddr {
-    let resolver = myownshell_runtime::tls::LiveResolver::from_pem(cert_pem, key_pem).unwrap();
-    let config = Arc::new(myownshell_runtime::tls::server_config(resolver, None).unwrap());
+fn start_null_proxy(upstream: SocketAddr, config: Arc<rustls::ServerConfig>, threads: u16) -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -275,15 +270,7 @@ async fn bench(args: Args) {
     let upstream = start_upstream(body.clone()).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let ca = CertificateAuthority::generate("bench-ca", Duration::from_secs(3600)).unwrap();
-    let leaf = ca
-        .issue(&LeafSpec::server(
-            "localhost",
-            vec!["localhost".into()],
-            vec!["127.0.0.1".parse().unwrap()],
-            Duration::from_secs(3600),
-        ))
-        .unwrap();
+    let LoopbackTls { leaf, server: serving, client: tls, .. } = myownshell_envtest::tls::loopback("bench-ca").unwrap();
     let (cert_file, key_file) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
     std::fs::write(&cert_file, &leaf.cert_pem).unwrap();
     std::fs::write(&key_file, &leaf.key_pem).unwrap();
@@ -304,15 +291,6 @@ async fn bench(args: Args) {
     .env("RUST_LOG", "warn");
     let mut process = ManagedProcess::spawn(spec).unwrap();
 
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from_pem_slice(ca.cert_pem().as_bytes()).unwrap()).unwrap();
-    let mut tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let tls = Arc::new(tls);
     grant(&admin, &ns, "scraper", &token, proxy, &tls).await;
 
     println!(
@@ -327,12 +305,12 @@ async fn bench(args: Args) {
     })
     .await;
     print("direct", &direct);
-    let tls_upstream = start_tls_upstream(body.clone(), &leaf.cert_pem, &leaf.key_pem).await;
+    let tls_upstream = start_tls_upstream(body.clone(), serving.clone()).await;
     let direct_tls =
         measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(tls_upstream, tls.clone()))
             .await;
     print("direct+tls", &direct_tls);
-    let null_proxy = start_null_proxy(upstream, &leaf.cert_pem, &leaf.key_pem, args.proxy_worker_threads);
+    let null_proxy = start_null_proxy(upstream, serving, args.proxy_worker_threads);
     let null =
         measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(null_proxy, tls.clone())).await;
     print("null proxy", &null);

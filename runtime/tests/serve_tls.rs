@@ -16,10 +16,8 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
-use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_runtime::guard::GuardConfig;
 use myownshell_runtime::server::{ServeOptions, serve_tls_with};
-use myownshell_runtime::tls::{LiveResolver, certs_from_pem, server_config};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -77,21 +75,8 @@ async fn start(slow: Duration) -> Server {
 }
 
 async fn start_with(slow: Duration, options: ServeOptions) -> Server {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let ca = CertificateAuthority::generate("guard-test-ca", Duration::from_secs(3600)).unwrap();
-    let leaf = ca
-        .issue(&LeafSpec::server("guard-test", vec![], vec!["127.0.0.1".parse().unwrap()], Duration::from_secs(3600)))
-        .unwrap();
-    let tls = Arc::new(server_config(LiveResolver::from_pem(&leaf.cert_pem, &leaf.key_pem).unwrap(), None).unwrap());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in certs_from_pem(ca.cert_pem()).unwrap() {
-        roots.add(cert).unwrap();
-    }
-    let client_tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let myownshell_envtest::tls::LoopbackTls { server: tls, client: client_tls, .. } =
+        myownshell_envtest::tls::loopback("guard-test-ca").unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
@@ -122,7 +107,7 @@ async fn start_with(slow: Duration, options: ServeOptions) -> Server {
         })
     };
     let task = tokio::spawn(serve_tls_with(listener, tls, make_service, options, shutdown.clone()));
-    Server { addr, client_tls: Arc::new(client_tls), shutdown, task, arrived }
+    Server { addr, client_tls, shutdown, task, arrived }
 }
 
 async fn tls_connect(server: &Server) -> TlsStream<TcpStream> {

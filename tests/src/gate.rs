@@ -6,7 +6,6 @@
 //! namespace, and allows everything once open.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,8 +17,6 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
-use myownshell_runtime::tls::{LiveResolver, server_config};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -69,14 +66,7 @@ async fn serve(
     state: watch::Sender<GateState>,
     shutdown: CancellationToken,
 ) -> Result<(SocketAddr, String), HarnessError> {
-    let ca =
-        CertificateAuthority::generate("admission-gate-ca", Duration::from_secs(3600)).map_err(|e| err("CA", e))?;
-    let ip = "127.0.0.1".parse().map_err(|e| err("address", e))?;
-    let leaf = ca
-        .issue(&LeafSpec::server("admission-gate", vec![], vec![ip], Duration::from_secs(3600)))
-        .map_err(|e| err("certificate", e))?;
-    let resolver = LiveResolver::from_pem(&leaf.cert_pem, &leaf.key_pem).map_err(|e| err("certificate", e))?;
-    let tls = Arc::new(server_config(resolver, None).map_err(|e| err("TLS", e))?);
+    let tls = myownshell_envtest::tls::loopback("admission-gate-ca").map_err(|e| err("TLS", e))?;
     let listener = TcpListener::bind("127.0.0.1:0").await.map_err(|e| err("listen", e))?;
     let addr = listener.local_addr().map_err(|e| err("listen", e))?;
     let make_service = move |_| {
@@ -100,8 +90,14 @@ async fn serve(
             }
         })
     };
-    tokio::spawn(myownshell_runtime::server::serve_tls_with(listener, tls, make_service, Default::default(), shutdown));
-    Ok((addr, ca.cert_pem().to_owned()))
+    tokio::spawn(myownshell_runtime::server::serve_tls_with(
+        listener,
+        tls.server,
+        make_service,
+        Default::default(),
+        shutdown,
+    ));
+    Ok((addr, tls.ca.cert_pem().to_owned()))
 }
 
 impl AdmissionGate {
