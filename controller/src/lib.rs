@@ -16,6 +16,7 @@ pub mod manager;
 pub mod memo;
 pub mod metrics;
 pub mod ownership;
+pub mod queue;
 pub mod reconcile;
 pub mod status;
 pub mod watch;

@@ -4,7 +4,9 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use std::time::Instant;
+
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -21,6 +23,7 @@ use crate::args::Args;
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::memo::{DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
+use crate::queue::EventQueue;
 use crate::reconcile::{self, Context};
 use crate::watch::{self, Synced};
 
@@ -200,8 +203,16 @@ async fn reconcile_until(
     let deployment_cache = DeploymentCache::new(deployments, deployments_synced.clone());
     let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
     let statuses = StatusMemo::default();
-    let ctx =
-        Arc::new(Context::new(client, deployment_cache.clone(), shells.clone(), recorder, metrics, statuses.clone()));
+    let events = EventQueue::default();
+    let ctx = Arc::new(Context::new(
+        client,
+        deployment_cache.clone(),
+        shells.clone(),
+        recorder,
+        metrics,
+        statuses.clone(),
+        events.clone(),
+    ));
 
     let ready_when_synced = {
         let (shells, deployments) = (shells.clone(), deployment_cache.clone());
@@ -213,13 +224,19 @@ async fn reconcile_until(
         })
     };
 
-    Controller::for_stream(watch::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses), shells)
+    // Every event that will trigger a reconcile is noted for the queue-latency metric.
+    let shell_events = {
+        let events = events.clone();
+        watch::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses)
+            .inspect_ok(move |s| events.arrived(ObjectRef::from_obj(s), Instant::now()))
+    };
+    let deployment_events =
+        watch::deployment_stream(deployments_api, deployment_cache, deployment_writer, deployments_synced_tx)
+            .inspect_ok(move |d| events.arrived(shell_of(d), Instant::now()));
+    Controller::for_stream(shell_events, shells)
         // A Deployment event goes to the `MyOwnShell` of the same name, not through the
         // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
-        .watches_stream(
-            watch::deployment_stream(deployments_api, deployment_cache, deployment_writer, deployments_synced_tx),
-            |d| Some(ObjectRef::<MyOwnShell>::new(&d.name_any()).within(&d.namespace().unwrap_or_default())),
-        )
+        .watches_stream(deployment_events, |d| Some(shell_of(&d)))
         // The Controller backs its trigger streams off on errors too, by default up to 30 s.
         .trigger_backoff(watch::watch_backoff())
         .with_config(controller::Config::default().concurrency(args.concurrency))
@@ -232,6 +249,11 @@ async fn reconcile_until(
         })
         .await;
     ready_when_synced.abort();
+}
+
+/// The `MyOwnShell` a Deployment belongs to, if any: the one of the same name.
+fn shell_of(deployment: &Deployment) -> ObjectRef<MyOwnShell> {
+    ObjectRef::new(&deployment.name_any()).within(&deployment.namespace().unwrap_or_default())
 }
 
 fn log_controller_error(e: &controller::Error<crate::error::Error, kube::runtime::watcher::Error>) {

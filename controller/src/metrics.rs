@@ -36,6 +36,9 @@ pub struct Metrics {
     /// `myownshell_controller_reconcile_duration_seconds`: how long each reconcile took (buckets
     /// from 1 ms to about 16 s). Observed through [`Metrics::start_reconcile`].
     pub reconcile_duration: Histogram,
+    /// `myownshell_controller_reconcile_queue_latency_seconds`: how long an event waited for the
+    /// reconcile it triggered to start (see `queue`); the SLO users watch for overload.
+    pub queue_latency: Histogram,
     /// `myownshell_controller_writes_total{kind}`: write requests sent to the apiserver (a
     /// reconcile that finds everything up to date sends none). Counted through
     /// [`Metrics::wrote`].
@@ -63,6 +66,7 @@ impl Metrics {
         let reconciles = Family::<ResultLabels, Counter>::default();
         // 1 ms .. ~16 s: a reconcile is a handful of API calls.
         let reconcile_duration = Histogram::new(exponential_buckets(0.001, 2.0, 15));
+        let queue_latency = Histogram::new(exponential_buckets(0.001, 2.0, 15));
         let writes = Family::<WriteLabels, Counter>::default();
         let managed_objects = Gauge::default();
         let leader = Gauge::default();
@@ -74,6 +78,12 @@ impl Metrics {
             "Time one reconcile took",
             prometheus_client::registry::Unit::Seconds,
             reconcile_duration.clone(),
+        );
+        registry.register_with_unit(
+            "reconcile_queue_latency",
+            "Time from a watch event to the start of the reconcile it triggered",
+            prometheus_client::registry::Unit::Seconds,
+            queue_latency.clone(),
         );
         registry.register("writes", "Write requests sent to the API server, by kind", writes.clone());
         registry.register("managed_objects", "MyOwnShell objects in the controller's cache", managed_objects.clone());
@@ -88,6 +98,7 @@ impl Metrics {
         Self {
             reconciles,
             reconcile_duration,
+            queue_latency,
             writes,
             managed_objects,
             leader,
@@ -163,6 +174,7 @@ mod tests {
             "myownshell_controller_writes_total{kind=\"status\"} 1",
             "myownshell_controller_leader 1",
             "myownshell_controller_reconcile_duration_seconds_count 1",
+            "myownshell_controller_reconcile_queue_latency_seconds_count 0",
             "myownshell_controller_managed_objects 0",
             "myownshell_controller_reconciles_in_flight 0",
         ] {

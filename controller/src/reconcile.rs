@@ -21,6 +21,7 @@ use crate::events::{self, actions, reasons};
 use crate::memo::{self, DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
 use crate::ownership;
+use crate::queue::EventQueue;
 use crate::status::{self, Failure};
 
 /// Everything a reconcile needs, shared by all of them.
@@ -38,6 +39,8 @@ pub struct Context {
     pub(crate) metrics: Metrics,
     /// Status writes the `MyOwnShell` watch has not delivered yet.
     pub(crate) statuses: StatusMemo,
+    /// When each object's oldest event not yet reconciled arrived (the queue-latency metric).
+    pub(crate) events: EventQueue,
     /// Consecutive failures per object, for the per-object exponential backoff.
     failures: Mutex<HashMap<ObjectRef<MyOwnShell>, u32>>,
 }
@@ -51,8 +54,9 @@ impl Context {
         recorder: Recorder,
         metrics: Metrics,
         statuses: StatusMemo,
+        events: EventQueue,
     ) -> Self {
-        Self { client, deployments, shells, recorder, metrics, statuses, failures: Mutex::default() }
+        Self { client, deployments, shells, recorder, metrics, statuses, events, failures: Mutex::default() }
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<MyOwnShell>, u32>> {
@@ -80,8 +84,11 @@ const CONFLICT_RECHECK: Duration = Duration::from_secs(5);
 /// The reconcile entry point for `kube::runtime::Controller`.
 #[instrument(skip_all, fields(name = %shell.name_any(), namespace = shell.namespace().as_deref().unwrap_or_default()))]
 pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let measure = ctx.metrics.start_reconcile();
     let key = ObjectRef::from_obj(&*shell);
+    if let Some(waited) = ctx.events.started(&key, std::time::Instant::now()) {
+        ctx.metrics.queue_latency.observe(waited.as_secs_f64());
+    }
+    let measure = ctx.metrics.start_reconcile();
     let result = reconcile_inner(shell, &ctx).await;
     ctx.metrics.managed_objects.set(ctx.shells.len() as i64);
     let label = match &result {

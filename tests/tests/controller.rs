@@ -380,9 +380,16 @@ async fn probes_and_metrics_answer() {
         "myownshell_controller_leader 1",
         "myownshell_controller_reconciles_in_flight",
         "myownshell_controller_writes_total{kind=\"deployment\"}",
+        "myownshell_controller_reconcile_queue_latency_seconds_bucket",
     ] {
         assert!(text.contains(series), "{series} missing:\n{text}");
     }
+    // The create (and the Deployment it led to) were events that waited for their reconciles.
+    let waited = myownshell_tests::controller_helpers::metric_value(
+        &text,
+        "myownshell_controller_reconcile_queue_latency_seconds_count",
+    );
+    assert!(waited.is_some_and(|n| n >= 1.0), "queue latency observed {waited:?} times:\n{text}");
     assert_eq!(t.controller.probe("/nope").await.unwrap().0, 404);
 }
 
