@@ -1,41 +1,23 @@
 //! Command-line flags (kubebuilder-style names; defaults match `config/default`).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use myownshell_runtime::duration::parse_duration;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-/// A listen address, or `0` for "off" (as kubebuilder's `--metrics-bind-address=0`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Listen {
-    Off,
-    At(SocketAddr),
-}
-
-pub fn parse_listen(s: &str) -> Result<Listen, String> {
-    if s == "0" {
-        return Ok(Listen::Off);
-    }
-    // ":8081" means every interface, as in Go.
-    let full = if s.starts_with(':') { format!("0.0.0.0{s}") } else { s.to_owned() };
-    full.parse().map(Listen::At).map_err(|e| format!("{s:?} is not host:port or 0: {e}"))
-}
+use myownshell_runtime::flags::{BindAddress, LogArgs, parse_bind_address};
 
 /// An extra subject alternative name: an IP address or a DNS name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum San {
+    /// An IP address.
     Ip(IpAddr),
+    /// A DNS name.
     Dns(String),
 }
 
+/// Parse `--extra-san`: an IP address, else a DNS name.
 pub fn parse_san(s: &str) -> Result<San, String> {
     if let Ok(ip) = s.parse::<IpAddr>() {
         return Ok(San::Ip(ip));
@@ -59,12 +41,12 @@ pub struct Args {
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
     /// Address of `/healthz` and `/readyz` (plain HTTP).
-    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_listen)]
-    pub health_probe_bind_address: Listen,
+    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: BindAddress,
     /// Address of `/metrics` (HTTPS; callers need a token or client certificate the cluster
     /// authenticates and `get` on the non-resource URL `/metrics`), or 0 to turn it off.
-    #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_listen)]
-    pub metrics_bind_address: Listen,
+    #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_bind_address)]
+    pub metrics_bind_address: BindAddress,
     #[command(flatten)]
     pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
     /// Service in front of `/metrics`: its DNS names go into the self-signed metrics certificate.
@@ -110,9 +92,8 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub allowed_registries: Vec<String>,
 
-    /// Log format.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 impl Args {
@@ -133,6 +114,7 @@ impl Args {
         vec![base.clone(), format!("{base}.cluster.local")]
     }
 
+    /// The serving certificate's extra IP addresses.
     pub fn ip_addresses(&self) -> Vec<IpAddr> {
         self.extra_sans
             .iter()
@@ -143,6 +125,7 @@ impl Args {
             .collect()
     }
 
+    /// `--allowed-registries`, trimmed, without empty entries.
     pub fn allowed_registries(&self) -> Vec<String> {
         self.allowed_registries.iter().map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()).collect()
     }
@@ -156,8 +139,8 @@ mod tests {
     fn defaults_match_config_default() {
         let args = Args::try_parse_from(["myownshell-webhook", "--namespace", "myownshell-system"]).unwrap();
         assert_eq!(args.webhook_port, 9443);
-        assert_eq!(args.health_probe_bind_address, Listen::At("0.0.0.0:8081".parse().unwrap()));
-        assert_eq!(args.metrics_bind_address, Listen::At("0.0.0.0:8443".parse().unwrap()));
+        assert_eq!(args.health_probe_bind_address, BindAddress::At("0.0.0.0:8081".parse().unwrap()));
+        assert_eq!(args.metrics_bind_address, BindAddress::At("0.0.0.0:8443".parse().unwrap()));
         assert_eq!(args.mutating_webhook_configuration, "myownshell-mutating-webhook-configuration");
         assert_eq!(args.validating_webhook_configuration, "myownshell-validating-webhook-configuration");
         assert_eq!(args.secret_name, "myownshell-webhook-server-cert");
@@ -195,9 +178,9 @@ mod tests {
         assert!(args.dns_names().contains(&"webhook.local".to_owned()));
         assert_eq!(args.allowed_registries(), ["docker.io", "ghcr.io/org"]);
         assert_eq!(args.cert_validity, Duration::from_secs(5400));
-        assert_eq!(args.metrics_bind_address, Listen::Off);
-        assert_eq!(args.health_probe_bind_address, Listen::At("0.0.0.0:9090".parse().unwrap()));
-        assert_eq!(args.log_format, LogFormat::Json);
+        assert_eq!(args.metrics_bind_address, BindAddress::Disabled);
+        assert_eq!(args.health_probe_bind_address, BindAddress::At("0.0.0.0:9090".parse().unwrap()));
+        assert_eq!(args.log.log_format, myownshell_runtime::log::LogFormat::Json);
         assert!(Args::try_parse_from(["x", "--extra-san", "not a name"]).is_err());
         assert!(Args::try_parse_from(["x", "--max-size", "5000"]).is_err());
     }

@@ -13,6 +13,7 @@ pub struct ImageRef<'a> {
     pub host: Option<&'a str>,
     /// Repository path within the registry, e.g. `library/busybox` or `tools/shell`.
     pub path: &'a str,
+    /// The tag, e.g. `1.37.0`.
     pub tag: Option<&'a str>,
     /// `sha256:<hex>`.
     pub digest: Option<&'a str>,

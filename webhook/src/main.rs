@@ -6,10 +6,10 @@ use myownshell_webhook::cli::Args;
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    myownshell_webhook::run::init_logging(args.log_format);
+    myownshell_runtime::log::init(args.log.log_format);
     // One crypto provider for every rustls user in the process (kube client, servers).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    match myownshell_webhook::run::run(args).await {
+    match myownshell_webhook::run::run(args, myownshell_runtime::shutdown::on_signals()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "myownshell-webhook failed");

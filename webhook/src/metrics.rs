@@ -1,16 +1,11 @@
-//! Prometheus metrics of the webhook, and the `/metrics` router (plain HTTP for now; the
-//! binary keeps it on its own listener so an authenticating layer can wrap just this router).
+//! Prometheus metrics of the webhook. The binary serves them ([`Metrics::router`]) on a
+//! listener of their own, behind the authenticating layer.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use myownshell_api::names;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -23,10 +18,15 @@ use crate::admission::{Operation, Outcome, Webhook};
 /// How a request ended, as the `result` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestResult {
+    /// Allowed unchanged.
     Allowed = 0,
+    /// Allowed with a patch.
     Patched = 1,
+    /// Denied: the spec breaks a rule.
     Denied = 2,
+    /// A review whose request does not decode (denied with code 400).
     Invalid = 3,
+    /// Not an AdmissionReview at all (HTTP 400).
     BadRequest = 4,
 }
 
@@ -57,7 +57,8 @@ impl From<Outcome> for RequestResult {
     }
 }
 
-// Static label values: counting a request allocates nothing.
+/// Labels of `myownshell_webhook_requests_total`. Static values: counting a request
+/// allocates nothing.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
     /// `mutate` or `validate`.
@@ -68,8 +69,10 @@ pub struct RequestLabels {
     pub result: &'static str,
 }
 
+/// Labels of the latency histogram.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookLabel {
+    /// `mutate` or `validate`.
     pub webhook: &'static str,
 }
 
@@ -80,8 +83,10 @@ const REQUEST_SERIES: usize = WEBHOOKS.len() * OPERATION_SLOTS * RequestResult::
 
 /// Every metric of the webhook.
 pub struct Metrics {
-    registry: Registry,
+    registry: Arc<Registry>,
+    /// Admission requests by webhook, operation and result.
     pub requests: Family<RequestLabels, Counter>,
+    /// Time to answer an admission request, by webhook.
     pub latency: Family<WebhookLabel, Histogram>,
     /// Handles on `requests` by (webhook, operation, result) index, taken on first use: a
     /// request counts itself without hashing its labels. A series appears once it is non-zero.
@@ -106,6 +111,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every metric, registered (and at zero).
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("myownshell_webhook");
         let requests = Family::<RequestLabels, Counter>::default();
@@ -132,7 +138,7 @@ impl Metrics {
         );
         let latencies = WEBHOOKS.map(|w| latency.get_or_create(&WebhookLabel { webhook: w.as_str() }).clone());
         Self {
-            registry,
+            registry: Arc::new(registry),
             requests,
             latency,
             request_counters: [const { OnceLock::new() }; REQUEST_SERIES],
@@ -175,29 +181,13 @@ impl Metrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
-        Ok(out)
+        myownshell_runtime::metrics::encode(&self.registry)
     }
-}
 
-async fn metrics_handler(State(metrics): State<Arc<Metrics>>) -> Response {
-    match metrics.encode() {
-        Ok(body) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-            )],
-            body,
-        )
-            .into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding metrics failed").into_response(),
+    /// `GET /metrics`, to be served on its own listener behind the authenticating layer.
+    pub fn router(&self) -> Router {
+        myownshell_runtime::metrics::router(self.registry.clone())
     }
-}
-
-/// `GET /metrics`. Kept separate so the binary can wrap it with an authenticating layer.
-pub fn router(metrics: Arc<Metrics>) -> Router {
-    Router::new().route(names::METRICS_PATH, get(metrics_handler)).with_state(metrics)
 }
 
 #[cfg(test)]

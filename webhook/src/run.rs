@@ -1,9 +1,8 @@
 //! The `myownshell-webhook` process: probes, metrics, certificates, the TLS admission server,
-//! and graceful shutdown on SIGTERM.
+//! and graceful shutdown when the token `run` is given is cancelled (on SIGTERM in `main`).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -13,31 +12,22 @@ use myownshell_certs::inject::WebhookConfigs;
 use myownshell_certs::manager::{self, CertStatus, SelfManagedConfig};
 use myownshell_certs::rotation::Policy as CertPolicy;
 use myownshell_certs::secret::SecretStore;
+use myownshell_runtime::flags::BindAddress;
+use myownshell_runtime::probes::{self, Readiness, ReadyFlag};
 use myownshell_runtime::{server, tls};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::Policy;
-use crate::cli::{Args, Listen, LogFormat};
-use crate::metrics::{self, Metrics};
-use crate::server::{AppState, admission_service, probes_router};
+use crate::cli::Args;
+use crate::metrics::Metrics;
+use crate::server::{AppState, admission_service};
 
 /// How often `--cert-dir` files are compared for changes.
 const CERT_DIR_POLL: Duration = Duration::from_secs(1);
 /// How often the expiry gauge is refreshed.
 const GAUGE_REFRESH: Duration = Duration::from_secs(5);
-
-/// Set up logging as `--log-format` asks (level from `RUST_LOG`, default `info`).
-pub fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-        LogFormat::Text => builder.with_ansi(false).try_init(),
-    };
-}
 
 /// The certificate settings from the flags.
 pub fn cert_policy(args: &Args) -> anyhow::Result<CertPolicy> {
@@ -52,23 +42,6 @@ pub fn cert_policy(args: &Args) -> anyhow::Result<CertPolicy> {
     };
     policy.check().map_err(|e| anyhow::anyhow!("certificate flags: {e}"))?;
     Ok(policy)
-}
-
-async fn serve_plain(
-    addr: SocketAddr,
-    app: Router,
-    what: &'static str,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the {what} address {addr}"))?;
-    tracing::info!(%addr, "{what} listening");
-    tokio::spawn(async move {
-        let served = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "{what} server failed");
-        }
-    });
-    Ok(())
 }
 
 /// `/metrics` over TLS behind TokenReview + SubjectAccessReview (the rbac-proxy layer).
@@ -93,41 +66,22 @@ async fn serve_secure_metrics(
     Ok(())
 }
 
-async fn signals(shutdown: CancellationToken) {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for SIGTERM");
-            return;
-        }
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted: shutting down"),
-    }
-    shutdown.cancel();
-}
-
-/// Run until SIGTERM/SIGINT.
-pub async fn run(args: Args) -> anyhow::Result<()> {
-    let shutdown = CancellationToken::new();
-    tokio::spawn(signals(shutdown.clone()));
-
+/// Run until `shutdown` is cancelled.
+pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> {
     let policy = Policy { max_size: args.max_size, allowed_registries: args.allowed_registries() };
     let metrics = Arc::new(Metrics::new());
-    let listening = Arc::new(AtomicBool::new(false));
+    let listening = ReadyFlag::default();
     let (status_tx, status_rx) = watch::channel(CertStatus::default());
 
     // Probes first, so the kubelet sees a live (not yet ready) process while certificates are
     // being fetched.
-    if let Listen::At(addr) = args.health_probe_bind_address {
-        let status = status_rx.clone();
+    if let BindAddress::At(addr) = args.health_probe_bind_address {
         let listening = listening.clone();
-        let ready: crate::server::ReadinessCheck = Arc::new(move || {
-            let s = status.borrow();
+        let readiness = Readiness::from_check(move || {
+            let s = status_rx.borrow();
             if !s.serving {
                 Err("no serving certificate yet".into())
-            } else if !listening.load(Ordering::Relaxed) {
+            } else if !listening.get() {
                 Err("the webhook server is not listening".into())
             } else if !s.trusted {
                 Err(s.detail.clone())
@@ -135,17 +89,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 Ok(())
             }
         });
-        serve_plain(addr, probes_router(ready), "probes", shutdown.clone()).await?;
+        probes::serve_plain("health probes", addr, probes::router(readiness), shutdown.clone()).await?;
     }
     // One client for everything that talks to the API (self-managed certificates, metrics
     // auth); `--cert-dir` mode with metrics off needs no API access at all.
-    let needs_api = args.cert_dir.is_none() || matches!(args.metrics_bind_address, Listen::At(_));
+    let needs_api = args.cert_dir.is_none() || matches!(args.metrics_bind_address, BindAddress::At(_));
     let client = match needs_api {
         true => Some(kube::Client::try_default().await.context("configuring the Kubernetes client")?),
         false => None,
     };
-    if let (Listen::At(addr), Some(client)) = (args.metrics_bind_address, &client) {
-        serve_secure_metrics(addr, client.clone(), metrics::router(metrics.clone()), &args, shutdown.clone()).await?;
+    if let (BindAddress::At(addr), Some(client)) = (args.metrics_bind_address, &client) {
+        serve_secure_metrics(addr, client.clone(), metrics.router(), &args, shutdown.clone()).await?;
     }
 
     // Certificates: from files, or self-managed through the API.
@@ -202,7 +156,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let addr = SocketAddr::new(args.bind_address, args.webhook_port);
     let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the webhook address {addr}"))?;
     tracing::info!(%addr, "webhook listening");
-    listening.store(true, Ordering::Relaxed);
+    listening.set(true);
     let state = AppState { policy, metrics };
     server::serve_tls_with(listener, tls, move |_| admission_service(state.clone()), Default::default(), shutdown)
         .await

@@ -1,5 +1,5 @@
 //! The thin HTTP layer: route the two webhook paths, read the body (bounded), hand it to
-//! [`crate::admission::review`], write the answer, count it. Plus the probe endpoints.
+//! [`crate::admission::review`], write the answer, count it.
 //!
 //! The admission port serves exactly two POST paths, so it is a plain hyper service rather than
 //! a router: the apiserver calls it for every write of a `MyOwnShell`, and a router's per-request
@@ -10,12 +10,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::Router;
-use axum::http::{HeaderValue, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
 use bytes::{Bytes, BytesMut};
-use http::{Method, header};
+use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
 use myownshell_api::names;
@@ -33,7 +29,9 @@ const DRAIN_BYTES: usize = 64 * 1024 * 1024;
 /// What the admission handlers share.
 #[derive(Clone)]
 pub struct AppState {
+    /// `--max-size` and `--allowed-registries`.
     pub policy: Policy,
+    /// Where each answer is counted.
     pub metrics: Arc<Metrics>,
 }
 
@@ -159,23 +157,4 @@ pub fn admission_service(
         let state = state.clone();
         async move { Ok::<_, Infallible>(handle(&state, request).await) }
     })
-}
-
-/// Whether the process should receive traffic; `Err` carries the reason shown by `/readyz`.
-pub type ReadinessCheck = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
-
-/// `/healthz` (the process answers) and `/readyz` (the check passes).
-pub fn probes_router(ready: ReadinessCheck) -> Router {
-    Router::new().route(names::HEALTHZ_PATH, get(|| async { "ok" })).route(
-        names::READYZ_PATH,
-        get(move || {
-            let ready = ready.clone();
-            async move {
-                match ready() {
-                    Ok(()) => plain(StatusCode::OK, "ok").into_response(),
-                    Err(why) => plain(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}")).into_response(),
-                }
-            }
-        }),
-    )
 }

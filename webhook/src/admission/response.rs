@@ -43,6 +43,7 @@ pub struct Status {
     pub code: u16,
     /// `Invalid` or `BadRequest`.
     pub reason: &'static str,
+    /// What is wrong: the field, the rule and the value.
     pub message: String,
 }
 
@@ -51,6 +52,7 @@ pub struct Status {
 pub struct Response<'a> {
     /// The request's uid, which the apiserver matches the answer with.
     pub uid: Cow<'a, str>,
+    /// Whether the request may go on.
     pub allowed: bool,
     /// Set when the request is refused.
     pub status: Option<Status>,
