@@ -11,13 +11,18 @@ pub const KUBERNETES_VERSION: &str = "1.35.4";
 /// The etcd that `etcd-bin-vendored` ships (pinned in the workspace `Cargo.toml`).
 pub const ETCD_VERSION: &str = "3.6.15";
 
+/// File name of the kube-apiserver binary in a `KUBEBUILDER_ASSETS` directory and in the cache
+/// (what `cargo xtask envtest` installs it as).
 pub const KUBE_APISERVER: &str = "kube-apiserver";
+/// File name of the etcd binary in a `KUBEBUILDER_ASSETS` directory and in the cache.
 pub const ETCD: &str = "etcd";
 
 /// The two binaries the harness starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Assets {
+    /// Path of the kube-apiserver executable.
     pub kube_apiserver: PathBuf,
+    /// Path of the etcd executable.
     pub etcd: PathBuf,
 }
 
@@ -67,6 +72,8 @@ pub fn locate() -> Result<Assets, String> {
     })
 }
 
+/// Whether `path` is a regular file with an execute bit set (for anyone); false if it cannot be
+/// read. This is how [`locate`] and [`workspace_binary`] decide that a binary is there.
 pub fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     path.metadata().map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)

@@ -31,16 +31,34 @@ pub const ADMIN_USER: &str = "myownshell-envtest-admin";
 /// Field manager the harness uses for its own server-side applies.
 const HARNESS_MANAGER: &str = "myownshell-envtest";
 
+/// Why the control plane, or a process a test starts against it, could not be started or used.
+/// Each message stands on its own in a test failure: callers print it as it is.
 #[derive(Debug, thiserror::Error)]
 pub enum HarnessError {
+    /// The etcd or kube-apiserver binary was not found; the message says where it was looked
+    /// for and how to get it (see [`assets::locate`]).
     #[error("{0}")]
     Assets(String),
+    /// A file or directory could not be read or written, no free port was found, or a child
+    /// process could not be started or stopped.
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        /// What was being done, e.g. `starting etcd` or `writing <path>`.
+        context: String,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// Generating the control plane's CAs, certificates or service-account signing key failed.
     #[error("certificates: {0}")]
     Pki(#[from] myownshell_certs::pki::PkiError),
+    /// A client could not be built, or an apiserver call failed (installing the CRDs, or a test
+    /// helper's, e.g. creating webhook configurations).
     #[error("kube client: {0}")]
     Kube(#[from] kube::Error),
+    /// Anything else that keeps things from coming up: kube-apiserver not ready in time (the
+    /// message holds the tail of both logs), a CRD that does not parse or never becomes
+    /// Established, a kubeconfig that cannot be serialized. Test helpers starting other
+    /// processes (the webhook's, in the tests crate) report their own failures with it too.
     #[error("{0}")]
     Start(String),
 }
@@ -61,6 +79,8 @@ struct Pki {
 /// Files of one run, under `target/envtest/run-<pid>-<n>/` (kept for post-mortems).
 #[derive(Debug, Clone)]
 pub struct Layout {
+    /// The run directory. Tests put their own processes' logs here too, so a failed run leaves
+    /// everything in one place.
     pub dir: PathBuf,
 }
 
@@ -68,15 +88,22 @@ impl Layout {
     fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
+    /// etcd's `--data-dir` (`etcd-data/`): the cluster's whole state, kept across apiserver
+    /// restarts.
     pub fn etcd_data(&self) -> PathBuf {
         self.path("etcd-data")
     }
+    /// `etcd.log`: etcd's stdout and stderr (warnings and errors only).
     pub fn etcd_log(&self) -> PathBuf {
         self.path("etcd.log")
     }
+    /// `kube-apiserver.log`: kube-apiserver's stdout and stderr, appended to by every
+    /// [`ControlPlane::start_apiserver`].
     pub fn apiserver_log(&self) -> PathBuf {
         self.path("kube-apiserver.log")
     }
+    /// `kubeconfig`: the admin kubeconfig (owner-only, it holds the admin's key), the file
+    /// [`ControlPlane::kubeconfig_path`] names.
     pub fn kubeconfig(&self) -> PathBuf {
         self.path("kubeconfig")
     }
@@ -84,14 +111,18 @@ impl Layout {
 
 /// Ports and files kube-apiserver is started with.
 #[derive(Debug, Clone)]
-pub struct ApiserverConfig {
+pub(crate) struct ApiserverConfig {
+    /// `--secure-port` on 127.0.0.1; kept, so a restarted apiserver has the same URL.
     pub port: u16,
+    /// etcd's client URL, `http://127.0.0.1:PORT`.
     pub etcd_url: String,
+    /// Where the serving certificate and key, the client CA and the service-account key pair
+    /// were written at start.
     pub pki_dir: PathBuf,
 }
 
 /// The kube-apiserver command line (a pure function so it can be read and tested).
-pub fn apiserver_args(cfg: &ApiserverConfig) -> Vec<String> {
+pub(crate) fn apiserver_args(cfg: &ApiserverConfig) -> Vec<String> {
     let pki = |f: &str| cfg.pki_dir.join(f).display().to_string();
     let issuer = format!("https://127.0.0.1:{}", cfg.port);
     vec![
@@ -121,7 +152,7 @@ pub fn apiserver_args(cfg: &ApiserverConfig) -> Vec<String> {
 }
 
 /// The etcd command line.
-pub fn etcd_args(data_dir: &Path, client_port: u16, peer_port: u16) -> Vec<String> {
+pub(crate) fn etcd_args(data_dir: &Path, client_port: u16, peer_port: u16) -> Vec<String> {
     let client = format!("http://127.0.0.1:{client_port}");
     let peer = format!("http://127.0.0.1:{peer_port}");
     vec![
@@ -387,10 +418,13 @@ impl ControlPlane {
         pids
     }
 
+    /// The apiserver's base URL, `https://127.0.0.1:PORT` (also the service-account issuer).
     pub fn url(&self) -> &str {
         &self.url
     }
 
+    /// The apiserver's port on 127.0.0.1; the same after [`ControlPlane::stop_apiserver`] and
+    /// [`ControlPlane::start_apiserver`].
     pub fn port(&self) -> u16 {
         self.apiserver_config.port
     }
@@ -405,14 +439,19 @@ impl ControlPlane {
         self.url.clone()
     }
 
+    /// The file holding [`ControlPlane::kubeconfig`], for processes a test starts as the admin
+    /// (`--kubeconfig` or `KUBECONFIG`).
     pub fn kubeconfig_path(&self) -> PathBuf {
         self.layout.kubeconfig()
     }
 
+    /// `kubectl` as the admin.
     pub fn kubectl(&self) -> Kubectl {
         Kubectl::new(self.layout.kubeconfig())
     }
 
+    /// The run directory and the files in it, e.g. to put a test's own logs next to the
+    /// control plane's.
     pub fn layout(&self) -> &Layout {
         &self.layout
     }

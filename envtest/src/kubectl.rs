@@ -18,8 +18,11 @@ pub fn kubectl_binary() -> PathBuf {
 /// What a kubectl run printed.
 #[derive(Debug, Clone)]
 pub struct KubectlOutput {
+    /// Whether kubectl exited with status 0.
     pub success: bool,
+    /// Its standard output (invalid UTF-8 replaced).
     pub stdout: String,
+    /// Its standard error: the reason, when `success` is false.
     pub stderr: String,
 }
 
@@ -30,12 +33,16 @@ impl KubectlOutput {
     }
 }
 
+/// `kubectl` ([`kubectl_binary`]) with a fixed `--kubeconfig`. The test cluster's admin one
+/// comes from [`ControlPlane::kubectl`](crate::ControlPlane::kubectl).
 #[derive(Debug, Clone)]
 pub struct Kubectl {
     kubeconfig: PathBuf,
 }
 
 impl Kubectl {
+    /// kubectl runs that use the kubeconfig file at `kubeconfig` (it is not read until the first
+    /// run).
     pub fn new(kubeconfig: impl Into<PathBuf>) -> Self {
         Self { kubeconfig: kubeconfig.into() }
     }
@@ -64,6 +71,8 @@ impl Kubectl {
         })
     }
 
+    /// Run kubectl with `args` and no stdin. `Err` only if kubectl could not be run at all; a
+    /// command that fails is an `Ok` with `success` false (see [`KubectlOutput::ok`]).
     pub async fn run(&self, args: &[&str]) -> Result<KubectlOutput, String> {
         self.run_with_stdin(args, None).await
     }

@@ -6,6 +6,8 @@
 //! under test ([`tls`]) and polling with a deadline
 //! ([`wait`]). The integration tests, the benchmarks and `cargo xtask dev` all run on it.
 
+#![warn(missing_docs)]
+
 pub mod assets;
 pub mod control_plane;
 pub mod http;

@@ -44,23 +44,30 @@ fn spawner() -> &'static mpsc::Sender<SpawnRequest> {
 pub struct ProcessSpec {
     /// Short name used in messages ("etcd", "kube-apiserver", …).
     pub name: String,
+    /// The executable (a bare name is looked up on `PATH`).
     pub program: PathBuf,
+    /// Its arguments, without the program name.
     pub args: Vec<OsString>,
+    /// Variables set on top of the environment, which the child inherits from this process.
     pub envs: Vec<(OsString, OsString)>,
     /// Where stdout and stderr go (appended).
     pub log: PathBuf,
 }
 
 impl ProcessSpec {
+    /// A spec with no arguments and nothing added to the environment; the builder methods below
+    /// add them.
     pub fn new(name: impl Into<String>, program: impl Into<PathBuf>, log: impl Into<PathBuf>) -> Self {
         Self { name: name.into(), program: program.into(), args: Vec::new(), envs: Vec::new(), log: log.into() }
     }
 
+    /// Append one argument.
     pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
         self.args.push(arg.into());
         self
     }
 
+    /// Append several arguments, in order.
     pub fn args<I, S>(mut self, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -70,6 +77,7 @@ impl ProcessSpec {
         self
     }
 
+    /// Set a variable for the child; of two entries for one key, the later wins.
     pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
         self.envs.push((key.into(), value.into()));
         self
@@ -85,6 +93,10 @@ pub struct ManagedProcess {
 }
 
 impl ManagedProcess {
+    /// Start the process as the module docs describe, its stdout and stderr appended to
+    /// `spec.log` (whose directory is created). `Err` if the log cannot be opened or `setpriv`
+    /// (util-linux) cannot be started; a program that cannot be executed shows up as an early
+    /// exit instead, with setpriv's message in the log.
     pub fn spawn(spec: ProcessSpec) -> io::Result<Self> {
         if let Some(parent) = spec.log.parent() {
             std::fs::create_dir_all(parent)?;
@@ -111,18 +123,23 @@ impl ManagedProcess {
         Ok(Self { spec, child, exited: None })
     }
 
+    /// The spec's short name, for messages.
     pub fn name(&self) -> &str {
         &self.spec.name
     }
 
+    /// The child's process id, which is also its process group's id. setpriv execs the
+    /// program, so this is the program's pid.
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// The file its stdout and stderr go to.
     pub fn log_path(&self) -> &Path {
         &self.spec.log
     }
 
+    /// What it was started with, e.g. to start it again the same way.
     pub fn spec(&self) -> &ProcessSpec {
         &self.spec
     }
@@ -135,6 +152,7 @@ impl ManagedProcess {
         self.exited
     }
 
+    /// Whether it has not exited yet (an exited child is reaped; this never blocks).
     pub fn is_running(&mut self) -> bool {
         self.exit_status().is_none()
     }
