@@ -12,10 +12,15 @@ use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 
 /// A fresh namespace on the shared control plane, with the clients a controller test uses.
 pub struct ShellNamespace {
+    /// The control plane every test in this test binary shares.
     pub cp: &'static ControlPlane,
+    /// An admin client (`system:masters`: RBAC does not apply to it).
     pub client: kube::Client,
+    /// The namespace's name, `<prefix>-<pid>-<n>`.
     pub ns: String,
+    /// `MyOwnShell`s in the namespace, as the admin.
     pub shells: Api<MyOwnShell>,
+    /// Deployments in the namespace (the controller's output), as the admin.
     pub deployments: Api<Deployment>,
 }
 
@@ -44,8 +49,13 @@ pub fn sized_shell(name: &str, size: i32) -> MyOwnShell {
 
 /// A controller process with its probe and metrics ports; killed when dropped.
 pub struct ControllerProcess {
+    /// The running binary: to signal or stop it, or to read its log.
     pub process: ManagedProcess,
+    /// Port of its HTTPS `/metrics` on 127.0.0.1 (`--metrics-bind-address`); read it with
+    /// [`ControllerProcess::metrics`].
     pub metrics_port: u16,
+    /// Port of its plain-HTTP `/healthz` and `/readyz` on 127.0.0.1
+    /// (`--health-probe-bind-address`); see [`ControllerProcess::probe`].
     pub probe_port: u16,
     /// Reads the metrics: the admin client sets up a scraper identity, whose token is kept.
     client: kube::Client,

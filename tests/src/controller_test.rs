@@ -18,11 +18,18 @@ pub const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A namespace, its clients and a controller watching only it.
 pub struct ControllerTest {
+    /// The control plane every test in this test binary shares.
     pub cp: &'static ControlPlane,
+    /// An admin client (`system:masters`: RBAC does not apply to it).
     pub client: Client,
+    /// The test's namespace, `<prefix>-<pid>-<n>`.
     pub ns: String,
+    /// `MyOwnShell`s in the namespace, as the admin.
     pub shells: Api<MyOwnShell>,
+    /// Deployments in the namespace (the controller's output), as the admin.
     pub deployments: Api<Deployment>,
+    /// The controller, started with `--namespace` set to `ns`: it sees only this test's
+    /// objects. Its log is named after the prefix.
     pub controller: ControllerProcess,
 }
 

@@ -3,6 +3,8 @@
 //! [`controller_test`], [`webhooks`]), an admission gate that holds writes ([`gate`]), and
 //! authenticated metrics scrapes ([`scrape`]).
 
+#![warn(missing_docs)]
+
 pub mod controller_helpers;
 pub mod controller_test;
 pub mod gate;

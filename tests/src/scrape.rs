@@ -18,6 +18,8 @@ use myownshell_envtest::rbac;
 
 /// Where the scraper identity lives (created on first use).
 pub const SCRAPER_NAMESPACE: &str = "default";
+/// The scraper's ServiceAccount (in [`SCRAPER_NAMESPACE`]): [`scraper_token`] returns a token
+/// for it, and its ClusterRole allows only `get` on `/metrics`.
 pub const SCRAPER_SERVICE_ACCOUNT: &str = "myownshell-test-scraper";
 const SCRAPER_ROLE: &str = "myownshell-test-metrics-reader";
 

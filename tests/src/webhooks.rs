@@ -109,7 +109,11 @@ pub fn rewrite(
 #[derive(Clone)]
 pub struct InstalledWebhooks {
     client: Client,
+    /// The MutatingWebhookConfiguration's name (`<name>-mutating` if [`InstalledWebhooks::install`]
+    /// created it).
     pub mutating_name: String,
+    /// The ValidatingWebhookConfiguration's name (`<name>-validating` if
+    /// [`InstalledWebhooks::install`] created it).
     pub validating_name: String,
 }
 
@@ -147,6 +151,9 @@ impl InstalledWebhooks {
         Ok(out)
     }
 
+    /// Delete both configurations, so the apiserver stops calling a webhook for this test's
+    /// namespace. `Err` if either is gone already (if the mutating one is, the validating one is
+    /// left alone).
     pub async fn remove(&self) -> Result<(), kube::Error> {
         Api::<MutatingWebhookConfiguration>::all(self.client.clone())
             .delete(&self.mutating_name, &DeleteParams::default())
@@ -163,9 +170,14 @@ impl InstalledWebhooks {
 pub struct WebhookOptions {
     /// Namespace of its Secret (and of the Service name in its certificate).
     pub namespace: String,
-    /// Names of the configurations it injects into.
+    /// Names of the configurations it injects into. This is the MutatingWebhookConfiguration
+    /// (`--mutating-webhook-configuration`).
     pub mutating_name: String,
+    /// The ValidatingWebhookConfiguration (`--validating-webhook-configuration`).
     pub validating_name: String,
+    /// The Secret in `namespace` it keeps its CA and serving certificate in (`--secret-name`).
+    /// Processes given the same one share their certificates like replicas; [`secret_pem`] reads
+    /// it.
     pub secret_name: String,
     /// Fixed webhook port (the configurations name it), or `None` for a free one.
     pub port: Option<u16>,
@@ -196,9 +208,14 @@ impl WebhookOptions {
 /// A running `myownshell-webhook`, killed when dropped.
 pub struct WebhookProcess {
     process: ManagedProcess,
+    /// Port of the HTTPS admission endpoint on 127.0.0.1 (`--webhook-port`): the options' fixed
+    /// one, or a free one.
     pub port: u16,
+    /// Port of the plain-HTTP `/healthz` and `/readyz` (see [`WebhookProcess::probe`]).
     pub probe_port: u16,
+    /// Port of the HTTPS `/metrics` (see [`WebhookProcess::metrics`]).
     pub metrics_port: u16,
+    /// Its log file (stdout and stderr): `<log_name>.log` in the control plane's run directory.
     pub log: PathBuf,
 }
 
@@ -232,10 +249,13 @@ impl WebhookProcess {
         Ok(Self { process, port, probe_port, metrics_port, log })
     }
 
+    /// The admission endpoint, `127.0.0.1:port`, to call it directly (e.g. with
+    /// [`HttpsConnection`] or [`served_certificate`]) rather than through the apiserver.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
+    /// Its process id, e.g. to signal it or read `/proc`.
     pub fn pid(&self) -> u32 {
         self.process.pid()
     }
@@ -264,6 +284,7 @@ impl WebhookProcess {
         result.map_err(|e| format!("{e}\n--- {} ---\n{}", self.log.display(), self.process.log_tail(30)))
     }
 
+    /// Whether it has not exited yet, e.g. to check that it survived what a test did to it.
     pub fn is_running(&mut self) -> bool {
         self.process.is_running()
     }
@@ -273,6 +294,7 @@ impl WebhookProcess {
         self.process.stop(grace).map_err(|e| e.to_string())
     }
 
+    /// The last `lines` lines of its log, for failure messages.
     pub fn log_tail(&self, lines: usize) -> String {
         self.process.log_tail(lines)
     }
