@@ -428,3 +428,35 @@ async fn aggregated_user_roles_reach_edit_and_view() {
     let reader = find(&objects, "ClusterRole", "myownshell-metrics-reader").unwrap();
     assert_eq!(reader["rules"], serde_json::json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]));
 }
+
+/// The controller's proof of ownership (`status.deploymentUID`) holds only while users cannot
+/// write the status: the shipped user role lets them manage their shells, not the status (nor
+/// Deployments).
+#[tokio::test]
+async fn the_user_role_cannot_write_status() {
+    apply_rbac().await;
+    let cp = shared();
+    let client = cp.client().unwrap();
+    let ns = myownshell_envtest::create_namespace(&client, "user-role").await.unwrap();
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "alice-edits-shells", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "myownshell-editor"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}],
+    });
+    let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(client, &ns);
+    bindings.create(&Default::default(), &serde_json::from_value(binding).unwrap()).await.unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["create", "myownshells.myownshell.io"], "yes"),
+        (&["patch", "myownshells.myownshell.io", "--subresource=scale"], "yes"),
+        (&["patch", "myownshells.myownshell.io", "--subresource=status"], "no"),
+        (&["create", "deployments.apps"], "no"),
+    ];
+    for (args, want) in cases {
+        let mut full = vec!["auth", "can-i", "--as=alice", "-n", &ns];
+        full.extend_from_slice(args);
+        let out = cp.kubectl().run(&full).await.unwrap();
+        assert_eq!(out.stdout.trim(), want, "alice {}: {}", args.join(" "), out.stderr);
+    }
+}
