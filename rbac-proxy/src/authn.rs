@@ -1,6 +1,7 @@
 //! Authentication: a verified client certificate first (user = CN, groups = O, as
 //! kube-apiserver reads them), then `Authorization: Bearer` through TokenReview, cached by token
-//! hash for at most the configured TTL and never past the token's own expiry.
+//! hash for at most the configured TTL and never past the token's own expiry (the cache's
+//! policy: [`crate::cache`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,16 +12,17 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use rustls_pki_types::CertificateDer;
 
-use crate::cache::CoalescingCache;
+use crate::cache::ReviewCache;
 use crate::token::{TokenHash, authn_ttl, jwt_expiry};
 use crate::user::{AuthMethod, AuthenticatedUser};
 
 /// Why a review could not give an answer. Either way the request is refused (never fail open).
-#[derive(Debug, thiserror::Error)]
+/// Cloneable, because every caller waiting on a failed review gets the same error.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ReviewError {
     /// The apiserver could not be reached or did not answer in time.
     #[error("the apiserver is unavailable: {0}")]
-    Unavailable(kube::Error),
+    Unavailable(Arc<kube::Error>),
     /// The apiserver answered with an error, or the review carried an evaluation error.
     #[error("the review failed: {0}")]
     Failed(String),
@@ -30,7 +32,7 @@ impl ReviewError {
     pub(crate) fn from_kube(e: kube::Error) -> Self {
         match e {
             kube::Error::Api(status) => Self::Failed(format!("{} ({})", status.message, status.code)),
-            other => Self::Unavailable(other),
+            other => Self::Unavailable(Arc::new(other)),
         }
     }
 }
@@ -94,7 +96,7 @@ pub struct TokenAuthenticator {
     client: Client,
     audiences: Vec<String>,
     options: AuthnCacheOptions,
-    cache: CoalescingCache<TokenHash, TokenOutcome>,
+    cache: ReviewCache<TokenHash, TokenOutcome>,
     counters: Arc<ReviewCounters>,
 }
 
@@ -106,8 +108,13 @@ impl TokenAuthenticator {
         options: AuthnCacheOptions,
         counters: Arc<ReviewCounters>,
     ) -> Self {
-        let cache = CoalescingCache::new(options.capacity);
+        let cache = ReviewCache::new(options.capacity);
         Self { client, audiences, options, cache, counters }
+    }
+
+    /// How many tokens' outcomes are cached (at most the configured capacity).
+    pub async fn cached_tokens(&self) -> u64 {
+        self.cache.settled_len().await
     }
 
     pub async fn authenticate(&self, token: &str) -> Result<TokenOutcome, ReviewError> {

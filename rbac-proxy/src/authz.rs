@@ -1,5 +1,6 @@
 //! Authorization: which attributes a request is checked as (pure), static allow rules, and
-//! SubjectAccessReview with separate allow and deny cache lifetimes.
+//! SubjectAccessReview with separate allow and deny cache lifetimes (the cache's policy:
+//! [`crate::cache`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -13,7 +14,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 
 use crate::authn::{ReviewCounters, ReviewError};
-use crate::cache::CoalescingCache;
+use crate::cache::ReviewCache;
 use crate::config::{ResourceAttributesConfig, StaticRule};
 use crate::user::AuthenticatedUser;
 
@@ -159,7 +160,7 @@ pub struct Authorizer {
     client: Client,
     static_rules: Vec<StaticRule>,
     options: AuthzCacheOptions,
-    cache: CoalescingCache<DecisionKey, Decision>,
+    cache: ReviewCache<DecisionKey, Decision>,
     counters: Arc<ReviewCounters>,
 }
 
@@ -170,7 +171,7 @@ impl Authorizer {
         options: AuthzCacheOptions,
         counters: Arc<ReviewCounters>,
     ) -> Self {
-        let cache = CoalescingCache::new(options.capacity);
+        let cache = ReviewCache::new(options.capacity);
         Self { client, static_rules, options, cache, counters }
     }
 

@@ -1,120 +1,106 @@
-//! Review caches: a bounded map whose entries expire ([`TtlCache`], pure, clock passed in), and
-//! a wrapper that makes concurrent misses for the same key share one fetch ([`CoalescingCache`]),
-//! so a burst of scrapes with a new token costs one TokenReview, not one per request.
+//! The review caches, on [`moka`]: what TokenReview and SubjectAccessReview answered, so a
+//! steady scrape costs no API call.
+//!
+//! The policy, for both caches:
+//! - **Per-entry lifetime.** Each answer is kept for the TTL its caller computes from it when
+//!   it arrives (authentication: the accepted TTL capped at the token's `exp`, or the rejected
+//!   TTL; authorization: the allow or the deny TTL). Reads do not extend it. A zero TTL
+//!   stores nothing.
+//! - **Bounded.** At most `capacity` entries. When full, a newcomer may only replace the least
+//!   recently used entry, and only if it has been asked for more often (moka's TinyLFU
+//!   admission; it counts requests once the cache is half full). So a flood of one-off keys (a
+//!   client trying token after bad token) mostly does not get in at all, and cannot push out
+//!   the entries in steady use. Every operation is O(1): no scan under a lock on any request.
+//! - **Coalesced misses.** Concurrent misses for one key run one fetch; the others wait for its
+//!   result. So a burst of requests with a new token costs one TokenReview.
+//! - **Errors are never cached.** A failed fetch is handed to the callers that were waiting on
+//!   it (one apiserver outage is one error, not a herd of retries), and the next caller asks
+//!   again. Callers turn an error into a refusal, never into an allow.
+//!
+//! Keys are whatever the caller chooses; the authentication cache keys by a SHA-256 of the
+//! token ([`crate::token::TokenHash`]), so no token is kept in memory past its request.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::OnceCell;
+use moka::Expiry;
+use moka::future::Cache;
 
+/// A cached answer with the lifetime it was given when it arrived.
 #[derive(Debug, Clone)]
-struct Entry<V> {
+struct Timed<V> {
     value: V,
-    expires: Instant,
+    ttl: Duration,
 }
 
-/// A map with a time-to-live per entry and a maximum size.
-#[derive(Debug)]
-pub struct TtlCache<K, V> {
-    entries: HashMap<K, Entry<V>>,
-    capacity: usize,
+/// Expires each entry `ttl` after it was written; reads leave that alone (moka's default).
+struct WrittenTtl;
+
+impl<K, V> Expiry<K, Timed<V>> for WrittenTtl {
+    fn expire_after_create(&self, _key: &K, entry: &Timed<V>, _created_at: Instant) -> Option<Duration> {
+        Some(entry.ttl)
+    }
+
+    // A key already present (e.g. an expired entry not yet swept) is rewritten on the next
+    // miss: the new answer gets its own lifetime, not what was left of the old one's.
+    fn expire_after_update(
+        &self,
+        _key: &K,
+        entry: &Timed<V>,
+        _updated_at: Instant,
+        _left: Option<Duration>,
+    ) -> Option<Duration> {
+        Some(entry.ttl)
+    }
 }
 
-impl<K: Eq + Hash + Clone, V: Clone> TtlCache<K, V> {
+/// A bounded cache of review answers with per-entry lifetimes and coalesced misses.
+pub struct ReviewCache<K, V> {
+    entries: Cache<K, Timed<V>>,
+}
+
+impl<K, V> ReviewCache<K, V>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    V: Clone + Send + Sync + 'static,
+{
     /// A cache holding at most `capacity` entries (at least one).
     pub fn new(capacity: usize) -> Self {
-        Self { entries: HashMap::new(), capacity: capacity.max(1) }
-    }
-
-    /// The value for `key` if it has not expired at `now`.
-    pub fn get(&self, key: &K, now: Instant) -> Option<V> {
-        self.entries.get(key).filter(|e| now < e.expires).map(|e| e.value.clone())
-    }
-
-    /// Remember `value` for `ttl` from `now`. A zero TTL stores nothing. When full, expired
-    /// entries go first, then the one closest to expiry (it had the least life left anyway).
-    pub fn insert(&mut self, key: K, value: V, ttl: Duration, now: Instant) {
-        if ttl.is_zero() {
-            self.entries.remove(&key);
-            return;
-        }
-        if !self.entries.contains_key(&key) && self.entries.len() >= self.capacity {
-            self.entries.retain(|_, e| now < e.expires);
-            if self.entries.len() >= self.capacity
-                && let Some(victim) = self.entries.iter().min_by_key(|(_, e)| e.expires).map(|(k, _)| k.clone())
-            {
-                self.entries.remove(&victim);
-            }
-        }
-        let expires = now.checked_add(ttl).unwrap_or(now);
-        self.entries.insert(key, Entry { value, expires });
-    }
-
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // The guarded maps stay consistent even if a holder panicked; keep serving.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// A [`TtlCache`] behind a lock, where concurrent misses for one key wait for a single fetch.
-#[derive(Debug)]
-pub struct CoalescingCache<K, V> {
-    cache: Mutex<TtlCache<K, V>>,
-    in_flight: Mutex<HashMap<K, Arc<OnceCell<V>>>>,
-}
-
-impl<K: Eq + Hash + Clone, V: Clone> CoalescingCache<K, V> {
-    pub fn new(capacity: usize) -> Self {
-        Self { cache: Mutex::new(TtlCache::new(capacity)), in_flight: Mutex::new(HashMap::new()) }
+        let capacity = u64::try_from(capacity.max(1)).unwrap_or(u64::MAX);
+        Self { entries: Cache::builder().max_capacity(capacity).expire_after(WrittenTtl).build() }
     }
 
     /// The cached value for `key`, or the result of `fetch`, cached for `ttl_of(&value)`.
-    /// Callers that miss while a fetch for the same key is running get its result. A failed
-    /// fetch is not cached; a waiting caller then runs its own.
-    pub async fn get_or_fetch<E, F, Fut>(&self, key: &K, ttl_of: impl Fn(&V) -> Duration, fetch: F) -> Result<V, E>
+    /// Callers that miss while a fetch for the same key is running get its result, error
+    /// included. An error is never cached.
+    pub async fn get_or_fetch<E, F, Fut>(&self, key: &K, ttl_of: impl FnOnce(&V) -> Duration, fetch: F) -> Result<V, E>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<V, E>>,
+        E: Clone + Send + Sync + 'static,
     {
-        if let Some(hit) = lock(&self.cache).get(key, Instant::now()) {
-            return Ok(hit);
+        // The init future is only polled on a miss, so a hit never calls `fetch` or `ttl_of`.
+        let init = async move {
+            let value = fetch().await?;
+            let ttl = ttl_of(&value);
+            Ok(Timed { value, ttl })
+        };
+        let answer = self.entries.try_get_with_by_ref(key, init).await.map_err(|shared: Arc<E>| E::clone(&shared))?;
+        if answer.ttl.is_zero() {
+            // moka stored it already expired (no reader can see it); drop it now rather than
+            // let it take the place of a live entry until the next sweep.
+            self.entries.invalidate(key).await;
         }
-        let cell = lock(&self.in_flight).entry(key.clone()).or_default().clone();
-        let result = cell
-            .get_or_try_init(|| async {
-                let value = fetch().await?;
-                lock(&self.cache).insert(key.clone(), value.clone(), ttl_of(&value), Instant::now());
-                Ok(value)
-            })
-            .await
-            .cloned();
-        // Done either way: on success the value is in the cache already; on failure the next
-        // caller should try afresh rather than wait on this cell.
-        let mut in_flight = lock(&self.in_flight);
-        if in_flight.get(key).is_some_and(|current| Arc::ptr_eq(current, &cell)) {
-            in_flight.remove(key);
-        }
-        result
+        Ok(answer.value)
     }
 
-    /// Entries currently cached (expired ones included until evicted).
-    pub fn len(&self) -> usize {
-        lock(&self.cache).len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// How many entries the cache holds, after applying the writes, expiries and evictions
+    /// still pending (moka applies them in batches, so an unsettled count can lag).
+    pub async fn settled_len(&self) -> u64 {
+        self.entries.run_pending_tasks().await;
+        self.entries.entry_count()
     }
 }
 
@@ -126,79 +112,79 @@ mod tests {
 
     const SEC: Duration = Duration::from_secs(1);
 
-    #[test]
-    fn entries_expire_exactly_at_their_ttl() {
-        let t0 = Instant::now();
-        let mut cache = TtlCache::new(10);
-        cache.insert("k", 1, 5 * SEC, t0);
-        let cases = [(Duration::ZERO, Some(1)), (4 * SEC, Some(1)), (5 * SEC - Duration::from_nanos(1), Some(1))];
-        for (after, want) in cases {
-            assert_eq!(cache.get(&"k", t0 + after), want, "{after:?}");
-        }
-        for after in [5 * SEC, 6 * SEC, 3600 * SEC] {
-            assert_eq!(cache.get(&"k", t0 + after), None, "{after:?}");
-        }
-        assert_eq!(cache.get(&"other", t0), None);
+    /// The cached value for `key`, or `None` (asks nothing: the fetch fails).
+    async fn cached(cache: &ReviewCache<u32, u32>, key: u32) -> Option<u32> {
+        cache.get_or_fetch(&key, |_| SEC, || async { Err::<u32, ()>(()) }).await.ok()
     }
 
-    #[test]
-    fn a_zero_ttl_stores_nothing_and_forgets_the_old_value() {
-        let t0 = Instant::now();
-        let mut cache = TtlCache::new(10);
-        cache.insert("k", 1, 5 * SEC, t0);
-        cache.insert("k", 2, Duration::ZERO, t0);
-        assert_eq!(cache.get(&"k", t0), None);
-        assert!(cache.is_empty());
+    async fn fill(cache: &ReviewCache<u32, u32>, key: u32, value: u32, ttl: Duration) {
+        let got = cache.get_or_fetch(&key, |_| ttl, || async move { Ok::<_, ()>(value) }).await;
+        assert_eq!(got, Ok(value));
     }
 
-    #[test]
-    fn the_cache_is_bounded_and_evicts_expired_then_soonest() {
-        let t0 = Instant::now();
-        let mut cache = TtlCache::new(3);
-        cache.insert(1, "short", SEC, t0);
-        cache.insert(2, "long", 100 * SEC, t0);
-        cache.insert(3, "medium", 10 * SEC, t0);
-        // Full: the newcomer pushes out the entry with the least life left.
-        cache.insert(4, "new", 50 * SEC, t0);
-        assert_eq!(cache.len(), 3);
-        assert_eq!(cache.get(&1, t0), None);
-        assert_eq!(cache.get(&2, t0), Some("long"));
-        // Later, the expired "medium" goes before anything live.
-        cache.insert(5, "newer", 50 * SEC, t0 + 20 * SEC);
-        assert_eq!(cache.len(), 3);
-        assert_eq!(cache.get(&3, t0), None);
-        for k in [2, 4, 5] {
-            assert!(cache.get(&k, t0 + 20 * SEC).is_some(), "{k}");
+    #[tokio::test]
+    async fn each_entry_lives_for_its_own_ttl() {
+        let cache = ReviewCache::new(10);
+        let short = Duration::from_millis(200);
+        let written = Instant::now();
+        fill(&cache, 1, 10, short).await;
+        fill(&cache, 2, 20, 3600 * SEC).await;
+        assert_eq!(cached(&cache, 1).await, Some(10));
+        // Poll until the short entry is gone; it must not go before its TTL.
+        let deadline = written + 10 * SEC;
+        while cached(&cache, 1).await.is_some() {
+            assert!(Instant::now() < deadline, "the 200 ms entry is still cached after 10 s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        // Replacing an existing key never evicts another.
-        cache.insert(2, "replaced", SEC, t0 + 20 * SEC);
-        assert_eq!(cache.len(), 3);
-        assert_eq!(cache.get(&2, t0 + 20 * SEC), Some("replaced"));
+        assert!(written.elapsed() >= short, "expired after {:?}", written.elapsed());
+        assert_eq!(cached(&cache, 2).await, Some(20), "the long entry expired with the short one");
+        // A hit does not extend the lifetime, and a fresh fetch gets a fresh one.
+        fill(&cache, 1, 11, 3600 * SEC).await;
+        assert_eq!(cached(&cache, 1).await, Some(11));
+    }
+
+    #[tokio::test]
+    async fn a_zero_ttl_stores_nothing() {
+        let cache = ReviewCache::new(10);
+        fill(&cache, 1, 10, Duration::ZERO).await;
+        assert_eq!(cached(&cache, 1).await, None);
+        assert_eq!(cache.settled_len().await, 0);
+    }
+
+    #[tokio::test]
+    async fn the_cache_is_bounded_and_one_off_keys_do_not_push_out_hot_ones() {
+        let capacity = 100;
+        let cache = ReviewCache::new(capacity);
+        fill(&cache, 0, 0, 3600 * SEC).await;
+        // Key 0 is asked for again every ten one-off keys, as a scraper keeps scraping.
+        for key in 1..=(20 * capacity as u32) {
+            fill(&cache, key, key, 3600 * SEC).await;
+            if key % 10 == 0 {
+                assert_eq!(cached(&cache, 0).await, Some(0), "the hot entry was evicted after {key} one-off keys");
+            }
+        }
+        let len = cache.settled_len().await;
+        assert!(len <= capacity as u64, "{len} entries in a cache of {capacity}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_misses_share_one_fetch() {
-        let cache = Arc::new(CoalescingCache::<&'static str, u32>::new(10));
+        let cache = Arc::new(ReviewCache::<&'static str, u32>::new(10));
         let fetches = Arc::new(AtomicUsize::new(0));
         let release = Arc::new(tokio::sync::Notify::new());
         let mut tasks = Vec::new();
         for _ in 0..16 {
             let (cache, fetches, release) = (cache.clone(), fetches.clone(), release.clone());
             tasks.push(tokio::spawn(async move {
-                cache
-                    .get_or_fetch(
-                        &"k",
-                        |_| 60 * SEC,
-                        || async move {
-                            fetches.fetch_add(1, Ordering::SeqCst);
-                            release.notified().await;
-                            Ok::<_, String>(7)
-                        },
-                    )
-                    .await
+                let fetch = || async move {
+                    fetches.fetch_add(1, Ordering::SeqCst);
+                    release.notified().await;
+                    Ok::<_, String>(7)
+                };
+                cache.get_or_fetch(&"k", |_| 60 * SEC, fetch).await
             }));
         }
-        // Let every task reach the cell, then finish the one fetch.
+        // Let every task reach the cache, then finish the one fetch.
         while fetches.load(Ordering::SeqCst) == 0 {
             tokio::task::yield_now().await;
         }
@@ -214,7 +200,7 @@ mod tests {
 
     #[tokio::test]
     async fn failures_are_not_cached() {
-        let cache = CoalescingCache::<&'static str, u32>::new(10);
+        let cache = ReviewCache::<&'static str, u32>::new(10);
         let first = cache.get_or_fetch(&"k", |_| 60 * SEC, || async { Err::<u32, _>("down") }).await;
         assert_eq!(first, Err("down"));
         let second = cache.get_or_fetch(&"k", |_| 60 * SEC, || async { Ok::<_, &str>(3) }).await;
