@@ -1,6 +1,9 @@
 //! Shared by the `rbac_proxy*` test binaries: a TLS client for the proxy, serving certificates,
-//! an in-process secure metrics server, and RBAC helpers. Each binary uses a subset.
+//! an in-process secure metrics server, RBAC helpers, and a gate that holds TokenReviews
+//! ([`review_gate`]). Each binary uses a subset.
 #![allow(dead_code)]
+
+pub mod review_gate;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,10 +21,10 @@ use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessRe
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Subject};
 use kube::api::{Api, DeleteParams, PostParams};
 use myownshell_certs::pki::{CertificateAuthority, CertifiedKeyPem, LeafSpec};
+use myownshell_envtest::eventually;
 use myownshell_rbac_proxy::authn::AuthnCacheOptions;
 use myownshell_rbac_proxy::authz::AuthzCacheOptions;
 use myownshell_rbac_proxy::{AuthOptions, AuthenticatedUser, RbacAuth, SecureServer, SecureServingOptions, TlsFiles};
-use myownshell_envtest::eventually;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -411,6 +414,7 @@ impl Drop for MetricsServer {
 // ---------------------------------------------------------------------------------------------
 // RBAC
 
+#[allow(unused_imports)] // not every binary binds a ServiceAccount
 pub use myownshell_envtest::rbac::service_account_subject;
 
 pub fn user_subject(name: &str) -> Subject {
