@@ -107,7 +107,7 @@ pub async fn run_with_client(args: Args, client: Client, shutdown: CancellationT
     let servers = CancellationToken::new();
     let mut tasks = Vec::new();
     if let BindAddress::At(addr) = args.health_probe_bind_address {
-        let probes = probes::router(Readiness::from_flag(readiness.clone(), "caches not synced, or not the leader"));
+        let probes = probes::router(Readiness::from_flag(readiness.clone(), "caches not synced yet"));
         tasks.push(probes::serve_plain("health probes", addr, probes, servers.clone()).await?);
     }
     if let BindAddress::At(addr) = args.metrics_bind_address {
@@ -224,15 +224,23 @@ async fn reconcile_until(
         })
     };
 
-    // Every event that will trigger a reconcile is noted for the queue-latency metric.
+    // Every event that will trigger a reconcile is noted for the queue-latency metric; a
+    // Deployment's only if a `MyOwnShell` of its name exists (else no reconcile takes the note).
     let shell_events = {
         let events = events.clone();
         watch::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses)
             .inspect_ok(move |s| events.arrived(ObjectRef::from_obj(s), Instant::now()))
     };
-    let deployment_events =
+    let deployment_events = {
+        let (events, shells) = (events.clone(), shells.clone());
         watch::deployment_stream(deployments_api, deployment_cache, deployment_writer, deployments_synced_tx)
-            .inspect_ok(move |d| events.arrived(shell_of(d), Instant::now()));
+            .inspect_ok(move |d| {
+                let shell = shell_of(d);
+                if shells.get(&shell).is_some() {
+                    events.arrived(shell, Instant::now());
+                }
+            })
+    };
     Controller::for_stream(shell_events, shells)
         // A Deployment event goes to the `MyOwnShell` of the same name, not through the
         // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
@@ -242,10 +250,20 @@ async fn reconcile_until(
         .with_config(controller::Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                log_controller_error(&e);
+        .for_each(|result| {
+            if let Err(e) = &result {
+                log_controller_error(e);
+                // Gone before its reconcile: nothing will take its note.
+                if let controller::Error::ObjectNotFound(obj) = e {
+                    let gone = ObjectRef::<MyOwnShell>::new(&obj.name);
+                    let gone = match &obj.namespace {
+                        Some(ns) => gone.within(ns),
+                        None => gone,
+                    };
+                    events.started(&gone, Instant::now());
+                }
             }
+            std::future::ready(())
         })
         .await;
     ready_when_synced.abort();

@@ -3,7 +3,8 @@
 //! its queue, so the controller notes when the first not-yet-reconciled event for an object
 //! passed its watch filter, and the reconcile that starts next for that object takes the note.
 //! Several events folded into one reconcile count once, from the oldest; a requeue (no event)
-//! counts nothing. At most one note per object, so memory is bounded by the objects watched.
+//! counts nothing. At most one note per object that exists (a note whose object vanished before
+//! its reconcile is dropped), so memory is bounded by the objects watched.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};

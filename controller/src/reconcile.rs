@@ -12,7 +12,6 @@ use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use myownshell_api::{MyOwnShell, defaults, names};
-use serde_json::json;
 use tracing::{debug, info, instrument, warn};
 
 use crate::deployment;
@@ -145,7 +144,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let status = status::compute(shell, previous.as_ref(), current.as_deref(), failure.as_ref(), &status::now());
     let status_written = if previous.as_ref() != Some(&status) {
         ctx.metrics.wrote("status");
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(json!({ "status": status }))).await {
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status::merge_patch(&status))).await {
             Ok(written) => {
                 let echo = memo::echo_version(shell, &written);
                 // The watch may deliver our write before this response is read: then the cache

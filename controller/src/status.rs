@@ -129,6 +129,17 @@ pub fn now() -> Time {
     Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
+/// The merge patch that makes the stored status `status`. Serialising leaves out an unset
+/// `deploymentUID`, and a merge patch keeps what it leaves out, so the recorded uid of a
+/// Deployment that is gone (or no longer ours) is cleared explicitly with `null`.
+pub fn merge_patch(status: &MyOwnShellStatus) -> serde_json::Value {
+    let mut patch = serde_json::json!({ "status": status });
+    if status.deployment_uid.is_none() {
+        patch["status"]["deploymentUID"] = serde_json::Value::Null;
+    }
+    patch
+}
+
 /// Whether `status` already shows `Degraded=True` for `reason`.
 pub fn degraded_by(status: &MyOwnShellStatus, reason: &str) -> bool {
     status.conditions.iter().any(|c| c.type_ == DEGRADED && c.status == "True" && c.reason == reason)
@@ -349,6 +360,15 @@ mod tests {
     fn condition_times_are_whole_seconds_as_the_apiserver_keeps_them() {
         let Time(t) = now();
         assert_eq!(t.subsec_nanosecond(), 0, "{t}");
+    }
+
+    #[test]
+    fn the_merge_patch_clears_a_recorded_uid_that_no_longer_holds() {
+        let recorded = MyOwnShellStatus { deployment_uid: Some("deploy-uid".into()), ..MyOwnShellStatus::default() };
+        assert_eq!(merge_patch(&recorded)["status"]["deploymentUID"], "deploy-uid");
+        let cleared = merge_patch(&MyOwnShellStatus::default());
+        assert!(cleared["status"]["deploymentUID"].is_null(), "{cleared}");
+        assert!(cleared["status"].as_object().is_some_and(|s| s.contains_key("deploymentUID")), "{cleared}");
     }
 
     #[test]

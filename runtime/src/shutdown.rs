@@ -11,7 +11,9 @@ pub fn on_signals() -> CancellationToken {
     let (term, int) = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
         (Ok(term), Ok(int)) => (term, int),
         (Err(e), _) | (_, Err(e)) => {
-            tracing::error!(error = %e, "cannot listen for signals; stop the process with SIGKILL");
+            // Practically unreachable; the default dispositions still end the process, only
+            // without draining, so it is worth a log line rather than refusing to start.
+            tracing::error!(error = %e, "cannot listen for signals; SIGTERM will stop the process without draining");
             return shutdown;
         }
     };

@@ -36,7 +36,7 @@ const DRAIN: Duration = Duration::from_millis(1200);
 
 /// How late past the request deadline a trickler may be cut: the guard looks every tick and
 /// starts a request's clock at the first look that sees it, plus room for a busy machine.
-const DEADLINE_SLACK: Duration = Duration::from_millis(700);
+const DEADLINE_SLACK: Duration = Duration::from_millis(2000);
 
 struct Server {
     addr: SocketAddr,

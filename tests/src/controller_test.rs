@@ -103,18 +103,25 @@ impl ControllerTest {
         .unwrap_or_else(|e| panic!("{e}"));
     }
 
-    /// The sum of the controller's `writes_total` counters, once nothing is in flight and two
-    /// readings in a row agree.
+    /// The sum of the controller's `writes_total` counters, once nothing is in flight and the
+    /// sum has not moved for a second.
     pub async fn settled_writes(&self) -> f64 {
-        let previous = std::cell::Cell::new(-1.0);
+        // Steady for a while, not just between two polls: a write that follows a short requeue
+        // (a retry, a cleanup recheck) must not slip past.
+        const STEADY: Duration = Duration::from_secs(1);
+        let seen = std::cell::Cell::new((-1.0, std::time::Instant::now()));
         eventually("write counters to settle", TIMEOUT, || async {
             let now = self.writes().await?;
             let in_flight = self.controller.metric("myownshell_controller_reconciles_in_flight").await?;
-            let before = previous.replace(now);
-            if now == before && in_flight == 0.0 {
+            let (before, since) = seen.get();
+            if now != before {
+                seen.set((now, std::time::Instant::now()));
+                return Err(format!("writes {before} -> {now}"));
+            }
+            if in_flight == 0.0 && since.elapsed() >= STEADY {
                 Ok(now)
             } else {
-                Err(format!("writes {before} -> {now}, in flight {in_flight}"))
+                Err(format!("writes {now} for {:?}, in flight {in_flight}", since.elapsed()))
             }
         })
         .await

@@ -447,10 +447,11 @@ async fn the_user_role_cannot_write_status() {
     });
     let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(client, &ns);
     bindings.create(&Default::default(), &serde_json::from_value(binding).unwrap()).await.unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["create", "myownshells.myownshell.io"], "yes"),
         (&["patch", "myownshells.myownshell.io", "--subresource=scale"], "yes"),
         (&["patch", "myownshells.myownshell.io", "--subresource=status"], "no"),
+        (&["update", "myownshells.myownshell.io", "--subresource=status"], "no"),
         (&["create", "deployments.apps"], "no"),
     ];
     for (args, want) in cases {

@@ -27,8 +27,10 @@ use myownshell_envtest::{ControlPlane, create_namespace, eventually, service_acc
 use myownshell_tests::webhooks::{InstalledWebhooks, WebhookOptions, WebhookProcess, secret_pem};
 use serde_json::Value;
 
-/// A repair must land within this long of the drift (a 10 s re-read used to be the only repair).
-const REPAIR_LIMIT: Duration = Duration::from_secs(2);
+/// A repair must land within this long of the drift. The watch repairs in tens of
+/// milliseconds; the limit leaves room for a loaded machine and still tells the watch apart from
+/// the periodic re-read (10 s before, a 60 s backstop now).
+const REPAIR_LIMIT: Duration = Duration::from_secs(5);
 /// How often the configurations are read while waiting: finer than the harness's usual poll,
 /// since the time taken is what is measured.
 const POLL: Duration = Duration::from_millis(10);

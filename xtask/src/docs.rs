@@ -42,6 +42,8 @@ pub fn run(check: bool) -> anyhow::Result<()> {
 mod tests {
     use super::*;
 
+    /// Reads the binaries in the target directory: `cargo xtask test` builds them first; under a
+    /// bare `cargo test -p xtask`, build them (`cargo build --bins`) or it checks stale ones.
     #[test]
     fn flag_reference_matches_every_binary() -> Result<(), String> {
         let current = std::fs::read_to_string(workspace_root().join("README.md")).map_err(|e| e.to_string())?;
