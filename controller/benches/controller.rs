@@ -143,7 +143,7 @@ async fn send(kind: Request, client: &Client, recorder: &Recorder, shell: &MyOwn
         }
         Request::Lookup => Api::<Deployment>::namespaced(client.clone(), &ns).get_opt(&name).await.map(|_| ()),
         Request::Apply => {
-            let desired = deployment::desired(shell).map_err(|e| kube::Error::Service(e.to_string().into()))?;
+            let desired = deployment::desired(shell, None).map_err(|e| kube::Error::Service(e.to_string().into()))?;
             Api::<Deployment>::namespaced(client.clone(), &ns)
                 .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
                 .await
@@ -263,7 +263,7 @@ async fn floor(client: Client, ns: &str, options: &Options) -> Duration {
         let mut s = shell(i);
         s.metadata.namespace = Some(ns.to_owned());
         s.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
-        deployment::desired(&s).unwrap()
+        deployment::desired(&s, None).unwrap()
     })
     .await;
     start.elapsed()

@@ -32,8 +32,10 @@ pub enum BuildError {
     MissingMetadata(&'static str),
 }
 
-/// The desired Deployment for `shell`: spec fields that are unset take `myownshell_api::defaults`.
-pub fn desired(shell: &MyOwnShell) -> Result<Deployment, BuildError> {
+/// The desired Deployment for `shell`, whose Deployment is `live` (if it exists yet): spec
+/// fields that are unset take `myownshell_api::defaults`; the selector is the one `live` already
+/// has, since a selector cannot change (see `labels::instance_for`).
+pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployment, BuildError> {
     let name = shell.metadata.name.clone().ok_or(BuildError::MissingMetadata("name"))?;
     let namespace = shell.metadata.namespace.clone().ok_or(BuildError::MissingMetadata("namespace"))?;
     let mut owner = shell.controller_owner_ref(&()).ok_or(BuildError::MissingMetadata("uid"))?;
@@ -42,7 +44,8 @@ pub fn desired(shell: &MyOwnShell) -> Result<Deployment, BuildError> {
     owner.block_owner_deletion = Some(true);
     let spec = &shell.spec;
     let resources = spec.resources.clone().unwrap_or_else(defaults::resources);
-    let labels = labels::labels(&name);
+    let instance = labels::instance_for(&name, live);
+    let labels = labels::labels(&instance);
 
     let container = Container {
         name: SHELL_CONTAINER.to_owned(),
@@ -90,7 +93,7 @@ pub fn desired(shell: &MyOwnShell) -> Result<Deployment, BuildError> {
         },
         spec: Some(DeploymentSpec {
             replicas: Some(spec.size.unwrap_or(defaults::SIZE)),
-            selector: LabelSelector { match_labels: Some(labels::selector_labels(&name)), match_expressions: None },
+            selector: LabelSelector { match_labels: Some(labels::selector_labels(&instance)), match_expressions: None },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),
                 spec: Some(pod),
@@ -163,7 +166,7 @@ mod tests {
 
     #[test]
     fn defaults_fill_an_empty_spec() {
-        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default())).unwrap());
+        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default()), None).unwrap());
         let c = &d["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(d["spec"]["replicas"], json!(defaults::SIZE));
         assert_eq!(c["image"], json!(defaults::IMAGE));
@@ -182,7 +185,7 @@ mod tests {
             command: Some(vec!["sleep".into(), "infinity".into()]),
             resources: Some(resources),
         };
-        let d = json_of(&desired(&shell("web", spec)).unwrap());
+        let d = json_of(&desired(&shell("web", spec), None).unwrap());
         let c = &d["spec"]["template"]["spec"]["containers"][0];
         let cases = [
             (&d["spec"]["replicas"], json!(0)),
@@ -197,7 +200,7 @@ mod tests {
 
     #[test]
     fn metadata_labels_selector_and_owner() {
-        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default())).unwrap());
+        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default()), None).unwrap());
         let labels = json!({
             "app.kubernetes.io/name": "myownshell",
             "app.kubernetes.io/instance": "web",
@@ -222,7 +225,7 @@ mod tests {
 
     #[test]
     fn pods_run_locked_down() {
-        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default())).unwrap());
+        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default()), None).unwrap());
         let pod = &d["spec"]["template"]["spec"];
         assert_eq!(
             pod["containers"][0]["securityContext"],
@@ -246,7 +249,7 @@ mod tests {
     #[test]
     fn long_names_get_a_hashed_instance_label_everywhere() {
         let name = "n".repeat(100);
-        let d = json_of(&desired(&shell(&name, MyOwnShellSpec::default())).unwrap());
+        let d = json_of(&desired(&shell(&name, MyOwnShellSpec::default()), None).unwrap());
         let value = labels::instance_value(&name);
         assert_eq!(value.len(), 63);
         assert_eq!(d["metadata"]["name"], json!(name), "the Deployment keeps the full name");
@@ -265,14 +268,14 @@ mod tests {
         no_uid.metadata.uid = None;
         let mut no_ns = shell("web", MyOwnShellSpec::default());
         no_ns.metadata.namespace = None;
-        assert_eq!(desired(&no_uid), Err(BuildError::MissingMetadata("uid")));
-        assert_eq!(desired(&no_ns), Err(BuildError::MissingMetadata("namespace")));
+        assert_eq!(desired(&no_uid, None), Err(BuildError::MissingMetadata("uid")));
+        assert_eq!(desired(&no_ns, None), Err(BuildError::MissingMetadata("namespace")));
     }
 
     #[test]
     fn the_hash_follows_the_spec() {
         let hash = |size| {
-            let d = desired(&shell("web", MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() })).unwrap();
+            let d = desired(&shell("web", MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() }), None).unwrap();
             d.annotations().get(SPEC_HASH_ANNOTATION).cloned().unwrap()
         };
         assert_eq!(hash(2), hash(2));
@@ -282,7 +285,7 @@ mod tests {
 
     #[test]
     fn needs_apply_cases() {
-        let want = desired(&shell("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() })).unwrap();
+        let want = desired(&shell("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() }), None).unwrap();
         let with = |f: &dyn Fn(&mut Value)| {
             let mut v = json_of(&want);
             f(&mut v);

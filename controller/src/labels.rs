@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use myownshell_api::names;
 use sha2::{Digest, Sha256};
 
@@ -36,26 +37,39 @@ pub fn instance_value(name: &str) -> String {
 /// values allow and object names do not.
 const SHORTENED_SEPARATOR: char = '_';
 
-/// The labels selecting the shell pods of one `MyOwnShell`. The name label is included next to
+/// The instance value of the `MyOwnShell` `name` whose Deployment is `live`: the one `live`
+/// already selects on, if it exists, else [`instance_value`]. A Deployment's selector is
+/// immutable, so an existing Deployment keeps the value it was created with: one made before
+/// shortened values took the `_` (they had a `-`) stays as it is instead of failing every apply.
+pub fn instance_for(name: &str, live: Option<&Deployment>) -> String {
+    live.and_then(selected_instance).map_or_else(|| instance_value(name), str::to_owned)
+}
+
+/// The instance value `deployment`'s selector matches on, if any.
+pub fn selected_instance(deployment: &Deployment) -> Option<&str> {
+    deployment.spec.as_ref()?.selector.match_labels.as_ref()?.get(names::LABEL_INSTANCE).map(String::as_str)
+}
+
+/// The labels selecting the shell pods of one instance. The name label is included next to
 /// the instance label so the selector cannot match another application's pods that happen to
 /// use the same instance value (Helm sets `app.kubernetes.io/instance` to its release name).
-pub fn selector_labels(name: &str) -> BTreeMap<String, String> {
+pub fn selector_labels(instance: &str) -> BTreeMap<String, String> {
     BTreeMap::from([
         (names::LABEL_NAME.to_owned(), names::LABEL_NAME_VALUE.to_owned()),
-        (names::LABEL_INSTANCE.to_owned(), instance_value(name)),
+        (names::LABEL_INSTANCE.to_owned(), instance.to_owned()),
     ])
 }
 
 /// All labels put on the Deployment and its pod template.
-pub fn labels(name: &str) -> BTreeMap<String, String> {
-    let mut labels = selector_labels(name);
+pub fn labels(instance: &str) -> BTreeMap<String, String> {
+    let mut labels = selector_labels(instance);
     labels.insert(names::LABEL_MANAGED_BY.to_owned(), names::LABEL_MANAGED_BY_VALUE.to_owned());
     labels
 }
 
 /// The selector in the string form `status.selector` (and so the scale subresource) uses.
-pub fn selector_string(name: &str) -> String {
-    selector_labels(name).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+pub fn selector_string(instance: &str) -> String {
+    selector_labels(instance).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
 }
 
 /// The label selector the controller's Deployment watch uses.
@@ -118,5 +132,31 @@ mod tests {
         assert_eq!(labels.len(), 3);
         assert!(selector_labels("web").iter().all(|(k, v)| labels.get(k) == Some(v)), "pods match the selector");
         assert_eq!(managed_by_selector(), "app.kubernetes.io/managed-by=myownshell-operator");
+    }
+
+    #[test]
+    fn an_existing_deployment_keeps_the_instance_it_selects_on() {
+        let long = format!("team-{}", "x".repeat(80));
+        let with_selector = |instance: &str| {
+            let mut d = Deployment::default();
+            d.spec = Some(k8s_openapi::api::apps::v1::DeploymentSpec {
+                selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                    match_labels: Some(selector_labels(instance)),
+                    match_expressions: None,
+                },
+                ..Default::default()
+            });
+            d
+        };
+        let legacy = format!("{}-{}", &long[..52], "0123456789");
+        let cases = [
+            ("no Deployment yet: the current form", None, instance_value(&long)),
+            ("created before '_': kept", Some(with_selector(&legacy)), legacy.clone()),
+            ("created with the current form", Some(with_selector(&instance_value(&long))), instance_value(&long)),
+            ("no selector at all: the current form", Some(Deployment::default()), instance_value(&long)),
+        ];
+        for (what, live, want) in cases {
+            assert_eq!(instance_for(&long, live.as_ref()), want, "{what}");
+        }
     }
 }

@@ -213,7 +213,7 @@ async fn ensure_deployment(
     live: Option<&Arc<Deployment>>,
     ctx: &Context,
 ) -> Result<Option<Arc<Deployment>>, Error> {
-    let desired = deployment::desired(shell)?;
+    let desired = deployment::desired(shell, live.map(|d| &**d))?;
     if !deployment::needs_apply(&desired, live.map(|d| &**d)) {
         debug!(shell = %shell.name_any(), "Deployment up to date; nothing to write");
         return Ok(live.cloned());

@@ -109,7 +109,7 @@ pub fn compute(
         replicas: observed.replicas,
         ready_replicas: observed.ready,
         observed_generation: generation,
-        selector: Some(labels::selector_string(name)),
+        selector: Some(labels::selector_string(&labels::instance_for(name, deployment))),
         // `deployment` is ours here (reconcile never passes a foreign one): record its uid, the
         // proof of ownership that survives the loss of its ownerReference (see `ownership`).
         deployment_uid: deployment.and_then(|d| d.metadata.uid.clone()),

@@ -11,7 +11,7 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use myownshell_api::names;
 use myownshell_envtest::eventually;
-use myownshell_tests::controller_helpers::sized_shell;
+use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
 use myownshell_tests::controller_test::{ControllerTest, TIMEOUT, cond, condition};
 use serde_json::json;
 
@@ -275,4 +275,54 @@ async fn a_deployment_another_controller_took_is_let_go_and_its_uid_forgotten() 
     .await;
     let after = t.deployments.get("taken-over").await.unwrap();
     assert_eq!(after.resource_version(), taken.resource_version(), "not written after it was taken");
+}
+
+/// Before shortened instance labels took a `_`, a long name's label had a `-` before the hash.
+/// A Deployment's selector cannot change, so such a Deployment must keep its selector, not
+/// fail every apply after an upgrade.
+#[tokio::test]
+async fn a_deployment_made_with_the_old_shortened_label_keeps_working() {
+    let ShellNamespace { cp, ns, shells, deployments, .. } = ShellNamespace::create("ctrl-legacy").await.unwrap();
+    let name = format!("team-{}", "x".repeat(80));
+    let created = shells.create(&PostParams::default(), &sized_shell(&name, 2)).await.unwrap();
+    // What the previous controller made: its label layout, its ownerReference.
+    let legacy = format!("{}-{}", &name[..52], "0a1b2c3d4e");
+    let selector = json!({"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": legacy});
+    let mut labels = selector.clone();
+    labels["app.kubernetes.io/managed-by"] = json!("myownshell-operator");
+    let old: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels, "ownerReferences": [{
+            "apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "name": name,
+            "uid": created.metadata.uid, "controller": true, "blockOwnerDeletion": true,
+        }]},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "shell", "image": "busybox:1.36"}]}},
+        },
+    }))
+    .unwrap();
+    deployments.create(&PostParams::default(), &old).await.unwrap();
+
+    let controller = ControllerProcess::start(cp, "ctrl-legacy", &["--namespace", &ns]).unwrap();
+    let deployment = eventually("the old Deployment brought to the spec", TIMEOUT, || async {
+        let d = deployments.get(&name).await.map_err(|e| e.to_string())?;
+        let replicas = d.spec.as_ref().and_then(|s| s.replicas);
+        if replicas == Some(2) { Ok(d) } else { Err(format!("replicas {replicas:?}")) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
+    assert_eq!(deployment.spec.unwrap().selector.match_labels.unwrap()["app.kubernetes.io/instance"], legacy);
+    let shell = eventually("status with the Deployment's own selector", TIMEOUT, || async {
+        let s = shells.get(&name).await.map_err(|e| e.to_string())?;
+        let ok = condition(&s, "Degraded") == cond("False", "AsExpected")
+            && s.status.as_ref().and_then(|st| st.selector.as_deref()).is_some_and(|sel| sel.contains(&legacy));
+        if ok { Ok(s) } else { Err(format!("{:?}", s.status)) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
+    assert_eq!(
+        shell.status.unwrap().selector.as_deref(),
+        Some(format!("app.kubernetes.io/instance={legacy},app.kubernetes.io/name=myownshell").as_str())
+    );
 }
