@@ -137,16 +137,15 @@ mod tests {
     #[test]
     fn an_existing_deployment_keeps_the_instance_it_selects_on() {
         let long = format!("team-{}", "x".repeat(80));
-        let with_selector = |instance: &str| {
-            let mut d = Deployment::default();
-            d.spec = Some(k8s_openapi::api::apps::v1::DeploymentSpec {
+        let with_selector = |instance: &str| Deployment {
+            spec: Some(k8s_openapi::api::apps::v1::DeploymentSpec {
                 selector: k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
                     match_labels: Some(selector_labels(instance)),
                     match_expressions: None,
                 },
                 ..Default::default()
-            });
-            d
+            }),
+            ..Deployment::default()
         };
         let legacy = format!("{}-{}", &long[..52], "0123456789");
         let cases = [
