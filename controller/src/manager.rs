@@ -293,11 +293,5 @@ async fn serve_metrics(
 ) -> Result<JoinHandle<()>, RunError> {
     let mut options = args.metrics_auth.serving_options();
     options.self_signed_names = args.metrics_dns_names();
-    let server = myownshell_rbac_proxy::SecureServer::bind(addr, client, router, options).await?;
-    info!(%addr, "serving metrics (TLS, authenticated and authorized)");
-    Ok(tokio::spawn(async move {
-        if let Err(e) = server.run(stop).await {
-            warn!(error = %e, "metrics server stopped");
-        }
-    }))
+    Ok(myownshell_rbac_proxy::SecureServer::bind(addr, client, router, options).await?.spawn(stop))
 }

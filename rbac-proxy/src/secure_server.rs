@@ -105,6 +105,16 @@ impl SecureServer {
         let (served, (), ()) = tokio::join!(serve, watcher, denials);
         Ok(served?)
     }
+
+    /// [`SecureServer::run`] in a task of its own, as a binary serves its `/metrics` beside its
+    /// main work: a failure is logged, and the task ends with `shutdown`.
+    pub fn spawn(self, shutdown: CancellationToken) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            if let Err(e) = self.run(shutdown).await {
+                tracing::error!(error = %e, "secure server stopped");
+            }
+        })
+    }
 }
 
 /// Serve `metrics` (e.g. `Router::new().route("/metrics", get(handler))`) on `bind` over TLS,

@@ -57,12 +57,7 @@ async fn serve_secure_metrics(
     let server = myownshell_rbac_proxy::SecureServer::bind(addr, client, app, options)
         .await
         .with_context(|| format!("serving metrics on {addr}"))?;
-    tracing::info!(%addr, "metrics listening (TLS, authenticated and authorized)");
-    tokio::spawn(async move {
-        if let Err(e) = server.run(shutdown).await {
-            tracing::error!(error = %e, "metrics server failed");
-        }
-    });
+    server.spawn(shutdown);
     Ok(())
 }
 
