@@ -47,6 +47,7 @@ pub struct Args {
     /// authenticates and `get` on the non-resource URL `/metrics`), or 0 to turn it off.
     #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_bind_address)]
     pub metrics_bind_address: BindAddress,
+    /// Who may read `/metrics`, and the certificate it is served with.
     #[command(flatten)]
     pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
     /// Service in front of `/metrics`: its DNS names go into the self-signed metrics certificate.
@@ -92,6 +93,7 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub allowed_registries: Vec<String>,
 
+    /// `--log-format`.
     #[command(flatten)]
     pub log: LogArgs,
 }

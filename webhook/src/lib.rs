@@ -4,6 +4,8 @@
 //! ([`server`]), metrics ([`metrics`]), flags ([`cli`]) and the process around them ([`run`]).
 //! Certificates come from the `myownshell-certs` crate.
 
+#![warn(missing_docs)]
+
 pub mod admission;
 pub mod cli;
 pub mod image;
