@@ -23,8 +23,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use myownshell_api::names;
-use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
-use myownshell_runtime::tls::{LiveResolver, server_config};
+use myownshell_envtest::tls::LoopbackTls;
 use myownshell_webhook::admission::{Policy, Webhook};
 use myownshell_webhook::metrics::Metrics;
 use myownshell_webhook::server::{AppState, admission_service};
@@ -102,36 +101,6 @@ fn review_body() -> Bytes {
         }
     });
     Bytes::from(serde_json::to_vec(&review).unwrap())
-}
-
-struct Tls {
-    server: Arc<rustls::ServerConfig>,
-    client: Arc<rustls::ClientConfig>,
-}
-
-fn tls() -> Tls {
-    let ca = CertificateAuthority::generate("bench-ca", Duration::from_secs(3600)).unwrap();
-    let leaf = ca
-        .issue(&LeafSpec::server(
-            "bench",
-            vec!["localhost".into()],
-            vec!["127.0.0.1".parse().unwrap()],
-            Duration::from_secs(3600),
-        ))
-        .unwrap();
-    let resolver = LiveResolver::from_pem(&leaf.cert_pem, &leaf.key_pem).unwrap();
-    let server = Arc::new(server_config(resolver, None).unwrap());
-    let mut roots = rustls::RootCertStore::empty();
-    for c in myownshell_runtime::tls::certs_from_pem(ca.cert_pem()).unwrap() {
-        roots.add(c).unwrap();
-    }
-    let mut client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Tls { server, client: Arc::new(client) }
 }
 
 /// The webhook: its real service on the real TLS server.
@@ -266,7 +235,14 @@ fn median(sorted: &[f64]) -> f64 {
 }
 
 /// Paired rounds of the webhook and the floor at each concurrency; prints the figures.
-async fn measure(opts: &Options, tls: &Tls, webhook: SocketAddr, floor: SocketAddr, body: &Bytes, body_index: usize) {
+async fn measure(
+    opts: &Options,
+    tls: &LoopbackTls,
+    webhook: SocketAddr,
+    floor: SocketAddr,
+    body: &Bytes,
+    body_index: usize,
+) {
     let duration = Duration::from_secs(opts.seconds);
     println!("{:>11} {:>8} {:>11} {:>11} {:>11}", "concurrency", "server", "p50", "p99", "req/s");
     let paths = [names::MUTATE_PATH, names::VALIDATE_PATH];
@@ -347,7 +323,7 @@ fn main() {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let tls = tls();
+        let tls = myownshell_envtest::tls::loopback("bench-ca").unwrap();
         let shutdown = CancellationToken::new();
         let webhook = start_webhook(tls.server.clone(), shutdown.clone()).await;
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
