@@ -275,7 +275,8 @@ mod tests {
     #[test]
     fn the_hash_follows_the_spec() {
         let hash = |size| {
-            let d = desired(&shell("web", MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() }), None).unwrap();
+            let d =
+                desired(&shell("web", MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() }), None).unwrap();
             d.annotations().get(SPEC_HASH_ANNOTATION).cloned().unwrap()
         };
         assert_eq!(hash(2), hash(2));
