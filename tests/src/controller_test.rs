@@ -106,26 +106,40 @@ impl ControllerTest {
     /// The sum of the controller's `writes_total` counters, once nothing is in flight and the
     /// sum has not moved for a second.
     pub async fn settled_writes(&self) -> f64 {
+        self.settled("the write counters", || self.writes()).await
+    }
+
+    /// The value of one metrics series (e.g. one kind of write), once nothing is in flight and
+    /// it has not moved for a second.
+    pub async fn settled_metric(&self, series: &str) -> f64 {
+        self.settled(series, || self.controller.metric(series)).await
+    }
+
+    async fn settled<F, Fut>(&self, what: &str, read: F) -> f64
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = Result<f64, String>>,
+    {
         // Steady for a while, not just between two polls: a write that follows a short requeue
         // (a retry, a cleanup recheck) must not slip past.
         const STEADY: Duration = Duration::from_secs(1);
         let seen = std::cell::Cell::new((-1.0, std::time::Instant::now()));
-        eventually("write counters to settle", TIMEOUT, || async {
-            let now = self.writes().await?;
+        let result = eventually(&format!("{what} to settle"), TIMEOUT, || async {
+            let now = read().await?;
             let in_flight = self.controller.metric("myownshell_controller_reconciles_in_flight").await?;
             let (before, since) = seen.get();
             if now != before {
                 seen.set((now, std::time::Instant::now()));
-                return Err(format!("writes {before} -> {now}"));
+                return Err(format!("{before} -> {now}"));
             }
             if in_flight == 0.0 && since.elapsed() >= STEADY {
                 Ok(now)
             } else {
-                Err(format!("writes {now} for {:?}, in flight {in_flight}", since.elapsed()))
+                Err(format!("{now} for {:?}, in flight {in_flight}", since.elapsed()))
             }
         })
-        .await
-        .unwrap_or_else(|e| panic!("{e}"))
+        .await;
+        result.unwrap_or_else(|e| panic!("{e}\n--- controller log ---\n{}", self.controller.log_tail(30)))
     }
 
     /// The sum of the controller's `writes_total` counters now.

@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec, ResourceRequirements};
@@ -17,10 +16,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use myownshell_api::quantity::{canonical, parse};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, ResourceList, ShellResources};
 use myownshell_envtest::eventually;
-use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace};
+use myownshell_tests::controller_helpers::ShellNamespace;
+use myownshell_tests::controller_test::{ControllerTest, TIMEOUT};
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Texts whose stored form is worth knowing: canonical and not, every suffix family, the
 /// rounding to 10⁻³, the binary cap, and the parser's quirks (kept signs, zeros and dots).
@@ -139,27 +137,9 @@ fn list(entries: &[(&str, &str)]) -> ResourceList {
 
 const DEPLOYMENT_WRITES: &str = "myownshell_controller_writes_total{kind=\"deployment\"}";
 
-/// The controller's Deployment writes once nothing is in flight and two readings agree.
-async fn settled_deployment_writes(controller: &ControllerProcess) -> f64 {
-    let previous = std::cell::Cell::new(-1.0);
-    eventually("the controller to settle", TIMEOUT, || async {
-        let writes = controller.metric(DEPLOYMENT_WRITES).await?;
-        let in_flight = controller.metric("myownshell_controller_reconciles_in_flight").await?;
-        let before = previous.replace(writes);
-        if writes == before && in_flight == 0.0 {
-            Ok(writes)
-        } else {
-            Err(format!("Deployment writes {before} -> {writes}, reconciles in flight {in_flight}"))
-        }
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)))
-}
-
 #[tokio::test]
 async fn quantities_the_apiserver_rewrites_cost_no_write_per_reconcile() {
-    let t = ShellNamespace::create("qty-writes").await.unwrap();
-    let controller = ControllerProcess::start(t.cp, "qty-writes", &["--namespace", &t.ns]).unwrap();
+    let t = ControllerTest::start("qty-writes").await;
     let written = ShellResources {
         requests: Some(list(&[("cpu", ".5"), ("memory", "1.5Mi"), ("ephemeral-storage", "0.5Gi")])),
         limits: Some(list(&[("cpu", "1.0"), ("memory", "16384Ki"), ("ephemeral-storage", "1000M")])),
@@ -174,7 +154,7 @@ async fn quantities_the_apiserver_rewrites_cost_no_write_per_reconcile() {
         pod.containers.into_iter().next().and_then(|c| c.resources).ok_or_else(|| "no resources".to_owned())
     })
     .await
-    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
     assert_eq!(
         resources.requests,
         Some(list(&[("cpu", "500m"), ("memory", "1536Ki"), ("ephemeral-storage", "512Mi")]))
@@ -182,7 +162,7 @@ async fn quantities_the_apiserver_rewrites_cost_no_write_per_reconcile() {
     assert_eq!(resources.limits, Some(list(&[("cpu", "1"), ("memory", "16Mi"), ("ephemeral-storage", "1G")])));
     assert_eq!(t.shells.get("quant").await.unwrap().spec.resources, Some(written));
 
-    let converged = settled_deployment_writes(&controller).await;
+    let converged = t.settled_metric(DEPLOYMENT_WRITES).await;
     assert_eq!(converged, 1.0, "the Deployment is written once");
 
     // Each Deployment status change is a watch event, so a reconcile; none may write it again.
@@ -197,8 +177,8 @@ async fn quantities_the_apiserver_rewrites_cost_no_write_per_reconcile() {
             }
         })
         .await
-        .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
-        let writes = settled_deployment_writes(&controller).await;
+        .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+        let writes = t.settled_metric(DEPLOYMENT_WRITES).await;
         assert_eq!(writes, converged, "a Deployment write after its status became {ready} ready");
     }
 }
