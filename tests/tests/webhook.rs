@@ -267,33 +267,7 @@ async fn deleting_works_while_the_webhook_is_stopped() {
     // ...but deleting is not sent to it, and neither is removing the finalizer of an object
     // being deleted (what the controller does to finish), so the object goes away.
     kubectl.run(&["delete", "mos", "doomed", "-n", &env.ns, "--wait=false"]).await.unwrap().ok().unwrap();
-    kubectl
-        .run(&[
-            "patch",
-            "mos",
-            "doomed",
-            "-n",
-            &env.ns,
-            "--type=json",
-            "-p",
-            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ])
-        .await
-        .unwrap()
-        .ok()
-        .unwrap();
-    let shells = env.shells();
-    eventually("the MyOwnShell to be gone", TIMEOUT, || {
-        let shells = shells.clone();
-        async move {
-            match shells.get_opt("doomed").await.map_err(|e| e.to_string())? {
-                None => Ok(()),
-                Some(o) => Err(format!("still there: {:?}", o.metadata.finalizers)),
-            }
-        }
-    })
-    .await
-    .unwrap();
+    remove_finalizer_until_gone(&env, &kubectl, "doomed").await;
     env.installed.remove().await.unwrap();
 }
 
@@ -610,25 +584,20 @@ async fn a_deleting_objects_spec_is_validated_while_its_metadata_stays_free() {
     let refused = patch_spec(json!({"size": 3})).await;
     assert!(!refused.success, "a spec change passed without a webhook: {}", refused.stdout);
     kubectl.run(&["label", "mos", "doomed", "-n", &env.ns, "team=a"]).await.unwrap().ok().unwrap();
-    kubectl
-        .run(&[
-            "patch",
-            "mos",
-            "doomed",
-            "-n",
-            &env.ns,
-            "--type=json",
-            "-p",
-            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
-        ])
-        .await
-        .unwrap()
-        .ok()
-        .unwrap();
-    eventually("the MyOwnShell to be gone", TIMEOUT, || {
+    remove_finalizer_until_gone(&env, &kubectl, "doomed").await;
+    env.installed.remove().await.unwrap();
+}
+
+/// Remove the finalizer of the deleting `MyOwnShell` `name` as the controller would (with
+/// `kubectl`, a JSON patch), and wait until the object is gone.
+async fn remove_finalizer_until_gone(env: &Env, kubectl: &Kubectl, name: &str) {
+    let patch = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
+    kubectl.run(&["patch", "mos", name, "-n", &env.ns, "--type=json", "-p", patch]).await.unwrap().ok().unwrap();
+    let shells = env.shells();
+    eventually(&format!("the MyOwnShell {name} to be gone"), TIMEOUT, || {
         let shells = shells.clone();
         async move {
-            match shells.get_opt("doomed").await.map_err(|e| e.to_string())? {
+            match shells.get_opt(name).await.map_err(|e| e.to_string())? {
                 None => Ok(()),
                 Some(o) => Err(format!("still there: {:?}", o.metadata.finalizers)),
             }
@@ -636,5 +605,4 @@ async fn a_deleting_objects_spec_is_validated_while_its_metadata_stays_free() {
     })
     .await
     .unwrap();
-    env.installed.remove().await.unwrap();
 }
