@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
+use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
@@ -302,6 +303,30 @@ impl WebhookProcess {
 
 /// Plain-HTTP GET (probes).
 pub use myownshell_envtest::http::plain_get;
+
+/// Wait until a server-side dry-run create of a `MyOwnShell` called `name` in `namespace`
+/// comes back defaulted: the apiserver calls the webhook and trusts its certificate (its
+/// configuration informer may take a moment to catch up with a new or repaired caBundle).
+pub async fn wait_until_defaulting(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), namespace);
+    let dry = PostParams { dry_run: true, ..PostParams::default() };
+    eventually("the apiserver to call the webhook", timeout, || {
+        let (shells, dry) = (shells.clone(), dry.clone());
+        async move {
+            let got = shells
+                .create(&dry, &MyOwnShell::new(name, MyOwnShellSpec::default()))
+                .await
+                .map_err(|e| e.to_string())?;
+            if got.spec.image.as_deref() == Some(defaults::IMAGE) { Ok(()) } else { Err("not defaulted".into()) }
+        }
+    })
+    .await
+}
 
 /// The certificate store of the webhook Secret: `ca.crt` (the trust bundle) and `tls.crt`.
 pub async fn secret_pem(client: &Client, namespace: &str, name: &str, key: &str) -> Result<String, String> {

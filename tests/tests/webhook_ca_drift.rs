@@ -17,14 +17,15 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::Client;
 use kube::api::{Api, PostParams};
-use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults};
 use myownshell_certs::pki::CertificateAuthority;
 use myownshell_certs::trust::same_certificates;
 use myownshell_envtest::control_plane::write_kubeconfig;
 use myownshell_envtest::kustomize::{as_list, render};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{ControlPlane, create_namespace, eventually, service_account_token, shared};
-use myownshell_tests::webhooks::{InstalledWebhooks, WebhookOptions, WebhookProcess, secret_pem};
+use myownshell_tests::webhooks::{
+    InstalledWebhooks, WebhookOptions, WebhookProcess, secret_pem, wait_until_defaulting,
+};
 use serde_json::Value;
 
 /// A repair must land within this long of the drift. The watch repairs in tens of
@@ -174,19 +175,6 @@ async fn a_drifted_ca_bundle_is_repaired_within_moments() {
     }
 
     // The apiserver calls the webhook again with the repaired bundle.
-    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
-    let dry = PostParams { dry_run: true, ..PostParams::default() };
-    eventually("an admitted create", Duration::from_secs(30), || {
-        let (shells, dry) = (shells.clone(), dry.clone());
-        async move {
-            let got = shells
-                .create(&dry, &MyOwnShell::new("after-drift", MyOwnShellSpec::default()))
-                .await
-                .map_err(|e| e.to_string())?;
-            if got.spec.image.as_deref() == Some(defaults::IMAGE) { Ok(()) } else { Err("not defaulted".into()) }
-        }
-    })
-    .await
-    .unwrap();
+    wait_until_defaulting(&client, &ns, "after-drift", Duration::from_secs(30)).await.unwrap();
     assert!(webhook.is_running());
 }

@@ -14,7 +14,9 @@ use kube::api::{Api, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{create_namespace, eventually, shared};
-use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem};
+use myownshell_tests::webhooks::{
+    InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem, wait_until_defaulting,
+};
 use tokio::sync::Mutex;
 
 /// Serving certificates live 8 s and are renewed 3 s before expiry (every ~5 s); the CA lives
@@ -43,21 +45,10 @@ async fn rotations_under_load_fail_no_request() {
     let mut follower = WebhookProcess::spawn(cp, &follower_options).unwrap();
     follower.wait_ready(Duration::from_secs(60)).await.unwrap();
 
+    // Wait until the apiserver calls the webhook at all (its configuration informer catches up).
+    wait_until_defaulting(&client, &ns, "warmup", Duration::from_secs(30)).await.unwrap();
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
     let dry = PostParams { dry_run: true, ..PostParams::default() };
-    // Wait until the apiserver calls the webhook at all (its configuration informer catches up).
-    eventually("the apiserver to call the webhook", Duration::from_secs(30), || {
-        let (shells, dry) = (shells.clone(), dry.clone());
-        async move {
-            let got = shells
-                .create(&dry, &MyOwnShell::new("warmup", MyOwnShellSpec::default()))
-                .await
-                .map_err(|e| e.to_string())?;
-            if got.spec.image.as_deref() == Some(defaults::IMAGE) { Ok(()) } else { Err("not defaulted".into()) }
-        }
-    })
-    .await
-    .unwrap();
 
     // Load: CLIENTS loops of server-side dry-run creates (both webhooks run; nothing is stored).
     let stop = Arc::new(AtomicBool::new(false));
