@@ -22,7 +22,9 @@ use crate::secure_server::{SecureServer, SecureServingOptions, ServeError};
 use crate::transport::TlsFiles;
 use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{BindAddress, LogArgs, parse_bind_address};
+use myownshell_runtime::guard::GuardConfig;
 use myownshell_runtime::probes::{self, BindError, Readiness};
+use myownshell_runtime::server::ServeOptions;
 
 /// Command-line flags (named and meant as kube-rbac-proxy's).
 #[derive(Debug, Clone, Parser)]
@@ -86,6 +88,10 @@ pub struct Args {
     /// How often the certificate files are checked for changes.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub tls_reload_interval: Duration,
+    /// How long a client may take to send a whole request, head and body: slower ones are cut,
+    /// so trickling clients cannot hold every connection. Raise it for large, slow uploads.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub request_read_timeout: Duration,
     #[command(flatten)]
     pub log: LogArgs,
     /// Runtime threads. One (the default) avoids a cross-thread wake-up at each hop of a
@@ -181,6 +187,10 @@ impl Args {
             },
             self_signed_names: Vec::new(),
             cert_reload_interval: self.tls_reload_interval,
+            serve: ServeOptions {
+                guard: GuardConfig { request: self.request_read_timeout, ..GuardConfig::default() },
+                ..ServeOptions::default()
+            },
             auth,
             ..SecureServingOptions::default()
         };
@@ -245,6 +255,7 @@ mod tests {
         assert_eq!(auth.authz_cache.allow_ttl, Duration::from_secs(300));
         assert_eq!(auth.authz_cache.deny_ttl, Duration::from_secs(30));
         assert!(plan.serving.tls.cert_file.is_none() && plan.serving.tls.client_ca_file.is_none());
+        assert_eq!(plan.serving.serve.guard.request, Duration::from_secs(10), "the runtime's request deadline");
     }
 
     #[test]
@@ -259,6 +270,7 @@ mod tests {
             "--ignore-paths=/healthz,/debug/*",
             "--health-probe-bind-address=0",
             "--authz-allow-cache-ttl=1m",
+            "--request-read-timeout=2m",
         ])
         .unwrap();
         let auth = &plan.serving.auth;
@@ -270,6 +282,7 @@ mod tests {
         assert!(auth.ignore_paths.matches("/debug/pprof") && !auth.ignore_paths.matches("/metrics"));
         assert_eq!(plan.health, None);
         assert_eq!(auth.authz_cache.allow_ttl, Duration::from_secs(60));
+        assert_eq!(plan.serving.serve.guard.request, Duration::from_secs(120));
     }
 
     #[test]
