@@ -192,7 +192,6 @@ impl Args {
                 ..ServeOptions::default()
             },
             auth,
-            ..SecureServingOptions::default()
         };
         Ok(Plan { upstream: UpstreamUrl::parse(&self.upstream)?, health, serving })
     }
