@@ -23,7 +23,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::authz::RequestAttributes;
+use http::Method;
+
+use crate::attributes::{RequestAttributes, ResourceRequest, verb_for_method};
 use crate::paths::{PathPattern, PathPatternError};
 use crate::user::AuthenticatedUser;
 
@@ -64,6 +66,21 @@ pub struct ResourceAttributesConfig {
     pub resource: String,
     pub subresource: Option<String>,
     pub name: Option<String>,
+}
+
+impl ResourceAttributesConfig {
+    /// A request made with `method`, authorized as this resource.
+    pub fn request(&self, method: &Method) -> RequestAttributes {
+        RequestAttributes::Resource(ResourceRequest {
+            verb: verb_for_method(method),
+            namespace: self.namespace.clone(),
+            group: self.api_group.clone(),
+            version: self.api_version.clone(),
+            resource: self.resource.clone(),
+            subresource: self.subresource.clone(),
+            name: self.name.clone(),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -161,7 +178,6 @@ impl ProxyConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::authz::ResourceRequest;
     use crate::user::AuthMethod;
 
     #[test]

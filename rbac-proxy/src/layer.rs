@@ -19,10 +19,11 @@ use rustls_pki_types::CertificateDer;
 use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};
 
+use crate::attributes::RequestAttributes;
 use crate::authn::{
     AuthnCacheOptions, ReviewCounters, ReviewError, TokenAuthenticator, TokenOutcome, user_from_certificate,
 };
-use crate::authz::{Authorizer, AuthzCacheOptions, Decision, RequestAttributes};
+use crate::authz::{Authorizer, AuthzCacheOptions, Decision};
 use crate::config::{AuthorizationConfig, ResourceAttributesConfig};
 use crate::denials::{Denial, Denials};
 use crate::paths::PathPatterns;
@@ -241,7 +242,10 @@ impl AuthState {
             req.headers_mut().remove(AUTHORIZATION);
             return Ok(req);
         }
-        let attributes = RequestAttributes::of(req.method(), &path, self.resource.as_ref());
+        let attributes = match &self.resource {
+            Some(resource) => resource.request(req.method()),
+            None => RequestAttributes::non_resource(req.method(), &path),
+        };
         // Only the (Sync) parts of the request are held across the reviews' awaits.
         let peer_leaf = req
             .extensions()

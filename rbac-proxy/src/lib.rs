@@ -49,6 +49,7 @@
 //! The `myownshell-rbac-proxy` binary ([`standalone::Args`]) puts the same layer in front of an
 //! HTTP upstream with kube-rbac-proxy's flags.
 
+pub mod attributes;
 pub mod authn;
 pub mod authz;
 pub mod cache;
