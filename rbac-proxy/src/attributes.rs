@@ -23,19 +23,34 @@ pub fn verb_for_method(method: &Method) -> String {
 /// A resource request, as SubjectAccessReview's `resourceAttributes`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ResourceRequest {
+    /// From the HTTP method ([`verb_for_method`]), as for a non-resource request.
     pub verb: String,
+    /// None (or empty) for a cluster-scoped resource.
     pub namespace: Option<String>,
+    /// The API group; none or empty for the core group.
     pub group: Option<String>,
+    /// The API version, e.g. `v1` (RBAC rules do not name versions, so RBAC ignores it).
     pub version: Option<String>,
+    /// The resource type, plural as in RBAC rules: `services`.
     pub resource: String,
+    /// E.g. `proxy` for `services/proxy`.
     pub subresource: Option<String>,
+    /// The one object asked about; none means the resource as a whole.
     pub name: Option<String>,
 }
 
 /// What is being asked for.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum RequestAttributes {
-    NonResource { path: String, verb: String },
+    /// A URL path that is not a Kubernetes resource (kube-rbac-proxy's default), granted by RBAC
+    /// rules with `nonResourceURLs`.
+    NonResource {
+        /// The request's URL path, without the query.
+        path: String,
+        /// From the HTTP method ([`verb_for_method`]).
+        verb: String,
+    },
+    /// The resource `--config-file` names (`resourceAttributes`), whatever the path.
     Resource(ResourceRequest),
 }
 
@@ -45,6 +60,7 @@ impl RequestAttributes {
         Self::NonResource { path: path.to_owned(), verb: verb_for_method(method) }
     }
 
+    /// The verb, for either kind of request (each request's debug log line shows it).
     pub fn verb(&self) -> &str {
         match self {
             Self::NonResource { verb, .. } => verb,

@@ -37,10 +37,14 @@ impl ReviewError {
     }
 }
 
+/// Why a client certificate that the TLS layer accepted names no user; the request gets a
+/// 401 (the message is the logged reason).
 #[derive(Debug, thiserror::Error)]
 pub enum CertificateUserError {
+    /// The DER does not parse (the parser's message).
     #[error("client certificate is not valid X.509: {0}")]
     Parse(String),
+    /// The subject has no, or an empty, CN: there is no user name to authorize.
     #[error("client certificate has no subject common name")]
     NoCommonName,
 }
@@ -64,7 +68,9 @@ pub fn user_from_certificate(der: &CertificateDer<'_>) -> Result<AuthenticatedUs
 /// What TokenReview said about a token (both answers are cached).
 #[derive(Debug, Clone)]
 pub enum TokenOutcome {
+    /// Valid, for this user (as TokenReview names them, with groups, uid and extra).
     Authenticated(AuthenticatedUser),
+    /// Invalid, valid for none of the wanted audiences, or naming no user ([`outcome_of`]).
     Rejected,
 }
 
@@ -75,6 +81,7 @@ pub struct AuthnCacheOptions {
     pub ttl: Duration,
     /// How long a rejected token is rejected without asking again.
     pub rejected_ttl: Duration,
+    /// The most tokens whose outcome is kept, accepted and rejected together.
     pub capacity: usize,
 }
 
@@ -87,7 +94,9 @@ impl Default for AuthnCacheOptions {
 /// Counters of the API calls made, for tests and for the proxy's own logs.
 #[derive(Debug, Default)]
 pub struct ReviewCounters {
+    /// TokenReviews sent: bearer tokens whose outcome was not cached.
     pub token_reviews: AtomicU64,
+    /// SubjectAccessReviews sent: decisions no static rule made and none was cached.
     pub subject_access_reviews: AtomicU64,
 }
 
@@ -117,6 +126,8 @@ impl TokenAuthenticator {
         self.cache.settled_len().await
     }
 
+    /// Who `token` belongs to: from the cache, or from one TokenReview that concurrent callers
+    /// with the same token share. An error is no answer; callers refuse the request.
     pub async fn authenticate(&self, token: &str) -> Result<TokenOutcome, ReviewError> {
         let (ttl, rejected_ttl) = (self.options.ttl, self.options.rejected_ttl);
         // Only called on a miss, so cache hits never parse the token.

@@ -16,11 +16,14 @@ use crate::cache::ReviewCache;
 use crate::config::StaticRule;
 use crate::user::AuthenticatedUser;
 
+/// What authorization answered for one user and request (both answers are cached).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
+    /// By a static rule or by SubjectAccessReview.
     Allow,
     /// Denied; `reason` is the apiserver's (may be empty).
     Deny {
+        /// Goes to the log only: the 403 names the missing permission instead.
         reason: String,
     },
 }
@@ -28,9 +31,12 @@ pub enum Decision {
 /// Cache sizes and lifetimes for authorization decisions.
 #[derive(Debug, Clone)]
 pub struct AuthzCacheOptions {
+    /// How long an allow is trusted without asking again: a revoked permission can go on
+    /// working this long.
     pub allow_ttl: Duration,
     /// Shorter than `allow_ttl`, so a newly granted permission takes effect soon.
     pub deny_ttl: Duration,
+    /// The most (user, request) decisions kept, allows and denies together.
     pub capacity: usize,
 }
 
@@ -52,6 +58,8 @@ pub struct Authorizer {
 }
 
 impl Authorizer {
+    /// Asks the apiserver through `client` for what `static_rules` do not allow; each review
+    /// sent is counted in `counters`.
     pub fn new(
         client: Client,
         static_rules: Vec<StaticRule>,
@@ -62,6 +70,9 @@ impl Authorizer {
         Self { client, static_rules, options, cache, counters }
     }
 
+    /// Whether `user` may make a request with `attributes`. A matching static rule allows at
+    /// once (nothing cached or counted); otherwise the cached or a new SubjectAccessReview
+    /// decides. An error is no answer; callers refuse the request.
     pub async fn authorize(
         &self,
         user: &AuthenticatedUser,

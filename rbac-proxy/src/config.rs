@@ -29,29 +29,63 @@ use crate::attributes::{RequestAttributes, ResourceRequest, verb_for_method};
 use crate::paths::{PathPattern, PathPatternError};
 use crate::user::AuthenticatedUser;
 
+/// Why a config file cannot be used. `path` is the file (the `origin` given to
+/// [`ProxyConfig::parse`]), so the message says which file and which field.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The file could not be read.
     #[error("reading {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        /// The file.
+        path: String,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// Not YAML, or not this format: an unknown field, a wrong type, `resource` missing.
     #[error("{path}: {message}")]
-    Parse { path: String, message: String },
+    Parse {
+        /// The file.
+        path: String,
+        /// The YAML parser's message, with the field and position.
+        message: String,
+    },
+    /// A static rule's `path` is not an exact path or a prefix ending in `*`.
     #[error("{path}: authorization.static[{index}].path: {source}")]
-    StaticPath { path: String, index: usize, source: PathPatternError },
+    StaticPath {
+        /// The file.
+        path: String,
+        /// The rule's position in `authorization.static`, from 0.
+        index: usize,
+        /// What is wrong with the pattern.
+        source: PathPatternError,
+    },
+    /// `authorization.resourceAttributes.resource` is empty: no resource to authorize as.
     #[error("{path}: authorization.resourceAttributes.resource: must not be empty")]
-    EmptyResource { path: String },
+    EmptyResource {
+        /// The file.
+        path: String,
+    },
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// A whole config file. An empty file, or one without `authorization`, is the default:
+/// non-resource URL checks and no static rules, as without `--config-file`.
 pub struct ProxyConfig {
+    /// `authorization`: what each request is authorized as, and what needs no review.
     #[serde(default)]
     pub authorization: AuthorizationConfig,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+/// The `authorization` section.
 pub struct AuthorizationConfig {
+    /// `resourceAttributes`: when set, every request, whatever its path, is authorized as this
+    /// resource; when not, as the non-resource URL of its path.
     pub resource_attributes: Option<ResourceAttributesConfig>,
+    /// `static`: requests allowed without a SubjectAccessReview, checked first (a request no
+    /// rule allows is still reviewed; static rules never deny).
     #[serde(default, rename = "static")]
     pub static_rules: Vec<StaticRule>,
 }
@@ -60,11 +94,17 @@ pub struct AuthorizationConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ResourceAttributesConfig {
+    /// `namespace`: where the resource is; unset for a cluster-scoped one.
     pub namespace: Option<String>,
+    /// `apiGroup`: unset or `""` for the core group.
     pub api_group: Option<String>,
+    /// `apiVersion`, e.g. `v1` (passed on to the review; RBAC rules do not name versions).
     pub api_version: Option<String>,
+    /// `resource`: the type, plural as in RBAC rules (`services`); required and not empty.
     pub resource: String,
+    /// `subresource`, e.g. `proxy`.
     pub subresource: Option<String>,
+    /// `name`: the one object asked about; unset asks about the resource as a whole.
     pub name: Option<String>,
 }
 
@@ -83,6 +123,7 @@ impl ResourceAttributesConfig {
     }
 }
 
+/// A static rule's `user`: who the rule is for. Both unset: anyone authenticated.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StaticUser {
@@ -97,17 +138,27 @@ pub struct StaticUser {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StaticRule {
+    /// `user`: the `name` and `groups` the caller must have.
     #[serde(default)]
     pub user: StaticUser,
+    /// `verb`, as derived from the HTTP method (`get`, `create`, …).
     pub verb: Option<String>,
     /// For non-resource requests: exact, or a prefix ending in `*`.
     pub path: Option<String>,
+    /// `resourceRequest`: `true` for a rule about `resourceAttributes` requests (matched by the
+    /// fields below), `false` (the default) for one about non-resource paths (matched by
+    /// `path`). A rule never matches the other kind.
     #[serde(default)]
     pub resource_request: bool,
+    /// `namespace` of a resource request; `""` matches a cluster-scoped one.
     pub namespace: Option<String>,
+    /// `apiGroup` of a resource request; `""` is the core group.
     pub api_group: Option<String>,
+    /// `resource` of a resource request, e.g. `services`.
     pub resource: Option<String>,
+    /// `subresource` of a resource request; `""` matches one without.
     pub subresource: Option<String>,
+    /// `name` of a resource request; `""` matches one without.
     pub name: Option<String>,
 }
 
@@ -167,6 +218,7 @@ impl ProxyConfig {
         Ok(config)
     }
 
+    /// Read and [`parse`](Self::parse) the file at `path` (`--config-file`).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
         let text =

@@ -18,6 +18,8 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 /// from the apiserver and from certificate parsing, so a client must not be able to grow the
 /// tally without bound.
 const MAX_REASONS: usize = 16;
+/// The reason a window counts further denials under once it holds the most distinct reasons it
+/// keeps (a reason it already holds keeps its own line).
 pub const OTHER_REASONS: &str = "other reasons";
 
 /// Which refusal.
@@ -42,8 +44,12 @@ impl Denial {
 /// One line of a summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
+    /// 401 or 403: the line's `decision`.
     pub denial: Denial,
+    /// What failed for a 401, the apiserver's reason for a 403 (often empty), or
+    /// [`OTHER_REASONS`].
     pub reason: String,
+    /// Denials of this decision and reason in the window.
     pub count: u64,
     /// The first denied user of the window (none for 401s).
     pub user: Option<String>,

@@ -33,7 +33,9 @@ use crate::user::AuthenticatedUser;
 /// Headers that carry the authenticated identity to an upstream (`--auth-header-fields-enabled`).
 #[derive(Debug, Clone)]
 pub struct IdentityHeaders {
+    /// Carries the user name (`--auth-header-user-field-name`).
     pub user: HeaderName,
+    /// Carries the groups, when the user has any (`--auth-header-groups-field-name`).
     pub groups: HeaderName,
     /// Groups are joined into one header value with this separator.
     pub groups_separator: String,
@@ -54,7 +56,9 @@ impl Default for IdentityHeaders {
 pub struct AuthOptions {
     /// TokenReview audiences; empty means the apiserver's own.
     pub token_audiences: Vec<String>,
+    /// How long, and how many, TokenReview outcomes are cached.
     pub authn_cache: AuthnCacheOptions,
+    /// How long, and how many, SubjectAccessReview decisions are cached.
     pub authz_cache: AuthzCacheOptions,
     /// Resource attributes and static rules (`--config-file`).
     pub authorization: AuthorizationConfig,
@@ -70,7 +74,9 @@ pub struct AuthOptions {
 /// Counts of the review API calls made so far.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReviewCounts {
+    /// TokenReviews sent: bearer tokens whose outcome was not cached.
     pub token_reviews: u64,
+    /// SubjectAccessReviews sent: decisions no static rule made and none was cached.
     pub subject_access_reviews: u64,
 }
 
@@ -98,6 +104,8 @@ impl std::fmt::Debug for RbacAuth {
 }
 
 impl RbacAuth {
+    /// Reviews are sent with `client`'s identity, which needs `create` on TokenReviews and
+    /// SubjectAccessReviews (`system:auth-delegator`).
     pub fn new(client: Client, options: AuthOptions) -> Self {
         let counters = Arc::new(ReviewCounters::default());
         let authenticator =

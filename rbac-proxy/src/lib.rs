@@ -49,6 +49,8 @@
 //! The `myownshell-rbac-proxy` binary ([`standalone::Args`]) puts the same layer in front of an
 //! HTTP upstream with kube-rbac-proxy's flags.
 
+#![warn(missing_docs)]
+
 pub mod attributes;
 pub mod authn;
 pub mod authz;

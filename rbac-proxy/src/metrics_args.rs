@@ -12,6 +12,11 @@ use crate::secure_server::SecureServingOptions;
 use crate::transport::TlsFiles;
 use myownshell_runtime::duration::parse_duration;
 
+/// How a binary's `/metrics` endpoint gets its certificate and checks its callers. Each field
+/// is a flag; [`MetricsAuthArgs::serving_options`] turns them into what
+/// [`crate::serve_secure_metrics`] takes.
+// clap makes the doc comment above the `about` of a command that flattens this and has none
+// of its own; the controller and the webhook both have one, which wins.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricsAuthArgs {
     /// Directory with the metrics serving certificate (e.g. mounted from cert-manager);

@@ -4,10 +4,13 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// Why a pattern is refused; each holds the pattern as given (trimmed).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathPatternError {
+    /// Request paths always start with `/`, so this could never match.
     #[error("path pattern {0:?}: must start with '/'")]
     NotAbsolute(String),
+    /// A `*` before the end: only a trailing wildcard (a prefix) is supported.
     #[error("path pattern {0:?}: '*' is only allowed as the last character")]
     InnerWildcard(String),
 }
@@ -16,7 +19,9 @@ pub enum PathPatternError {
 /// with `/debug/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathPattern {
+    /// Matches this path only.
     Exact(String),
+    /// Matches every path that starts with this (the pattern without its `*`).
     Prefix(String),
 }
 
@@ -47,6 +52,8 @@ impl fmt::Display for PathPattern {
 }
 
 impl PathPattern {
+    /// Whether `path` (a request's, without the query) matches, compared byte for byte: no
+    /// normalization, so `/metrics/` is not `/metrics`.
     pub fn matches(&self, path: &str) -> bool {
         match self {
             Self::Exact(p) => path == p,
@@ -70,10 +77,12 @@ impl PathPatterns {
             .map(Self)
     }
 
+    /// No patterns: an empty `--allow-paths` restricts nothing.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    /// Whether any pattern matches `path` (see [`PathPattern::matches`]).
     pub fn matches(&self, path: &str) -> bool {
         self.0.iter().any(|p| p.matches(path))
     }

@@ -12,14 +12,18 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use myownshell_runtime::server::ConnectionInfo;
 
+/// Why an `--upstream` cannot be used; each holds the URL as given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UpstreamError {
+    /// Not a URL, or one without a host.
     #[error("--upstream {0:?}: not a URL")]
     NotAUrl(String),
+    /// Not `http://`: the proxy speaks plain HTTP to its upstream.
     #[error(
         "--upstream {0:?}: only http:// upstreams are supported (the proxy terminates TLS in front of a local upstream)"
     )]
     Scheme(String),
+    /// A query, which would have no clear place beside each request's own.
     #[error("--upstream {0:?}: must not have a query")]
     Query(String),
 }
@@ -32,6 +36,8 @@ pub struct UpstreamUrl {
 }
 
 impl UpstreamUrl {
+    /// Parse `--upstream`: `http://`, a host, and an optional base path (a trailing `/` is
+    /// dropped so that joining adds exactly one).
     pub fn parse(url: &str) -> Result<Self, UpstreamError> {
         let uri: Uri = url.parse().map_err(|_| UpstreamError::NotAUrl(url.to_owned()))?;
         if uri.scheme() != Some(&Scheme::HTTP) {
@@ -92,6 +98,8 @@ pub struct Upstream {
 }
 
 impl Upstream {
+    /// A pool of connections to `url`, with Nagle's algorithm off (small requests and
+    /// responses should not wait); nothing connects until the first request.
     pub fn new(url: UpstreamUrl) -> Self {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);

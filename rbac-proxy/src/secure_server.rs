@@ -14,12 +14,22 @@ use tokio_util::sync::CancellationToken;
 use crate::layer::{AuthOptions, RbacAuth};
 use crate::transport::{ServingTls, TlsFiles, TransportError};
 
+/// Why the secure server could not start, or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    /// The address could not be bound (e.g. the port is in use).
     #[error("binding {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+    /// The certificate, key or client CA files are unusable, or no self-signed certificate
+    /// could be made.
     #[error(transparent)]
     Transport(#[from] TransportError),
+    /// An I/O error on the bound listener: reading its address, or while serving.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -33,6 +43,7 @@ pub struct SecureServingOptions {
     pub self_signed_names: Vec<String>,
     /// How often the certificate files are checked for changes.
     pub cert_reload_interval: Duration,
+    /// How each request is authenticated and authorized.
     pub auth: AuthOptions,
     /// Connection limits: the request deadline, idle timeout and connection cap.
     pub serve: ServeOptions,
@@ -75,6 +86,7 @@ impl SecureServer {
         Ok(Self { listener, tls, auth, app, reload_interval: options.cert_reload_interval, serve: options.serve })
     }
 
+    /// The address bound: with port 0 asked for, the port the system chose.
     pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
         Ok(self.listener.local_addr()?)
     }

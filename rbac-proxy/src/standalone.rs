@@ -64,10 +64,13 @@ pub struct Args {
     /// Forward the authenticated user and groups to the upstream in headers.
     #[arg(long)]
     pub auth_header_fields_enabled: bool,
+    /// Header that carries the user name (with --auth-header-fields-enabled).
     #[arg(long, default_value = "x-remote-user")]
     pub auth_header_user_field_name: String,
+    /// Header that carries the user's groups (with --auth-header-fields-enabled).
     #[arg(long, default_value = "x-remote-groups")]
     pub auth_header_groups_field_name: String,
+    /// Separator between the groups in --auth-header-groups-field-name.
     #[arg(long, default_value = "|")]
     pub auth_header_groups_field_separator: String,
     /// Plain-HTTP address for `/healthz` and `/readyz` ("0" disables it).
@@ -92,6 +95,8 @@ pub struct Args {
     /// so trickling clients cannot hold every connection. Raise it for large, slow uploads.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub request_read_timeout: Duration,
+    // A doc comment on a flattened field is not help text: clap takes each flag's own.
+    /// `--log-format`, as every binary of the workspace has it.
     #[command(flatten)]
     pub log: LogArgs,
     /// Runtime threads. One (the default) avoids a cross-thread wake-up at each hop of a
@@ -109,24 +114,40 @@ pub fn runtime(worker_threads: u16) -> std::io::Result<tokio::runtime::Runtime> 
     }
 }
 
+/// Why the proxy did not start, or stopped; a bad flag is named in the message.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// Both were given; as with kube-rbac-proxy, one list decides.
     #[error("--allow-paths and --ignore-paths cannot be used together")]
     AllowAndIgnore,
+    /// An `--allow-paths` pattern is invalid.
     #[error("--allow-paths: {0}")]
     AllowPaths(PathPatternError),
+    /// An `--ignore-paths` pattern is invalid.
     #[error("--ignore-paths: {0}")]
     IgnorePaths(PathPatternError),
+    /// An `--auth-header-*-field-name` is not a valid HTTP header name.
     #[error("--auth-header-{field}-field-name {value:?}: not a valid header name")]
-    HeaderName { field: &'static str, value: String },
+    HeaderName {
+        /// `user` or `groups`: which flag.
+        field: &'static str,
+        /// The name given.
+        value: String,
+    },
+    /// `--upstream` is unusable.
     #[error(transparent)]
     Upstream(#[from] UpstreamError),
+    /// `--config-file` could not be read or is invalid.
     #[error("--config-file: {0}")]
     Config(#[from] ConfigError),
+    /// No kube client: `--kubeconfig` unreadable or invalid, or none found in-cluster or
+    /// locally.
     #[error("kube client configuration: {0}")]
     KubeConfig(String),
+    /// `--health-probe-bind-address` could not be bound.
     #[error(transparent)]
     HealthBind(#[from] BindError),
+    /// The TLS endpoint could not start, or failed while serving.
     #[error(transparent)]
     Serve(#[from] ServeError),
 }
@@ -134,8 +155,11 @@ pub enum RunError {
 /// Flags checked and turned into the parts the proxy is made of.
 #[derive(Debug)]
 pub struct Plan {
+    /// Where authorized requests are forwarded.
     pub upstream: UpstreamUrl,
+    /// Where `/healthz` and `/readyz` are served; none when disabled.
     pub health: Option<SocketAddr>,
+    /// TLS and the auth layer of the secure endpoint.
     pub serving: SecureServingOptions,
 }
 

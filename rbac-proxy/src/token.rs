@@ -19,6 +19,7 @@ pub enum BearerToken<'a> {
     Missing,
     /// A header that is not `Bearer <token>` (other scheme, empty token, not ASCII).
     Malformed,
+    /// The token after the scheme, without surrounding spaces.
     Present(&'a str),
 }
 
@@ -50,6 +51,7 @@ pub fn bearer_token(headers: &HeaderMap) -> BearerToken<'_> {
 pub struct TokenHash([u8; 32]);
 
 impl TokenHash {
+    /// The hash that stands for `token` from here on (e.g. as a cache key).
     pub fn of(token: &str) -> Self {
         Self(Sha256::digest(token.as_bytes()).into())
     }

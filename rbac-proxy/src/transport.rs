@@ -18,20 +18,51 @@ use tokio_util::sync::CancellationToken;
 /// How long a self-signed serving certificate is valid.
 const SELF_SIGNED_VALIDITY: Duration = Duration::from_secs(365 * 86_400);
 
+/// Why TLS could not be set up; file errors name the file.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
+    /// A certificate without its key or a key without its certificate.
     #[error("--tls-cert-file and --tls-private-key-file must be given together")]
     HalfAPair,
+    /// A certificate, key or CA file could not be read.
     #[error("reading {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        /// The file.
+        path: String,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The certificate or key file holds no usable PEM.
     #[error("{path}: {source}")]
-    Pem { path: String, source: TlsError },
+    Pem {
+        /// The certificate file, which names the pair.
+        path: String,
+        /// What is wrong with the PEM.
+        source: TlsError,
+    },
+    /// The key does not belong to the certificate, e.g. one file already rotated and the
+    /// other not yet.
     #[error("{key} does not belong to {cert}: {message}")]
-    KeyMismatch { cert: String, key: String, message: String },
+    KeyMismatch {
+        /// The certificate file.
+        cert: String,
+        /// The key file.
+        key: String,
+        /// rustls's message.
+        message: String,
+    },
+    /// The client CA bundle holds no usable CA certificate.
     #[error("--client-ca-file {path}: {message}")]
-    ClientCa { path: String, message: String },
+    ClientCa {
+        /// The CA bundle file.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// Generating the self-signed certificate failed.
     #[error("generating a self-signed certificate: {0}")]
     SelfSigned(#[from] PkiError),
+    /// rustls refused the server configuration.
     #[error("TLS configuration: {0}")]
     Config(#[from] TlsError),
 }
@@ -39,15 +70,22 @@ pub enum TransportError {
 /// Certificate files; all optional.
 #[derive(Debug, Clone, Default)]
 pub struct TlsFiles {
+    /// The serving certificate (PEM, leaf first), watched for changes. Given with `key_file`,
+    /// or neither for a self-signed certificate.
     pub cert_file: Option<PathBuf>,
+    /// Its private key (PEM).
     pub key_file: Option<PathBuf>,
+    /// CAs whose client certificates authenticate callers (user = CN, groups = O); none means
+    /// bearer tokens only.
     pub client_ca_file: Option<PathBuf>,
 }
 
 /// A ready rustls configuration and the resolver behind it (for reloads and for tests).
 #[derive(Debug)]
 pub struct ServingTls {
+    /// What the listener serves with; it asks `resolver` for the certificate at each handshake.
     pub config: Arc<ServerConfig>,
+    /// Holds the current certificate; a reload swaps it, and new handshakes get the new one.
     pub resolver: Arc<LiveResolver>,
     /// The certificate and key files, when they were given (they are watched).
     pub files: Option<(PathBuf, PathBuf)>,
