@@ -202,7 +202,7 @@ async fn reconcile_until(
     let (deployments_synced_tx, deployments_synced) = Synced::new();
     let deployment_cache = DeploymentCache::new(deployments, deployments_synced.clone());
     let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
-    let statuses = StatusMemo::default();
+    let statuses = StatusMemo::new(shells.clone());
     let events = EventQueue::default();
     let ctx = Arc::new(Context::new(
         client,

@@ -16,9 +16,11 @@ use crate::watch::{Synced, prune_deployment};
 /// Statuses this controller wrote that the `MyOwnShell` watch has not delivered yet. Without it,
 /// a reconcile triggered between a status write and its watch event (say, by the new
 /// Deployment) would compare against the old status and write the same status again.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct StatusMemo {
     written: Arc<Mutex<Written>>,
+    /// The `MyOwnShell` watch cache: a write it already holds needs no memo.
+    shells: Store<MyOwnShell>,
 }
 
 /// A status this controller wrote.
@@ -77,11 +79,22 @@ impl StatusMemo {
         }
     }
 
+    /// Memos over the watch cache `shells`.
+    pub fn new(shells: Store<MyOwnShell>) -> Self {
+        Self { written: Arc::default(), shells }
+    }
+
     /// Remember `status`, written to `shell`; `resource_version` is that of the object the
-    /// write returned.
+    /// write returned. Nothing is remembered if the cache already holds that version: the
+    /// watch may deliver a write before its response is read, and a memo then would only
+    /// hide a later change by someone else.
     pub fn record(&self, shell: &MyOwnShell, status: MyOwnShellStatus, resource_version: Option<String>) {
-        let memo = Memo { status, resource_version, at: Instant::now() };
-        self.written().insert(ObjectRef::from_obj(shell), memo);
+        let key = ObjectRef::from_obj(shell);
+        let cached = self.shells.get(&key).and_then(|s| s.metadata.resource_version.clone());
+        if resource_version.is_some() && cached == resource_version {
+            return;
+        }
+        self.written().insert(key, Memo { status, resource_version, at: Instant::now() });
     }
 
     /// The watch caught up with (or went past) a write: forget it. Returns whether the event
@@ -205,7 +218,8 @@ mod tests {
 
     #[test]
     fn the_status_memo_bridges_a_stale_cache_and_then_steps_aside() {
-        let memo = StatusMemo::default();
+        let (store, _writer) = reflector::store::<MyOwnShell>();
+        let memo = StatusMemo::new(store);
         let mut shell = MyOwnShell::new("web", MyOwnShellSpec::default());
         shell.metadata.namespace = Some("ns".into());
         let old = MyOwnShellStatus { replicas: 1, ..MyOwnShellStatus::default() };
@@ -255,6 +269,20 @@ mod tests {
         }
         memo.record(&shell, old, None);
         assert!(!memo.observe(&watcher::Event::Apply(shell.clone())), "no version known: never an echo");
+    }
+
+    #[test]
+    fn a_write_the_cache_already_holds_leaves_no_memo() {
+        let (store, mut writer) = reflector::store::<MyOwnShell>();
+        let memo = StatusMemo::new(store);
+        let mut shell = MyOwnShell::new("web", MyOwnShellSpec::default());
+        shell.metadata.namespace = Some("ns".into());
+        shell.metadata.resource_version = Some("7".into());
+        writer.apply_watcher_event(&watcher::Event::Apply(shell.clone()));
+        memo.record(&shell, MyOwnShellStatus::default(), Some("7".into()));
+        assert!(memo.is_empty(), "the watch delivered the write before its response was read");
+        memo.record(&shell, MyOwnShellStatus::default(), Some("8".into()));
+        assert_eq!(memo.len(), 1, "the cache is behind the write");
     }
 
     #[test]

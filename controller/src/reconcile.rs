@@ -29,8 +29,7 @@ pub struct Context {
     pub(crate) client: Client,
     /// Our Deployments as last seen (watch cache plus our own recent applies).
     pub(crate) deployments: DeploymentCache,
-    /// The `MyOwnShell` watch cache: its size is the `managed_objects` gauge, and after a status
-    /// write it tells whether the watch already delivered the written version (then no memo).
+    /// The `MyOwnShell` watch cache: its size is the `managed_objects` gauge.
     pub(crate) shells: Store<MyOwnShell>,
     /// Publishes the events on `MyOwnShell` objects.
     pub(crate) recorder: Recorder,
@@ -146,14 +145,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         ctx.metrics.wrote("status");
         match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status::merge_patch(&status))).await {
             Ok(written) => {
-                let echo = memo::echo_version(shell, &written);
-                // The watch may deliver our write before this response is read: then the cache
-                // already holds it, and a memo would only hide a later change by someone else.
-                let cached =
-                    ctx.shells.get(&ObjectRef::from_obj(shell)).and_then(|s| s.metadata.resource_version.clone());
-                if echo.is_none() || cached != echo {
-                    ctx.statuses.record(shell, status, echo);
-                }
+                ctx.statuses.record(shell, status, memo::echo_version(shell, &written));
                 Ok(())
             }
             Err(e) => Err(Error::WriteStatus(e)),
