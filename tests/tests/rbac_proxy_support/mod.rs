@@ -57,15 +57,8 @@ pub struct ServingPki {
 impl ServingPki {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let ca = CertificateAuthority::generate("rbac-proxy-test-serving-ca", VALIDITY).unwrap();
-        let leaf = ca
-            .issue(&LeafSpec::server(
-                "localhost",
-                vec!["localhost".into()],
-                vec!["127.0.0.1".parse().unwrap()],
-                VALIDITY,
-            ))
-            .unwrap();
+        let myownshell_envtest::tls::LoopbackTls { ca, leaf, .. } =
+            myownshell_envtest::tls::loopback("rbac-proxy-test-serving-ca").unwrap();
         let cert_file = dir.path().join("tls.crt");
         let key_file = dir.path().join("tls.key");
         std::fs::write(&cert_file, &leaf.cert_pem).unwrap();
