@@ -234,10 +234,10 @@ async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
     let mut env = vec![("KUBECONFIG", ids.admin_kubeconfig.display().to_string())];
     env.extend(ports.urls());
     env.push(("MYOWNSHELL_METRICS_TOKEN", ids.metrics_token.clone()));
-    write_env(state_dir, &env)?;
     let mut pids = cp.pids();
     pids.extend(running.iter().map(|r| r.process.pid()));
     write_pids(state_dir, &pids)?;
+    write_env(state_dir, &env)?;
     announce(state_dir, &env, &cp.summary());
     let outcome = run_until_stopped(running, stop).await;
     drop(cp);
@@ -273,8 +273,8 @@ async fn run_remote(kubeconfig: &Path, state_dir: &Path) -> anyhow::Result<()> {
     let mut env = vec![("KUBECONFIG", kubeconfig.display().to_string())];
     env.extend(ports.urls());
     env.push(("MYOWNSHELL_WEBHOOK_CA", ca_file.display().to_string()));
-    write_env(state_dir, &env)?;
     write_pids(state_dir, &running.iter().map(|r| r.process.pid()).collect::<Vec<_>>())?;
+    write_env(state_dir, &env)?;
     let what =
         format!("against {} (metrics need a token of that cluster bound to metrics-reader)", kubeconfig.display());
     announce(state_dir, &env, &what);
@@ -337,15 +337,19 @@ fn write_pids(state_dir: &Path, pids: &[u32]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `export` lines; the file is private because it holds a token.
+/// `export` lines; the file is private because it holds a token. The env file is the signal
+/// that dev is ready (scripts and the dev test wait for it), so it appears whole: written to a
+/// temporary name and renamed, never read half-written.
 fn write_env(state_dir: &Path, env: &[(&str, String)]) -> anyhow::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let path = state_dir.join("env");
-    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&path)?;
-    for (key, value) in env {
-        writeln!(file, "export {key}='{}'", value.replace('\'', r"'\''"))?;
-    }
+    let text: String =
+        env.iter().map(|(key, value)| format!("export {key}='{}'\n", value.replace('\'', r"'\''"))).collect();
+    let partial = state_dir.join("env.partial");
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&partial)?;
+    file.write_all(text.as_bytes())?;
+    drop(file);
+    std::fs::rename(&partial, state_dir.join("env"))?;
     Ok(())
 }
 
