@@ -3,8 +3,8 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, PodSecurityContext, PodSpec, PodTemplateSpec, ResourceRequirements, SeccompProfile,
-    SecurityContext,
+    Capabilities, Container, EmptyDirVolumeSource, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec,
+    ResourceRequirements, SeccompProfile, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::{Resource, ResourceExt};
@@ -22,6 +22,10 @@ pub const SPEC_HASH_ANNOTATION: &str = "myownshell.io/spec-hash";
 /// `nobody`: busybox runs as root unless told otherwise, and `runAsNonRoot` alone would then
 /// keep the pod from ever starting.
 pub const NON_ROOT_ID: i64 = 65534;
+/// The shell's writable directory (an emptyDir), also its `HOME`: the root filesystem is
+/// read-only, and a shell with nowhere to write is not much of a shell.
+pub const SCRATCH_DIR: &str = "/tmp";
+const SCRATCH_VOLUME: &str = "tmp";
 
 /// Why a Deployment cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +55,12 @@ pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployme
         name: SHELL_CONTAINER.to_owned(),
         image: Some(spec.image.clone().unwrap_or_else(|| defaults::IMAGE.to_owned())),
         command: Some(spec.command.clone().unwrap_or_else(defaults::command)),
+        env: Some(vec![EnvVar { name: "HOME".to_owned(), value: Some(SCRATCH_DIR.to_owned()), value_from: None }]),
+        volume_mounts: Some(vec![VolumeMount {
+            name: SCRATCH_VOLUME.to_owned(),
+            mount_path: SCRATCH_DIR.to_owned(),
+            ..VolumeMount::default()
+        }]),
         // In the apiserver's canonical text (`.5` → `500m`): what it stores, so the live
         // Deployment matches the desired one and is not applied again on every reconcile.
         resources: Some(ResourceRequirements {
@@ -72,6 +82,11 @@ pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployme
     };
     let pod = PodSpec {
         containers: vec![container],
+        volumes: Some(vec![Volume {
+            name: SCRATCH_VOLUME.to_owned(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Volume::default()
+        }]),
         // A shell has no business talking to the API server with the namespace's default identity.
         automount_service_account_token: Some(false),
         security_context: Some(PodSecurityContext {
@@ -196,6 +211,17 @@ mod tests {
         for (got, want) in cases {
             assert_eq!(*got, want);
         }
+    }
+
+    #[test]
+    fn the_shell_writes_only_to_its_scratch_dir_which_is_home() {
+        let d = json_of(&desired(&shell("web", MyOwnShellSpec::default()), None).unwrap());
+        let pod = &d["spec"]["template"]["spec"];
+        let c = &pod["containers"][0];
+        assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], json!(true));
+        assert_eq!(c["volumeMounts"], json!([{"name": "tmp", "mountPath": "/tmp"}]));
+        assert_eq!(pod["volumes"], json!([{"name": "tmp", "emptyDir": {}}]));
+        assert_eq!(c["env"], json!([{"name": "HOME", "value": "/tmp"}]));
     }
 
     #[test]
