@@ -16,7 +16,8 @@ use myownshell_envtest::{eventually, shared};
 use serde_json::Value;
 
 const SYSTEM_NAMESPACE: &str = "myownshell-system";
-const OVERLAYS: [&str; 4] = ["default", "overlays/dev", "overlays/production", "overlays/cert-manager"];
+const OVERLAYS: [&str; 5] =
+    ["default", "overlays/dev", "overlays/production", "overlays/cert-manager", "overlays/local"];
 
 async fn ensure_system_namespace() {
     let client = shared().client().unwrap();
@@ -98,6 +99,27 @@ fn overlays_shape_the_deployments() {
     let cert = find(&certm, "Certificate", "myownshell-serving-cert").unwrap();
     let volumes = &find(&certm, "Deployment", "myownshell-webhook").unwrap()["spec"]["template"]["spec"]["volumes"];
     assert_eq!(volumes[0]["secret"]["secretName"], cert["spec"]["secretName"]);
+}
+
+/// Both Deployments run the one operator image: the release tag in every overlay but `local`,
+/// which points at the locally built image and never pulls. (The webhook once kept the
+/// unqualified `myownshell:latest`, which a real node would have tried to pull from Docker Hub.)
+#[test]
+fn every_deployment_runs_the_operator_image() {
+    for dir in OVERLAYS {
+        let objects = render(dir).unwrap();
+        for dep in of_kind(&objects, "Deployment") {
+            let name = dep["metadata"]["name"].as_str().unwrap();
+            let container = &dep["spec"]["template"]["spec"]["containers"][0];
+            let (image, policy) = match dir {
+                "overlays/local" => ("localhost/myownshell:local", Some("Never")),
+                "overlays/dev" => ("ghcr.io/myownshell/myownshell:dev", None),
+                _ => ("ghcr.io/myownshell/myownshell:0.1.0", None),
+            };
+            assert_eq!(container["image"], image, "{dir}/{name}");
+            assert_eq!(container["imagePullPolicy"].as_str(), policy, "{dir}/{name}");
+        }
+    }
 }
 
 #[test]
