@@ -109,6 +109,55 @@ impl Layout {
     }
 }
 
+/// How a control plane is laid out. The default is the API-only plane of most tests: bound to
+/// 127.0.0.1, no node, RBAC only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// The address kube-apiserver binds to and advertises (the `kubernetes` Service's endpoint).
+    /// A cluster with a node binds to the host end of the node's link, which pods can reach.
+    pub address: Ipv4Addr,
+    /// `--service-cluster-ip-range`. Its first address is the `kubernetes` Service's ClusterIP,
+    /// which the serving certificate names, so pods can verify the apiserver through it.
+    pub service_cidr: Ipv4Net,
+    /// A kubelet will join: Node authorization and NodeRestriction, the ServiceAccount
+    /// admission plugin (pods get token volumes; a controller-manager creates the `default`
+    /// ServiceAccounts it needs), a client certificate for calling kubelets (exec, logs), and
+    /// endpoint routing to webhook and aggregated Services (see [`crate::node`] for why).
+    pub node: bool,
+}
+
+/// An IPv4 network in CIDR notation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ipv4Net {
+    /// The network address.
+    pub network: Ipv4Addr,
+    /// The prefix length.
+    pub prefix: u8,
+}
+
+impl Ipv4Net {
+    /// The `n`th address of the network (`nth(1)` is the first usable one).
+    pub fn nth(&self, n: u32) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.network) + n)
+    }
+}
+
+impl std::fmt::Display for Ipv4Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            address: Ipv4Addr::LOCALHOST,
+            service_cidr: Ipv4Net { network: Ipv4Addr::new(10, 0, 0, 0), prefix: 24 },
+            node: false,
+        }
+    }
+}
+
 /// Ports and files kube-apiserver is started with.
 #[derive(Debug, Clone)]
 pub(crate) struct ApiserverConfig {
@@ -119,36 +168,56 @@ pub(crate) struct ApiserverConfig {
     /// Where the serving certificate and key, the client CA and the service-account key pair
     /// were written at start.
     pub pki_dir: PathBuf,
+    /// Address, service range and whether a node joins.
+    pub options: Options,
 }
 
 /// The kube-apiserver command line (a pure function so it can be read and tested).
 pub(crate) fn apiserver_args(cfg: &ApiserverConfig) -> Vec<String> {
     let pki = |f: &str| cfg.pki_dir.join(f).display().to_string();
-    let issuer = format!("https://127.0.0.1:{}", cfg.port);
-    vec![
+    let address = cfg.options.address;
+    let issuer = format!("https://{address}:{}", cfg.port);
+    let mut args = vec![
         format!("--etcd-servers={}", cfg.etcd_url),
-        "--bind-address=127.0.0.1".into(),
-        "--advertise-address=127.0.0.1".into(),
+        format!("--bind-address={address}"),
+        format!("--advertise-address={address}"),
         format!("--secure-port={}", cfg.port),
         format!("--cert-dir={}", cfg.pki_dir.display()),
         format!("--tls-cert-file={}", pki("apiserver.crt")),
         format!("--tls-private-key-file={}", pki("apiserver.key")),
         format!("--client-ca-file={}", pki("client-ca.crt")),
-        "--authorization-mode=RBAC".into(),
         // Real bound service-account tokens: TokenRequest signs with this key, TokenReview
         // verifies with it, and the default audience is the issuer.
         format!("--service-account-issuer={issuer}"),
         format!("--service-account-key-file={}", pki("sa.pub")),
         format!("--service-account-signing-key-file={}", pki("sa.key")),
         format!("--api-audiences={issuer}"),
-        "--service-cluster-ip-range=10.0.0.0/24".into(),
+        format!("--service-cluster-ip-range={}", cfg.options.service_cidr),
         "--allow-privileged=true".into(),
-        // No controller-manager runs here, so nothing would create the `default` ServiceAccount
-        // that this plugin insists on (envtest disables it for the same reason).
-        "--disable-admission-plugins=ServiceAccount".into(),
         "--profiling=false".into(),
         "--v=1".into(),
-    ]
+    ];
+    if cfg.options.node {
+        args.extend([
+            "--authorization-mode=Node,RBAC".into(),
+            "--enable-admission-plugins=NodeRestriction".into(),
+            format!("--kubelet-client-certificate={}", pki("kubelet-client.crt")),
+            format!("--kubelet-client-key={}", pki("kubelet-client.key")),
+            format!("--kubelet-certificate-authority={}", pki("serving-ca.crt")),
+            "--kubelet-preferred-address-types=InternalIP".into(),
+            // The apiserver runs on the host, outside the node's network namespace where
+            // kube-proxy makes ClusterIPs work: it calls webhook Services at their endpoints.
+            "--enable-aggregator-routing=true".into(),
+        ]);
+    } else {
+        args.extend([
+            "--authorization-mode=RBAC".into(),
+            // No controller-manager runs here, so nothing would create the `default`
+            // ServiceAccount that this plugin insists on (envtest disables it likewise).
+            "--disable-admission-plugins=ServiceAccount".into(),
+        ]);
+    }
+    args
 }
 
 /// The etcd command line.
@@ -201,11 +270,17 @@ impl ControlPlane {
 
     /// [`ControlPlane::start`] with explicitly given binaries.
     pub async fn start_with(assets: Assets) -> Result<Self, HarnessError> {
+        Self::start_in(assets, Options::default(), new_run_dir()?).await
+    }
+
+    /// A control plane laid out as `options` say, with its files in `run_dir` (made by the
+    /// caller, e.g. [`crate::node::Cluster`], which puts the node's files next to it).
+    pub async fn start_in(assets: Assets, options: Options, run_dir: PathBuf) -> Result<Self, HarnessError> {
         let started = Instant::now();
-        let layout = Layout { dir: new_run_dir()? };
+        let layout = Layout { dir: run_dir };
         let pki_dir = layout.path("pki");
         std::fs::create_dir_all(&pki_dir).map_err(io_err("creating the pki directory"))?;
-        let pki = write_pki(&pki_dir)?;
+        let pki = write_pki(&pki_dir, &options)?;
 
         let (etcd_port, etcd_peer) =
             (free_port().map_err(io_err("free port"))?, free_port().map_err(io_err("free port"))?);
@@ -217,8 +292,9 @@ impl ControlPlane {
         .map_err(io_err("starting etcd"))?;
 
         let port = free_port().map_err(io_err("free port"))?;
-        let apiserver_config = ApiserverConfig { port, etcd_url: format!("http://127.0.0.1:{etcd_port}"), pki_dir };
-        let url = format!("https://127.0.0.1:{port}");
+        let url = format!("https://{}:{port}", options.address);
+        let apiserver_config =
+            ApiserverConfig { port, etcd_url: format!("http://127.0.0.1:{etcd_port}"), pki_dir, options };
         let mut cp = Self {
             layout,
             assets,
@@ -418,7 +494,7 @@ impl ControlPlane {
         pids
     }
 
-    /// The apiserver's base URL, `https://127.0.0.1:PORT` (also the service-account issuer).
+    /// The apiserver's base URL, `https://ADDRESS:PORT` (also the service-account issuer).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -427,6 +503,47 @@ impl ControlPlane {
     /// [`ControlPlane::start_apiserver`].
     pub fn port(&self) -> u16 {
         self.apiserver_config.port
+    }
+
+    /// The CA that signed the apiserver's serving certificate; a node's kubelet serves with a
+    /// certificate of the same CA, which the apiserver is told to trust.
+    pub fn serving_ca(&self) -> &CertificateAuthority {
+        &self.pki.serving_ca
+    }
+
+    /// The CA the apiserver (and a kubelet) accept client certificates of.
+    pub fn client_ca(&self) -> &CertificateAuthority {
+        &self.pki.client_ca
+    }
+
+    /// Where the control plane's certificates and keys are (`pki/` in the run directory):
+    /// `serving-ca.crt`, `client-ca.crt`, `sa.key`, `sa.pub`, …
+    pub fn pki_dir(&self) -> &Path {
+        &self.apiserver_config.pki_dir
+    }
+
+    /// Address and service range the apiserver was started with.
+    pub fn options(&self) -> &Options {
+        &self.apiserver_config.options
+    }
+
+    /// A kubeconfig for a client certificate of `user` in `groups` (for a component such as a
+    /// kubelet or kube-scheduler, run as its own identity).
+    pub fn kubeconfig_for_user(&self, user: &str, groups: &[&str]) -> Result<Kubeconfig, HarnessError> {
+        let cert = self.pki.client_ca.issue(&LeafSpec::client(
+            user,
+            groups.iter().map(|g| (*g).to_owned()).collect(),
+            CERT_VALIDITY,
+        ))?;
+        let mut kubeconfig = self.kubeconfig();
+        for named in &mut kubeconfig.auth_infos {
+            named.auth_info = Some(AuthInfo {
+                client_certificate_data: Some(BASE64.encode(&cert.cert_pem)),
+                client_key_data: Some(SecretString::from(BASE64.encode(&cert.key_pem))),
+                ..AuthInfo::default()
+            });
+        }
+        Ok(kubeconfig)
     }
 
     /// PEM of the CA that signed the apiserver's serving certificate.
@@ -502,15 +619,29 @@ fn write_private(path: &Path, contents: &str) -> Result<(), HarnessError> {
     file.write_all(contents.as_bytes()).map_err(io_err(format!("writing {}", path.display())))
 }
 
-fn write_pki(dir: &Path) -> Result<Pki, HarnessError> {
+fn write_pki(dir: &Path, options: &Options) -> Result<Pki, HarnessError> {
     let serving_ca = CertificateAuthority::generate("myownshell-envtest-serving-ca", CERT_VALIDITY)?;
     let client_ca = CertificateAuthority::generate("myownshell-envtest-client-ca", CERT_VALIDITY)?;
+    let mut ips = vec![IpAddr::V4(Ipv4Addr::LOCALHOST), IpAddr::V4(options.address)];
+    // Pods reach the apiserver through the `kubernetes` Service's ClusterIP.
+    ips.push(IpAddr::V4(options.service_cidr.nth(1)));
+    ips.dedup();
     let serving = serving_ca.issue(&LeafSpec::server(
         "kube-apiserver",
         vec!["localhost".into(), "kubernetes".into(), "kubernetes.default".into(), "kubernetes.default.svc".into()],
-        vec![IpAddr::V4(Ipv4Addr::LOCALHOST)],
+        ips,
         CERT_VALIDITY,
     ))?;
+    if options.node {
+        // kubeadm's apiserver-kubelet-client: what the apiserver shows a kubelet for exec and logs.
+        let kubelet_client = client_ca.issue(&LeafSpec::client(
+            "kube-apiserver-kubelet-client",
+            vec!["system:masters".into()],
+            CERT_VALIDITY,
+        ))?;
+        write_private(&dir.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
+        write_private(&dir.join("kubelet-client.key"), &kubelet_client.key_pem)?;
+    }
     let admin = client_ca.issue(&LeafSpec::client(ADMIN_USER, vec!["system:masters".into()], CERT_VALIDITY))?;
     let (sa_key, sa_pub) = generate_signing_key()?;
     for (name, contents) in [
@@ -529,7 +660,9 @@ fn write_pki(dir: &Path) -> Result<Pki, HarnessError> {
 /// Runs kept under `target/envtest/` for post-mortems; older ones of dead processes are pruned.
 const RUNS_KEPT: usize = 8;
 
-fn new_run_dir() -> Result<PathBuf, HarnessError> {
+/// A new run directory `target/envtest/run-<pid>-<n>/`; runs of dead processes beyond the newest
+/// few are pruned first.
+pub fn new_run_dir() -> Result<PathBuf, HarnessError> {
     static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let root = assets::target_dir().join("envtest");
     std::fs::create_dir_all(&root).map_err(io_err(format!("creating {}", root.display())))?;

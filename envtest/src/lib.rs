@@ -4,7 +4,8 @@
 //! `kustomize` rendering ([`kustomize`]), child processes that die with the test ([`process`]),
 //! loopback ports ([`ports`]), a plain-HTTP probe client ([`http`]), throwaway TLS for servers
 //! under test ([`tls`]) and polling with a deadline
-//! ([`wait`]). The integration tests, the benchmarks and `cargo xtask dev` all run on it.
+//! ([`wait`]); and a real single-node cluster ([`node`]): containerd, kubelet, kube-proxy,
+//! kube-controller-manager and kube-scheduler, with locally built images. The integration tests, the benchmarks and `cargo xtask dev` all run on it.
 
 #![warn(missing_docs)]
 
@@ -14,6 +15,7 @@ pub mod http;
 pub mod kubectl;
 pub mod kustomize;
 pub mod namespace;
+pub mod node;
 pub mod ports;
 pub mod process;
 pub mod rbac;

@@ -18,7 +18,13 @@ use myownshell_envtest::assets::{self, ETCD, KUBE_APISERVER, KUBERNETES_VERSION}
 use crate::progress::Step;
 
 const KUBERNETES_MODULE: &str = "k8s.io/kubernetes";
-const APISERVER_PACKAGE: &str = "k8s.io/kubernetes/cmd/kube-apiserver";
+/// Every command the throwaway module builds: one `go mod tidy` serves them all.
+const COMMANDS: [&str; 5] = ["kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy"];
+
+fn tools_go() -> String {
+    let imports: String = COMMANDS.iter().map(|c| format!("\t_ \"{KUBERNETES_MODULE}/cmd/{c}\"\n")).collect();
+    format!("//go:build tools\n\npackage tools\n\nimport (\n{imports})\n")
+}
 /// Written next to the binaries once they are verified; its absence means "rebuild".
 const STAMP: &str = ".complete";
 
@@ -214,12 +220,23 @@ struct ModDownload {
 }
 
 fn build_kube_apiserver(dest_dir: &Path) -> anyhow::Result<()> {
+    build_kube_binary(dest_dir, KUBE_APISERVER)
+}
+
+/// The throwaway module's directory (its module cache holds the Kubernetes sources too).
+pub fn build_dir() -> PathBuf {
+    assets::cache_root().join("envtest").join(format!("build-{KUBERNETES_VERSION}"))
+}
+
+/// Build `k8s.io/kubernetes/cmd/<name>` at the pinned version into `dest_dir/<name>`.
+pub fn build_kube_binary(dest_dir: &Path, name: &str) -> anyhow::Result<()> {
     let go = check_go()?;
+    let package = format!("{KUBERNETES_MODULE}/cmd/{name}");
     let step = Step::start(format!(
-        "building kube-apiserver v{KUBERNETES_VERSION} with {go} (once; cached in {})",
+        "building {name} v{KUBERNETES_VERSION} with {go} (once; cached in {})",
         dest_dir.display()
     ));
-    let work = assets::cache_root().join("envtest").join(format!("build-{KUBERNETES_VERSION}"));
+    let work = build_dir();
     std::fs::create_dir_all(&work)?;
 
     let module = format!("{KUBERNETES_MODULE}@v{KUBERNETES_VERSION}");
@@ -232,10 +249,7 @@ fn build_kube_apiserver(dest_dir: &Path) -> anyhow::Result<()> {
     let go_mod_path = info.go_mod.context("`go mod download -json` named no GoMod file")?;
     let parts = parse_kubernetes_go_mod(&std::fs::read_to_string(&go_mod_path)?)?;
     std::fs::write(work.join("go.mod"), build_go_mod(&parts, KUBERNETES_VERSION))?;
-    std::fs::write(
-        work.join("tools.go"),
-        format!("//go:build tools\n\npackage tools\n\nimport _ \"{APISERVER_PACKAGE}\"\n"),
-    )?;
+    std::fs::write(work.join("tools.go"), tools_go())?;
 
     eprintln!(
         "xtask:   go mod tidy ({} staging modules replaced with {})",
@@ -243,14 +257,14 @@ fn build_kube_apiserver(dest_dir: &Path) -> anyhow::Result<()> {
         staging_version(KUBERNETES_VERSION)
     );
     run_go(&work, &["mod", "tidy"])?;
-    let total = run_go(&work, &["list", "-deps", APISERVER_PACKAGE])?.lines().count();
+    let total = run_go(&work, &["list", "-deps", &package])?.lines().count();
 
-    let tmp = dest_dir.join(format!(".{KUBE_APISERVER}.tmp"));
+    let tmp = dest_dir.join(format!(".{name}.tmp"));
     let ldflags = format!("-s -w {}", version_ldflags(KUBERNETES_VERSION));
     let mut child = go_command(&work)
         .args(["build", "-v", "-trimpath", "-ldflags", &ldflags, "-o"])
         .arg(&tmp)
-        .arg(APISERVER_PACKAGE)
+        .arg(&package)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -270,9 +284,9 @@ fn build_kube_apiserver(dest_dir: &Path) -> anyhow::Result<()> {
     }
     let status = child.wait()?;
     if !status.success() {
-        bail!("go build kube-apiserver failed ({status}); last output:\n{}", last_lines.join("\n"));
+        bail!("go build {name} failed ({status}); last output:\n{}", last_lines.join("\n"));
     }
-    std::fs::rename(&tmp, dest_dir.join(KUBE_APISERVER))?;
+    std::fs::rename(&tmp, dest_dir.join(name))?;
     step.done();
     Ok(())
 }

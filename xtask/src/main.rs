@@ -4,7 +4,9 @@ mod bench;
 mod crdgen;
 mod dev;
 mod docs;
+mod e2e;
 mod envtest;
+mod node;
 mod progress;
 mod readme;
 mod test;
@@ -34,7 +36,13 @@ enum Command {
     },
     /// Make sure kube-apiserver and etcd exist (building kube-apiserver once if needed) and
     /// print, as the last line, the directory that holds them (for KUBEBUILDER_ASSETS).
-    Envtest,
+    Envtest {
+        /// Also everything a real node needs (root): kubelet, kube-controller-manager,
+        /// kube-scheduler and kube-proxy built once; containerd, runc, CNI plugins and the
+        /// other Debian packages installed when missing; the pause and shell images built.
+        #[arg(long)]
+        node: bool,
+    },
     /// Benchmarks (release build): figures and a ratio against a floor measured in the same run.
     Bench {
         #[command(subcommand)]
@@ -43,7 +51,15 @@ enum Command {
     /// Run the operator locally: its own control plane, the webhook and the controller as real
     /// processes; writes target/dev/env when ready; Ctrl-C stops everything.
     Dev(dev::DevArgs),
-    /// Everything CI runs: envtest binaries, crdgen --check, fmt, clippy, all tests.
+    /// The suites on a real node (root): the node itself, and the operator deployed from
+    /// config/ onto it. Installs and builds what the node needs first (see `envtest --node`).
+    E2e {
+        /// Extra arguments for `cargo test` (e.g. a test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        cargo_test_args: Vec<String>,
+    },
+    /// Everything CI runs: envtest binaries, crdgen --check, fmt, clippy, all tests (the node
+    /// suites too, whenever the node can run; always with CI=true).
     Test {
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -56,9 +72,17 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Crdgen { check } => crdgen::run(check),
         Command::Docs { check } => docs::run(check),
-        Command::Envtest => envtest::ensure().map(|dir| println!("{}", dir.display())),
+        Command::Envtest { node } => envtest::ensure().and_then(|dir| {
+            if node {
+                let images = node::ensure()?;
+                eprintln!("xtask: node ready: binaries in {}, images in {}", dir.display(), images.display());
+            }
+            println!("{}", dir.display());
+            Ok(())
+        }),
         Command::Dev(args) => dev::run(args),
         Command::Bench { target } => bench::run(target),
+        Command::E2e { cargo_test_args } => e2e::run(&cargo_test_args),
         Command::Test { cargo_test_args } => test::run(&cargo_test_args),
     };
     match result {

@@ -13,11 +13,11 @@ use myownshell_envtest::kubectl::kubectl_binary;
 
 use crate::progress::{Step, format_duration};
 
-fn cargo() -> Command {
+pub fn cargo() -> Command {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
-fn in_ci() -> bool {
+pub fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false")
 }
 
@@ -109,8 +109,12 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
         .args(extra_args)
         .env("KUBEBUILDER_ASSETS", &assets)
         .stdout(Stdio::piped());
-    let totals = run_tests(test)?;
+    let mut totals = run_tests(test)?;
     step.done();
+    if crate::e2e::should_run()? {
+        let node = crate::e2e::run_suites(&assets, extra_args)?;
+        totals.passed += node.passed;
+    }
     eprintln!("xtask: all checks passed in {}", format_duration(started.elapsed()));
     // The plain closing line CI reads.
     println!("{} passed, {} failed", totals.passed, totals.failed);
@@ -118,7 +122,7 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
 }
 
 /// Run `cargo test`, echoing its stdout and adding up its result lines.
-fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
+pub fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
     let mut child = cmd.spawn().context("starting cargo test")?;
     let mut totals = Totals::default();
     if let Some(stdout) = child.stdout.take() {

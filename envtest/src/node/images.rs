@@ -1,0 +1,206 @@
+//! Images without a registry: OCI archives built with `umoci` from files on this machine and
+//! imported into a node's containerd with `ctr images import`. Nothing is ever pulled.
+//!
+//! - the pause image: Kubernetes' own `pause.c` (from the module cache of the kube-apiserver
+//!   build), compiled statically; under the name the CRI plugin is configured with;
+//! - the shell image: Debian's `busybox-static` with its applets linked, under the default image
+//!   name of a `MyOwnShell` (`busybox:1.37.0`, see `myownshell_api::defaults::IMAGE`);
+//! - the operator image: the workspace's release binaries with the shared libraries they link,
+//!   user and entrypoint as in the Dockerfile (see ARCHITECTURE.md).
+
+use std::path::{Path, PathBuf};
+
+use super::sandbox::run;
+
+/// The operator image's name on a node: what `config/overlays/local` points the manifests at.
+pub const OPERATOR_IMAGE: &str = "localhost/myownshell:local";
+/// The operator image's archive name in an images directory.
+pub const OPERATOR_ARCHIVE: &str = "operator.tar";
+
+/// What goes into one image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageSpec {
+    /// The full reference, e.g. `docker.io/library/busybox:1.37.0`.
+    pub name: String,
+    /// `USER`, e.g. `65532:65532`.
+    pub user: String,
+    /// `ENTRYPOINT`.
+    pub entrypoint: Vec<String>,
+    /// `CMD`.
+    pub cmd: Vec<String>,
+    /// `ENV`.
+    pub env: Vec<String>,
+}
+
+/// Build `rootfs` (a directory) into the OCI archive `out`, using `work` as scratch space.
+pub fn build_archive(spec: &ImageSpec, rootfs: &Path, out: &Path, work: &Path) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(work);
+    std::fs::create_dir_all(work).map_err(|e| format!("creating {}: {e}", work.display()))?;
+    let layout = work.join("layout");
+    let bundle = work.join("bundle");
+    let image = format!("{}:{}", layout.display(), spec.name);
+    run("umoci", &["init", "--layout", &layout.display().to_string()])?;
+    run("umoci", &["new", "--image", &image])?;
+    run("umoci", &["unpack", "--image", &image, &bundle.display().to_string()])?;
+    let source = format!("{}/.", rootfs.display());
+    run("cp", &["-a", &source, &bundle.join("rootfs").display().to_string()])?;
+    run("umoci", &["repack", "--image", &image, &bundle.display().to_string()])?;
+    let mut config = vec!["config".to_owned(), "--image".into(), image.clone(), format!("--config.user={}", spec.user)];
+    config.extend(spec.entrypoint.iter().map(|a| format!("--config.entrypoint={a}")));
+    config.extend(spec.cmd.iter().map(|a| format!("--config.cmd={a}")));
+    config.extend(spec.env.iter().map(|e| format!("--config.env={e}")));
+    run("umoci", &config.iter().map(String::as_str).collect::<Vec<_>>())?;
+    run("umoci", &["gc", "--layout", &layout.display().to_string()])?;
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    }
+    let partial = out.with_extension("partial");
+    run("tar", &["-C", &layout.display().to_string(), "-cf", &partial.display().to_string(), "."])?;
+    std::fs::rename(&partial, out).map_err(|e| format!("writing {}: {e}", out.display()))?;
+    let _ = std::fs::remove_dir_all(work);
+    Ok(())
+}
+
+/// Import an archive into the node's containerd (the `k8s.io` namespace, where the CRI plugin
+/// looks).
+pub fn import(containerd_socket: &Path, archive: &Path) -> Result<(), String> {
+    let socket = containerd_socket.display().to_string();
+    run("ctr", &["-a", &socket, "-n", "k8s.io", "images", "import", &archive.display().to_string()]).map(drop)
+}
+
+fn write(path: &Path, contents: &str) -> Result<(), String> {
+    std::fs::write(path, contents).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+fn mkdir(path: &Path, mode: u32) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| format!("chmod {}: {e}", path.display()))
+}
+
+/// `/etc/passwd` and `/etc/group` with root, nobody (the shells' 65534) and nonroot (65532,
+/// the operator's user, as in distroless).
+fn users(rootfs: &Path) -> Result<(), String> {
+    mkdir(&rootfs.join("etc"), 0o755)?;
+    write(
+        &rootfs.join("etc/passwd"),
+        "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/tmp:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n",
+    )?;
+    write(&rootfs.join("etc/group"), "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")
+}
+
+/// The shell image's files: busybox and a link per applet in `/bin`, a `/tmp`.
+pub fn shell_rootfs(rootfs: &Path, busybox: &Path) -> Result<(), String> {
+    mkdir(&rootfs.join("bin"), 0o755)?;
+    mkdir(&rootfs.join("tmp"), 0o1777)?;
+    users(rootfs)?;
+    std::fs::copy(busybox, rootfs.join("bin/busybox")).map_err(|e| format!("copying {}: {e}", busybox.display()))?;
+    let applets = run(&busybox.display().to_string(), &["--list"])?;
+    for applet in applets.lines().map(str::trim).filter(|a| !a.is_empty() && *a != "busybox") {
+        let link = rootfs.join("bin").join(applet);
+        if !link.exists() {
+            std::os::unix::fs::symlink("busybox", &link).map_err(|e| format!("linking {}: {e}", link.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The shell image's spec under `name` (the default image of a MyOwnShell).
+pub fn shell_spec(name: &str) -> ImageSpec {
+    ImageSpec {
+        name: name.to_owned(),
+        user: "0:0".into(),
+        entrypoint: Vec::new(),
+        cmd: vec!["sh".into()],
+        env: vec!["PATH=/bin".into()],
+    }
+}
+
+/// The pause image's files: the static `pause` binary.
+pub fn pause_rootfs(rootfs: &Path, pause: &Path) -> Result<(), String> {
+    mkdir(rootfs, 0o755)?;
+    std::fs::copy(pause, rootfs.join("pause")).map_err(|e| format!("copying {}: {e}", pause.display()))?;
+    Ok(())
+}
+
+/// The pause image's spec (user 65535 and entrypoint `/pause`, as upstream's).
+pub fn pause_spec() -> ImageSpec {
+    ImageSpec {
+        name: super::config::PAUSE_IMAGE.into(),
+        user: "65535:65535".into(),
+        entrypoint: vec!["/pause".into()],
+        cmd: Vec::new(),
+        env: Vec::new(),
+    }
+}
+
+/// Shared libraries `binary` loads, as `ldd` resolves them (absolute paths).
+fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>, String> {
+    let out = run("ldd", &[&binary.display().to_string()])?;
+    Ok(out
+        .lines()
+        .filter_map(|line| {
+            let path = match line.split_once("=>") {
+                Some((_, right)) => right.split_whitespace().next()?,
+                None => line.split_whitespace().next()?,
+            };
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect())
+}
+
+/// The operator image's files: the binaries in `/`, with the libraries they link at the same
+/// paths as on this machine, and distroless's users.
+pub fn operator_rootfs(rootfs: &Path, binaries: &[PathBuf]) -> Result<(), String> {
+    mkdir(rootfs, 0o755)?;
+    mkdir(&rootfs.join("tmp"), 0o1777)?;
+    users(rootfs)?;
+    for binary in binaries {
+        let name = binary.file_name().ok_or_else(|| format!("{} has no file name", binary.display()))?;
+        std::fs::copy(binary, rootfs.join(name)).map_err(|e| format!("copying {}: {e}", binary.display()))?;
+        for library in shared_libraries(binary)? {
+            let target = rootfs.join(library.strip_prefix("/").unwrap_or(&library));
+            if let Some(parent) = target.parent() {
+                mkdir(parent, 0o755)?;
+            }
+            // Copies the file a symlink points at, under the name the loader asks for.
+            std::fs::copy(&library, &target).map_err(|e| format!("copying {}: {e}", library.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The operator image's spec: as the Dockerfile's final stage (user 65532, the controller as
+/// entrypoint; the manifests name the binary they run).
+pub fn operator_spec() -> ImageSpec {
+    ImageSpec {
+        name: OPERATOR_IMAGE.into(),
+        user: "65532:65532".into(),
+        entrypoint: vec!["/myownshell-controller".into()],
+        cmd: Vec::new(),
+        env: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_operator_image_runs_as_the_dockerfile_says() {
+        let dockerfile = std::fs::read_to_string(crate::assets::workspace_root().join("Dockerfile")).unwrap();
+        let spec = operator_spec();
+        assert!(dockerfile.contains(&format!("USER {}", spec.user)), "USER differs from the Dockerfile");
+        assert!(
+            dockerfile.contains(&format!("ENTRYPOINT [\"{}\"]", spec.entrypoint[0])),
+            "ENTRYPOINT differs from the Dockerfile"
+        );
+    }
+
+    #[test]
+    fn ldd_output_is_read_both_ways() {
+        let libs = shared_libraries(Path::new("/bin/sh")).unwrap();
+        assert!(libs.iter().any(|l| l.to_string_lossy().contains("libc.so")), "{libs:?}");
+    }
+}

@@ -1,0 +1,65 @@
+//! `cargo xtask e2e`: the suites that need a real node: the harness's node itself
+//! (`tests/tests/node.rs`) and the operator deployed from `config/` onto it
+//! (`tests/tests/e2e.rs`). `cargo xtask test` runs them too whenever the node can run; with
+//! `CI=true` a node that cannot run is a failure.
+
+use std::path::Path;
+use std::process::Stdio;
+
+use myownshell_envtest::node::cgroups;
+
+use crate::progress::Step;
+use crate::test::{Totals, cargo, in_ci, run_tests};
+
+/// The node suites' test targets in the tests crate.
+const SUITES: [&str; 2] = ["node", "e2e"];
+
+/// `cargo xtask e2e [cargo test args]`.
+pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    let assets = crate::envtest::ensure()?;
+    let totals = run_suites(&assets, extra_args)?;
+    eprintln!("xtask: e2e passed in {}", crate::progress::format_duration(started.elapsed()));
+    println!("{} passed, {} failed", totals.passed, totals.failed);
+    Ok(())
+}
+
+/// Make the node's pieces and the operator image, then run the node suites.
+pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals> {
+    crate::node::ensure()?;
+    let locked = in_ci();
+    let image = crate::node::operator_image(locked)?;
+    let step = Step::start(format!("cargo test --test {}", SUITES.join(" --test ")));
+    let mut test = cargo();
+    test.args(["test", "-p", "myownshell-tests"]);
+    for suite in SUITES {
+        test.args(["--test", suite]);
+    }
+    if locked {
+        test.arg("--locked");
+    }
+    test.args(extra_args)
+        .env("KUBEBUILDER_ASSETS", assets)
+        .env("MYOWNSHELL_NODE_IMAGES", &image)
+        .stdout(Stdio::piped());
+    let result = run_tests(test);
+    // A test binary's shared cluster ends with its process, which leaves only its (empty)
+    // cgroups for someone to remove.
+    cgroups::sweep_stale();
+    let totals = result?;
+    step.done();
+    Ok(totals)
+}
+
+/// Whether `cargo xtask test` runs the node suites: always in CI, else when the node can run.
+pub fn should_run() -> anyhow::Result<bool> {
+    if in_ci() {
+        return Ok(true);
+    }
+    if myownshell_envtest::node::assets::is_root() {
+        // Whatever is missing, `run_suites` installs or builds it (or fails saying why).
+        return Ok(true);
+    }
+    eprintln!("xtask: the node suites (tests/tests/node.rs, e2e.rs) do not run here: they need root");
+    Ok(false)
+}
