@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Api, Client, ResourceExt};
 use myownshell_api::MyOwnShell;
@@ -25,7 +24,7 @@ use crate::memo::{DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
 use crate::queue::EventQueue;
 use crate::reconcile::{self, Context};
-use crate::watch::{self, Synced};
+use crate::watch::{self, CachedDeployment, Synced};
 
 /// The name this controller reports in Events.
 pub const REPORTER: &str = "myownshell-controller";
@@ -192,7 +191,7 @@ async fn reconcile_until(
     readiness: ReadyFlag,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (shells_api, deployments_api): (Api<MyOwnShell>, Api<Deployment>) = match &args.namespace {
+    let (shells_api, deployments_api): (Api<MyOwnShell>, Api<CachedDeployment>) = match &args.namespace {
         Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
@@ -201,7 +200,8 @@ async fn reconcile_until(
     let (shells_synced_tx, shells_synced) = Synced::new();
     let (deployments_synced_tx, deployments_synced) = Synced::new();
     let deployment_cache = DeploymentCache::new(deployments, deployments_synced.clone());
-    let recorder = Recorder::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
+    let recorder =
+        crate::events::Publisher::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
     let statuses = StatusMemo::new(shells.clone());
     let events = EventQueue::default();
     let ctx = Arc::new(Context::new(
@@ -270,7 +270,7 @@ async fn reconcile_until(
 }
 
 /// The `MyOwnShell` a Deployment belongs to, if any: the one of the same name.
-fn shell_of(deployment: &Deployment) -> ObjectRef<MyOwnShell> {
+fn shell_of(deployment: &CachedDeployment) -> ObjectRef<MyOwnShell> {
     ObjectRef::new(&deployment.name_any()).within(&deployment.namespace().unwrap_or_default())
 }
 

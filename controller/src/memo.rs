@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
+use kube::Resource;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus};
 
-use crate::watch::{Synced, prune_deployment};
+use crate::watch::{CachedDeployment, Synced, prune_deployment};
 
 /// Statuses this controller wrote that the `MyOwnShell` watch has not delivered yet. Without it,
 /// a reconcile triggered between a status write and its watch event (say, by the new
@@ -139,34 +140,43 @@ impl StatusMemo {
 /// apply and its watch event would see no Deployment, apply again and report a second "Created".
 #[derive(Clone)]
 pub struct DeploymentCache {
-    store: Store<Deployment>,
+    store: Store<CachedDeployment>,
     synced: Synced,
-    recent: Arc<Mutex<HashMap<ObjectRef<Deployment>, Arc<Deployment>>>>,
+    recent: Arc<Mutex<Recent>>,
+}
+
+/// Deployments this controller applied, by name, until their watch event arrives.
+type Recent = HashMap<ObjectRef<CachedDeployment>, Arc<Deployment>>;
+
+/// The cache key of the Deployment `namespace/name`.
+fn key(namespace: &str, name: &str) -> ObjectRef<CachedDeployment> {
+    ObjectRef::new(name).within(namespace)
 }
 
 impl DeploymentCache {
     /// Over the reflector `store` of the Deployment watch; `synced` tells when that watch has
     /// its first list.
-    pub fn new(store: Store<Deployment>, synced: Synced) -> Self {
+    pub fn new(store: Store<CachedDeployment>, synced: Synced) -> Self {
         Self { store, synced, recent: Arc::default() }
     }
 
-    fn recent(&self) -> MutexGuard<'_, HashMap<ObjectRef<Deployment>, Arc<Deployment>>> {
+    fn recent(&self) -> MutexGuard<'_, Recent> {
         self.recent.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The Deployment `namespace/name`, newest known version.
+    /// The Deployment `namespace/name`, newest known version (pruned).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
-        let key = ObjectRef::new(name).within(namespace);
+        let key = key(namespace, name);
         let recent = self.recent().get(&key).cloned();
-        recent.or_else(|| self.store.get(&key))
+        recent.or_else(|| self.store.get(&key).and_then(|cached| cached.deployment()).map(Arc::new))
     }
 
     /// Remember a Deployment this controller just wrote (the apply response).
     pub fn record_applied(&self, mut deployment: Deployment) -> Arc<Deployment> {
         prune_deployment(&mut deployment);
         let deployment = Arc::new(deployment);
-        self.recent().insert(ObjectRef::from_obj(&*deployment), deployment.clone());
+        let (namespace, name) = (deployment.metadata.namespace.as_deref(), deployment.metadata.name.as_deref());
+        self.recent().insert(key(namespace.unwrap_or_default(), name.unwrap_or_default()), deployment.clone());
         deployment
     }
 
@@ -174,12 +184,12 @@ impl DeploymentCache {
     /// A relist replaces the store wholesale (deletions during a disconnect produce no event),
     /// so its end clears the overlay too. Returns whether the event is exactly the version our
     /// own apply returned.
-    pub(crate) fn observe(&self, event: &watcher::Event<Deployment>) -> bool {
+    pub(crate) fn observe(&self, event: &watcher::Event<CachedDeployment>) -> bool {
         match event {
             watcher::Event::Apply(d) => {
                 let applied = self.recent().remove(&ObjectRef::from_obj(d));
                 applied.is_some_and(|a| {
-                    same_version(a.metadata.resource_version.as_ref(), d.metadata.resource_version.as_ref())
+                    same_version(a.metadata.resource_version.as_ref(), d.meta().resource_version.as_ref())
                 })
             }
             watcher::Event::Delete(d) | watcher::Event::InitApply(d) => {
@@ -325,7 +335,7 @@ mod tests {
 
     #[test]
     fn only_the_applied_version_of_a_deployment_is_our_echo() {
-        let (store, _writer) = reflector::store::<Deployment>();
+        let (store, mut writer) = reflector::store::<CachedDeployment>();
         let (_tx, synced) = Synced::new();
         let cache = DeploymentCache::new(store, synced);
         let deployment = |rv: &str| {
@@ -335,12 +345,21 @@ mod tests {
             d.metadata.resource_version = Some(rv.into());
             d
         };
+        let cached = |rv: &str| CachedDeployment::new(deployment(rv));
         cache.record_applied(deployment("7"));
-        assert!(cache.observe(&watcher::Event::Apply(deployment("7"))), "the echo of our apply");
-        assert!(!cache.observe(&watcher::Event::Apply(deployment("7"))), "seen once: the overlay is gone");
+        assert_eq!(cache.get("ns", "web").and_then(|d| d.metadata.resource_version.clone()).as_deref(), Some("7"));
+        assert!(cache.observe(&watcher::Event::Apply(cached("7"))), "the echo of our apply");
+        assert!(!cache.observe(&watcher::Event::Apply(cached("7"))), "seen once: the overlay is gone");
+        assert!(cache.get("ns", "web").is_none(), "not in the watch cache either");
+        writer.apply_watcher_event(&watcher::Event::Apply(cached("8")));
+        assert_eq!(
+            cache.get("ns", "web").and_then(|d| d.metadata.resource_version.clone()).as_deref(),
+            Some("8"),
+            "decoded from the watch cache"
+        );
         cache.record_applied(deployment("9"));
-        assert!(!cache.observe(&watcher::Event::Apply(deployment("10"))), "status update by the deployment controller");
+        assert!(!cache.observe(&watcher::Event::Apply(cached("10"))), "status update by the deployment controller");
         cache.record_applied(deployment("11"));
-        assert!(!cache.observe(&watcher::Event::Delete(deployment("11"))), "a deletion always triggers");
+        assert!(!cache.observe(&watcher::Event::Delete(cached("11"))), "a deletion always triggers");
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
@@ -32,7 +32,7 @@ pub struct Context {
     /// The `MyOwnShell` watch cache: its size is the `managed_objects` gauge.
     pub(crate) shells: Store<MyOwnShell>,
     /// Publishes the events on `MyOwnShell` objects.
-    pub(crate) recorder: Recorder,
+    pub(crate) recorder: events::Publisher,
     /// The controller's metrics (reconciles, writes, managed objects).
     pub(crate) metrics: Metrics,
     /// Status writes the `MyOwnShell` watch has not delivered yet.
@@ -49,7 +49,7 @@ impl Context {
         client: Client,
         deployments: DeploymentCache,
         shells: Store<MyOwnShell>,
-        recorder: Recorder,
+        recorder: events::Publisher,
         metrics: Metrics,
         statuses: StatusMemo,
         events: EventQueue,

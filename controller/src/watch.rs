@@ -3,16 +3,23 @@
 //!
 //! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
 //! are dropped before objects reach the stores. Deployments are watched only if they carry the
-//! managed-by label, so the controller never caches the rest of the cluster's Deployments.
+//! managed-by label, so the controller never caches the rest of the cluster's Deployments, and
+//! each is kept as its JSON text ([`CachedDeployment`]): a typed Deployment with its one
+//! container takes about 8 KiB of heap, mostly empty optional fields and label maps, where
+//! its text takes under 2 KiB.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use futures::{Stream, TryStreamExt};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource};
 use myownshell_api::MyOwnShell;
+use serde::{Deserialize, Deserializer};
 use tokio::sync::watch;
 
 use crate::deployment::SPEC_HASH_ANNOTATION;
@@ -34,6 +41,74 @@ pub fn prune_deployment(deployment: &mut Deployment) {
     meta.managed_fields = None;
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.retain(|k, _| k == SPEC_HASH_ANNOTATION);
+    }
+}
+
+/// A Deployment as the watch cache keeps it: pruned ([`prune_deployment`]) and held as its JSON
+/// text, with only the identity the store keys it by (name, namespace, uid, resourceVersion)
+/// typed. [`CachedDeployment::deployment`] gives the Deployment back, exactly as pruned, for a
+/// reconcile to read. It is decoded from the watch's JSON as a Deployment and converted at once,
+/// so the typed object lives only while one event passes.
+#[derive(Clone, Debug)]
+pub struct CachedDeployment {
+    metadata: ObjectMeta,
+    json: Box<str>,
+}
+
+impl CachedDeployment {
+    /// `deployment`, pruned and stored as text.
+    pub fn new(mut deployment: Deployment) -> Self {
+        prune_deployment(&mut deployment);
+        let m = &deployment.metadata;
+        let metadata = ObjectMeta {
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            uid: m.uid.clone(),
+            resource_version: m.resource_version.clone(),
+            ..ObjectMeta::default()
+        };
+        // Serializing a Deployment cannot fail (string keys only); were it ever to, the empty
+        // text decodes to nothing and reconcile reads the Deployment from the apiserver.
+        let json = serde_json::to_string(&deployment).unwrap_or_default().into_boxed_str();
+        Self { metadata, json }
+    }
+
+    /// The Deployment as cached (pruned), or `None` if its text does not decode.
+    pub fn deployment(&self) -> Option<Deployment> {
+        serde_json::from_str(&self.json).ok()
+    }
+}
+
+impl<'de> Deserialize<'de> for CachedDeployment {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Deployment::deserialize(deserializer).map(Self::new)
+    }
+}
+
+impl Resource for CachedDeployment {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Deployment::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        Deployment::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        Deployment::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        Deployment::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Deployment::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
     }
 }
 
@@ -97,19 +172,18 @@ pub fn shell_stream(
         .applied_objects()
 }
 
-/// The watch of Deployments carrying our managed-by label: pruned objects into the cache, each
-/// touched object out (so a change or deletion of a Deployment triggers a reconcile of the
-/// `MyOwnShell` of its name).
+/// The watch of Deployments carrying our managed-by label: pruned objects (as
+/// [`CachedDeployment`]s) into the cache, each touched object out (so a change or deletion of a
+/// Deployment triggers a reconcile of the `MyOwnShell` of its name).
 pub fn deployment_stream(
-    api: Api<Deployment>,
+    api: Api<CachedDeployment>,
     cache: DeploymentCache,
-    writer: reflector::store::Writer<Deployment>,
+    writer: reflector::store::Writer<CachedDeployment>,
     synced: watch::Sender<bool>,
-) -> impl Stream<Item = Result<Deployment, watcher::Error>> + Send + 'static {
+) -> impl Stream<Item = Result<CachedDeployment, watcher::Error>> + Send + 'static {
     let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
     watcher(api, config)
         .backoff(watch_backoff())
-        .modify(prune_deployment)
         .reflect(writer)
         // After `reflect`: the store already holds what the event carries.
         // The echo of our own apply: the reconcile that made it already used its response.
@@ -183,5 +257,37 @@ mod tests {
         prune_deployment(&mut d);
         assert_eq!(d.metadata.managed_fields, None);
         assert_eq!(d.metadata.annotations, Some(BTreeMap::from([(SPEC_HASH_ANNOTATION.into(), "abc".into())])));
+    }
+
+    #[test]
+    fn a_cached_deployment_gives_back_the_pruned_deployment() {
+        let mut shell = MyOwnShell::new("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() });
+        shell.metadata.namespace = Some("ns".into());
+        shell.metadata.uid = Some("u1".into());
+        let mut live = crate::deployment::desired(&shell, None).unwrap();
+        live.metadata.uid = Some("d1".into());
+        live.metadata.resource_version = Some("42".into());
+        live.metadata.generation = Some(3);
+        live.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        live.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert("deployment.kubernetes.io/revision".into(), "1".into());
+        live.status =
+            Some(k8s_openapi::api::apps::v1::DeploymentStatus { ready_replicas: Some(1), ..Default::default() });
+
+        // Decoded from the watch's JSON, as the watcher does.
+        let cached: CachedDeployment = serde_json::from_value(serde_json::to_value(&live).unwrap()).unwrap();
+        let mut pruned = live.clone();
+        prune_deployment(&mut pruned);
+        assert_eq!(cached.deployment(), Some(pruned.clone()), "everything reconcile reads, nothing else");
+        assert!(!crate::deployment::needs_apply(&crate::deployment::desired(&shell, None).unwrap(), Some(&pruned)));
+        // The store keys it by its identity.
+        let key = reflector::ObjectRef::from_obj(&cached);
+        assert_eq!((key.name.as_str(), key.namespace.as_deref()), ("web", Some("ns")));
+        assert_eq!(cached.meta().resource_version.as_deref(), Some("42"));
+        assert_eq!(cached.meta().uid.as_deref(), Some("d1"));
+        assert_eq!(CachedDeployment::plural(&()), "deployments");
+        assert_eq!(CachedDeployment::api_version(&()), "apps/v1");
     }
 }
