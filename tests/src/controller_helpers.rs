@@ -119,6 +119,51 @@ impl ControllerProcess {
     }
 }
 
+/// The resourceVersion of every `MyOwnShell`, Deployment and Event in `ns`, keyed
+/// `kind/name`: two readings that differ show a write (an update, a creation or a deletion),
+/// whoever made it.
+pub async fn resource_versions(
+    client: &kube::Client,
+    ns: &str,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    async fn of<K>(
+        client: &kube::Client,
+        ns: &str,
+        kind: &str,
+        into: &mut std::collections::BTreeMap<String, String>,
+    ) -> Result<(), String>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(client.clone(), ns);
+        let list = api.list(&Default::default()).await.map_err(|e| format!("listing {kind}s: {e}"))?;
+        for o in list.items {
+            let meta = o.meta();
+            let name = meta.name.clone().unwrap_or_default();
+            into.insert(format!("{kind}/{name}"), meta.resource_version.clone().unwrap_or_default());
+        }
+        Ok(())
+    }
+    let mut all = std::collections::BTreeMap::new();
+    of::<MyOwnShell>(client, ns, "myownshell", &mut all).await?;
+    of::<Deployment>(client, ns, "deployment", &mut all).await?;
+    of::<k8s_openapi::api::events::v1::Event>(client, ns, "event", &mut all).await?;
+    Ok(all)
+}
+
+/// Objects written (updated, created or deleted) between two [`resource_versions`] readings.
+pub fn written_between(
+    before: &std::collections::BTreeMap<String, String>,
+    after: &std::collections::BTreeMap<String, String>,
+) -> Vec<String> {
+    let changed = after.iter().filter(|(k, v)| before.get(*k) != Some(*v)).map(|(k, _)| k.clone());
+    let gone = before.keys().filter(|k| !after.contains_key(*k)).cloned();
+    changed.chain(gone).collect()
+}
+
 /// The value of one series in Prometheus text output.
 pub fn metric_value(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|line| {
@@ -127,9 +172,81 @@ pub fn metric_value(text: &str, series: &str) -> Option<f64> {
     })
 }
 
+/// The cumulative buckets `(le, count)` of the histogram `name` (e.g.
+/// `myownshell_controller_reconcile_duration_seconds`) in Prometheus text, in the order
+/// given (ascending, `+Inf` last).
+pub fn histogram_buckets(text: &str, name: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{name}_bucket{{le=\"");
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (le, value) = rest.split_once("\"}")?;
+            let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+            Some((le, value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// What was observed between two readings of the same histogram: `after - before`, bucket by
+/// bucket (a `before` of another shape, e.g. from a restarted process, counts as empty).
+pub fn histogram_delta(after: &[(f64, f64)], before: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let same_shape = before.len() == after.len() && before.iter().zip(after).all(|(b, a)| b.0 == a.0);
+    after.iter().enumerate().map(|(i, &(le, n))| (le, if same_shape { n - before[i].1 } else { n })).collect()
+}
+
+/// The `q` quantile (0..=1) of cumulative buckets, as Prometheus's `histogram_quantile`:
+/// linear within the bucket the rank falls in; the highest finite bound if it falls in `+Inf`.
+/// `None` if nothing was observed.
+pub fn histogram_quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for &(le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return Some(lower);
+            }
+            let within = count - below;
+            return Some(if within > 0.0 { lower + (le - lower) * (rank - below) / within } else { le });
+        }
+        (lower, below) = (le, count);
+    }
+    Some(lower)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn histogram_quantiles_as_prometheus_computes_them() {
+        let text = "# TYPE h histogram\nh_sum 3.5\nh_count 100\nh_bucket{le=\"0.1\"} 50\nh_bucket{le=\"1.0\"} 90\nh_bucket{le=\"5.0\"} 100\nh_bucket{le=\"+Inf\"} 100\n";
+        let buckets = histogram_buckets(text, "h");
+        assert_eq!(buckets, vec![(0.1, 50.0), (1.0, 90.0), (5.0, 100.0), (f64::INFINITY, 100.0)]);
+        assert_eq!(histogram_quantile(0.5, &buckets), Some(0.1), "the rank at a bucket's edge");
+        assert_eq!(histogram_quantile(0.25, &buckets), Some(0.05), "linear within the first bucket, from 0");
+        let p99 = histogram_quantile(0.99, &buckets).unwrap();
+        assert!((p99 - 4.6).abs() < 1e-9, "{p99}");
+        assert_eq!(histogram_quantile(0.5, &[(1.0, 0.0), (f64::INFINITY, 4.0)]), Some(1.0), "in +Inf: the last bound");
+        assert_eq!(histogram_quantile(0.5, &[(1.0, 0.0), (f64::INFINITY, 0.0)]), None, "nothing observed");
+
+        let before = vec![(0.1, 40.0), (1.0, 40.0), (5.0, 40.0), (f64::INFINITY, 40.0)];
+        let delta = histogram_delta(&buckets, &before);
+        assert_eq!(delta, vec![(0.1, 10.0), (1.0, 50.0), (5.0, 60.0), (f64::INFINITY, 60.0)]);
+        assert_eq!(histogram_delta(&buckets, &[]), buckets, "no earlier reading: everything is new");
+    }
+
+    #[test]
+    fn writes_between_two_readings() {
+        let reading = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let before = reading(&[("myownshell/a", "1"), ("deployment/a", "2"), ("event/x", "3")]);
+        assert!(written_between(&before, &before).is_empty());
+        let after = reading(&[("myownshell/a", "4"), ("deployment/a", "2"), ("event/y", "5")]);
+        assert_eq!(written_between(&before, &after), ["event/y", "myownshell/a", "event/x"]);
+    }
 
     #[test]
     fn metric_values() {

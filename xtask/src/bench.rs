@@ -25,7 +25,9 @@ pub enum Target {
     },
     /// N MyOwnShells through the real controller binary to Deployments and statuses, against
     /// creating the same N Deployments directly and against a plain client making the same
-    /// requests; both ratios, each write's cost, and the controller's peak RSS
+    /// requests; both ratios, each write's cost, the controller's RSS (peak, steady, per
+    /// object), churn at fixed rates against the queue-latency and reconcile SLOs, and the
+    /// writes after a controller restart and after an apiserver restart
     /// (`controller/benches/controller.rs`).
     Controller {
         /// Objects per run.
@@ -34,6 +36,15 @@ pub enum Target {
         /// Client concurrency, and the controller's `--concurrency`.
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
+        /// Seconds of each churn phase (0: no churn).
+        #[arg(long, default_value_t = 60)]
+        churn_seconds: u64,
+        /// Updates per second to random objects, one churn phase per rate, comma-separated.
+        #[arg(long, default_value = "100,400")]
+        churn_rates: String,
+        /// Run the controller under heaptrack and write its heap profile to this path.
+        #[arg(long)]
+        heap_profile: Option<std::path::PathBuf>,
     },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
     /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
@@ -74,11 +85,16 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Target::Controller { objects, concurrency } => {
-            let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        Target::Controller { objects, concurrency, churn_seconds, churn_rates, heap_profile } => {
+            let mut command = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            command
                 .args(["bench", "--package", "myownshell-controller", "--bench", "controller", "--"])
                 .args(["--objects", &objects.to_string(), "--concurrency", &concurrency.to_string()])
-                .status()?;
+                .args(["--churn-seconds", &churn_seconds.to_string(), "--churn-rates", &churn_rates]);
+            if let Some(path) = heap_profile {
+                command.arg("--heap-profile").arg(path);
+            }
+            let status = command.status()?;
             if !status.success() {
                 anyhow::bail!("the controller bench failed ({status})");
             }
