@@ -1,5 +1,5 @@
-//! The controller process's life: killed in the middle of a cleanup and restarted, and stopped
-//! with SIGTERM.
+//! The controller process's life: killed in the middle of a cleanup and restarted, restarted over
+//! converged objects (it writes nothing), and stopped with SIGTERM.
 
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,7 +12,9 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use myownshell_api::names;
 use myownshell_envtest::{create_namespace, eventually, shared};
-use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
+use myownshell_tests::controller_helpers::{
+    ControllerProcess, ShellNamespace, resource_versions, sized_shell, written_between,
+};
 use myownshell_tests::gate::AdmissionGate;
 use serde_json::json;
 
@@ -20,6 +22,63 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// A finalizer the test puts on the Deployment to hold its deletion open, so the controller can
 /// be killed exactly between "Deployment deleted" and "finalizer removed".
 const HOLD: &str = "test.myownshell.io/hold";
+
+/// Wait until every `MyOwnShell` in the namespace has a status for its current generation.
+async fn statuses_current(t: &ShellNamespace, n: usize, controller: &ControllerProcess) {
+    eventually(&format!("{n} statuses for the current generation"), TIMEOUT, || async {
+        let list = t.shells.list(&Default::default()).await.map_err(|e| e.to_string())?;
+        let current = list
+            .items
+            .iter()
+            .filter(|s| s.status.as_ref().and_then(|st| st.observed_generation) == s.metadata.generation)
+            .count();
+        if current == n { Ok(()) } else { Err(format!("{current} of {}", list.items.len())) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
+}
+
+/// Wait until `controller` has run `n` successful reconciles and nothing is in flight.
+async fn reconciled(controller: &ControllerProcess, n: f64) {
+    eventually(&format!("{n} successful reconciles"), TIMEOUT, || async {
+        let done = controller.metric("myownshell_controller_reconciles_total{result=\"success\"}").await?;
+        let in_flight = controller.metric("myownshell_controller_reconciles_in_flight").await?;
+        if done >= n && in_flight == 0.0 { Ok(()) } else { Err(format!("{done} done, {in_flight} in flight")) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", controller.log_tail(30)));
+}
+
+#[tokio::test]
+async fn a_controller_restarted_over_converged_objects_writes_nothing() {
+    let t = ShellNamespace::create("ctrl-quiet-restart").await.unwrap();
+    let mut first = ControllerProcess::start(t.cp, "quiet-restart-1", &["--namespace", &t.ns]).unwrap();
+    const N: usize = 5;
+    for i in 0..N {
+        t.shells.create(&PostParams::default(), &sized_shell(&format!("quiet-{i}"), 1)).await.unwrap();
+    }
+    statuses_current(&t, N, &first).await;
+    // Every Created event is in too (they are sent without waiting).
+    eventually("an event per object", TIMEOUT, || async {
+        let versions = resource_versions(&t.client, &t.ns).await?;
+        let events = versions.keys().filter(|k| k.starts_with("event/")).count();
+        if events >= N { Ok(()) } else { Err(format!("{events} events")) }
+    })
+    .await
+    .unwrap();
+    first.process.stop(Duration::from_secs(10)).unwrap();
+    let before = resource_versions(&t.client, &t.ns).await.unwrap();
+
+    let second = ControllerProcess::start(t.cp, "quiet-restart-2", &["--namespace", &t.ns]).unwrap();
+    // It reconciles every object once (each is new to it) and finds nothing to do.
+    reconciled(&second, N as f64).await;
+    let writes = second.metric("myownshell_controller_writes_total{kind=\"status\"}").await.unwrap()
+        + second.metric("myownshell_controller_writes_total{kind=\"deployment\"}").await.unwrap()
+        + second.metric("myownshell_controller_writes_total{kind=\"event\"}").await.unwrap();
+    assert_eq!(writes, 0.0, "write requests by the restarted controller\n{}", second.log_tail(30));
+    let written = written_between(&before, &resource_versions(&t.client, &t.ns).await.unwrap());
+    assert!(written.is_empty(), "objects written after the restart: {written:?}\n{}", second.log_tail(30));
+}
 
 #[tokio::test]
 async fn a_controller_killed_mid_cleanup_is_finished_by_the_next_one() {
