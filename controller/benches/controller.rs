@@ -471,7 +471,7 @@ async fn apiserver_writes(client: &Client) -> f64 {
         .filter(|l| ["POST", "PUT", "PATCH", "APPLY", "DELETE"].iter().any(|v| l.contains(&format!("verb=\"{v}\""))))
         .filter(|l| ["myownshells", "deployments", "events"].iter().any(|r| l.contains(&format!("resource=\"{r}\""))))
         .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
+        .fold(0.0, |sum, v| sum + v)
 }
 
 /// Objects written between two readings of every MyOwnShell's, Deployment's and Event's
