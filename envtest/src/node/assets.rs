@@ -25,6 +25,8 @@ pub const PACKAGES: &[(&str, &str)] = &[
     ("tini", "/usr/bin/tini"),
     ("iptables", "/usr/sbin/iptables"),
     ("conntrack", "/usr/sbin/conntrack"),
+    // The tests' probe image (see `images::PROBE_IMAGE`).
+    ("curl", "/usr/bin/curl"),
     ("iproute2", "/usr/sbin/ip"),
     ("util-linux", "/usr/bin/unshare"),
     ("util-linux", "/usr/bin/nsenter"),

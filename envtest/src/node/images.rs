@@ -150,25 +150,54 @@ fn shared_libraries(binary: &Path) -> Result<Vec<PathBuf>, String> {
         .collect())
 }
 
-/// The operator image's files: the binaries in `/`, with the libraries they link at the same
-/// paths as on this machine, and distroless's users.
+/// Copy `binary` into the image at `dest` (e.g. `/myownshell-controller`), with the shared
+/// libraries it links at the paths this machine's loader found them (what a distroless `cc`
+/// base image would provide).
+pub fn add_binary(rootfs: &Path, binary: &Path, dest: &str) -> Result<(), String> {
+    let target = rootfs.join(dest.trim_start_matches('/'));
+    if let Some(parent) = target.parent() {
+        mkdir(parent, 0o755)?;
+    }
+    std::fs::copy(binary, &target).map_err(|e| format!("copying {}: {e}", binary.display()))?;
+    for library in shared_libraries(binary)? {
+        let target = rootfs.join(library.strip_prefix("/").unwrap_or(&library));
+        if let Some(parent) = target.parent() {
+            mkdir(parent, 0o755)?;
+        }
+        // Copies the file a symlink points at, under the name the loader asks for.
+        std::fs::copy(&library, &target).map_err(|e| format!("copying {}: {e}", library.display()))?;
+    }
+    Ok(())
+}
+
+/// The operator image's files: the binaries in `/` with their libraries, and distroless's
+/// users.
 pub fn operator_rootfs(rootfs: &Path, binaries: &[PathBuf]) -> Result<(), String> {
     mkdir(rootfs, 0o755)?;
     mkdir(&rootfs.join("tmp"), 0o1777)?;
     users(rootfs)?;
     for binary in binaries {
         let name = binary.file_name().ok_or_else(|| format!("{} has no file name", binary.display()))?;
-        std::fs::copy(binary, rootfs.join(name)).map_err(|e| format!("copying {}: {e}", binary.display()))?;
-        for library in shared_libraries(binary)? {
-            let target = rootfs.join(library.strip_prefix("/").unwrap_or(&library));
-            if let Some(parent) = target.parent() {
-                mkdir(parent, 0o755)?;
-            }
-            // Copies the file a symlink points at, under the name the loader asks for.
-            std::fs::copy(&library, &target).map_err(|e| format!("copying {}: {e}", library.display()))?;
-        }
+        add_binary(rootfs, binary, &format!("/{}", name.to_string_lossy()))?;
     }
     Ok(())
+}
+
+/// An image for probing from inside the cluster (tests): the shell image's busybox plus
+/// this machine's `curl` (busybox's own TLS client cannot talk to a rustls server).
+pub const PROBE_IMAGE: &str = "localhost/myownshell-probe:local";
+
+/// Build the probe image's archive (see [`PROBE_IMAGE`]) into `out`.
+pub fn build_probe(out: &Path, work: &Path) -> Result<(), String> {
+    let rootfs = work.join("probe-rootfs");
+    let _ = std::fs::remove_dir_all(&rootfs);
+    shell_rootfs(&rootfs, Path::new("/bin/busybox"))?;
+    add_binary(&rootfs, Path::new("/usr/bin/curl"), "/usr/bin/curl")?;
+    let mut spec = shell_spec(PROBE_IMAGE);
+    spec.env = vec!["PATH=/usr/bin:/bin".into()];
+    let result = build_archive(&spec, &rootfs, out, &work.join("probe-build"));
+    let _ = std::fs::remove_dir_all(&rootfs);
+    result
 }
 
 /// The operator image's spec: as the Dockerfile's final stage (user 65532, the controller as
