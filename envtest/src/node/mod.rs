@@ -15,6 +15,7 @@
 pub mod assets;
 pub mod cgroups;
 pub mod config;
+pub mod footprint;
 pub mod images;
 pub mod sandbox;
 
@@ -304,6 +305,25 @@ impl Cluster {
         pids.extend(self.components.iter().chain(self.node_processes.iter()).map(ManagedProcess::pid));
         pids.push(self.sandbox.init_pid());
         pids
+    }
+
+    /// What this cluster has on the host now, to check later that none of it is left.
+    pub fn footprint(&self) -> footprint::Footprint {
+        let init = self.sandbox.init_pid();
+        let ns = |kind: &str| {
+            std::fs::read_link(format!("/proc/{init}/ns/{kind}"))
+                .map(|l| l.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        footprint::Footprint {
+            pids: self.pids(),
+            pid_namespace: ns("pid"),
+            net_namespace: ns("net"),
+            link: self.sandbox.link_name(),
+            pod_cidr: self.config.pod_cidr.to_string(),
+            run_dir: self.control_plane.layout().dir.clone(),
+            cgroup: self.cgroups.kubelet_path().trim_start_matches('/').to_owned(),
+        }
     }
 
     /// Import another OCI archive into the node's containerd.
