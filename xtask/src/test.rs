@@ -73,6 +73,11 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
 
     let assets = crate::envtest::ensure()?;
     eprintln!("xtask: KUBEBUILDER_ASSETS={}", assets.display());
+    // Before any test: `cargo xtask dev` (which a test runs) uses the node when it is there.
+    let node_suites = crate::e2e::should_run()?;
+    if node_suites {
+        crate::node::ensure()?;
+    }
     crate::crdgen::run(true)?;
 
     let mut fmt = cargo();
@@ -111,7 +116,7 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
         .stdout(Stdio::piped());
     let mut totals = run_tests(test)?;
     step.done();
-    if crate::e2e::should_run()? {
+    if node_suites {
         let node = crate::e2e::run_suites(&assets, extra_args)?;
         totals.passed += node.passed;
     }

@@ -23,6 +23,7 @@ use kube::api::Api;
 use myownshell_api::names;
 use myownshell_envtest::ControlPlane;
 use myownshell_envtest::assets::{self, workspace_binary};
+use myownshell_envtest::node::{Cluster, ClusterOptions};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use tokio::signal::unix::{SignalKind, signal};
@@ -208,12 +209,25 @@ async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
         kube_apiserver: assets_dir.join(myownshell_envtest::assets::KUBE_APISERVER),
         etcd: assets_dir.join(myownshell_envtest::assets::ETCD),
     };
-    let step = Step::start("starting the control plane (etcd + kube-apiserver)");
-    let cp = ControlPlane::start_with(found).await?;
-    step.done();
+    let plane = match tokio::task::spawn_blocking(node_or_why_not).await? {
+        Ok(()) => {
+            let step = Step::start("starting the cluster (control plane, and a node: containerd, kubelet)");
+            let node = Cluster::start(ClusterOptions::default()).await?;
+            step.done();
+            Plane::Node(Box::new(node))
+        }
+        Err(why) => {
+            eprintln!("xtask: dev runs API-only, no pods will run: {why}");
+            let step = Step::start("starting the control plane (etcd + kube-apiserver)");
+            let cp = ControlPlane::start_with(found).await?;
+            step.done();
+            Plane::ApiOnly(cp)
+        }
+    };
+    let cp = plane.control_plane();
 
     let ports = Ports::new()?;
-    let ids = cluster::install(&cp, state_dir, ports.webhook).await?;
+    let ids = cluster::install(cp, state_dir, ports.webhook).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let webhook_flags = vec![
         format!("--namespace={}", cluster::SYSTEM_NAMESPACE),
@@ -234,15 +248,60 @@ async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
     let mut env = vec![("KUBECONFIG", ids.admin_kubeconfig.display().to_string())];
     env.extend(ports.urls());
     env.push(("MYOWNSHELL_METRICS_TOKEN", ids.metrics_token.clone()));
-    let mut pids = cp.pids();
+    env.push(("MYOWNSHELL_CLUSTER", plane.kind().to_owned()));
+    let mut pids = plane.pids();
     pids.extend(running.iter().map(|r| r.process.pid()));
     write_pids(state_dir, &pids)?;
     write_env(state_dir, &env)?;
-    announce(state_dir, &env, &cp.summary());
+    announce(state_dir, &env, &plane.summary());
     let outcome = run_until_stopped(running, stop).await;
-    drop(cp);
+    drop(plane);
     eprintln!("xtask: dev stopped; every process it started is gone");
     outcome
+}
+
+/// What `dev` runs the operator against locally: a cluster with a node (pods run), or, where
+/// the node cannot run, only the control plane.
+enum Plane {
+    Node(Box<Cluster>),
+    ApiOnly(ControlPlane),
+}
+
+impl Plane {
+    fn control_plane(&self) -> &ControlPlane {
+        match self {
+            Self::Node(cluster) => cluster.control_plane(),
+            Self::ApiOnly(cp) => cp,
+        }
+    }
+    fn pids(&self) -> Vec<u32> {
+        match self {
+            Self::Node(cluster) => cluster.pids(),
+            Self::ApiOnly(cp) => cp.pids(),
+        }
+    }
+    fn summary(&self) -> String {
+        match self {
+            Self::Node(cluster) => cluster.summary(),
+            Self::ApiOnly(cp) => format!("{}; API only, no pods run", cp.summary()),
+        }
+    }
+    /// `node` or `api-only`, for the env file.
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::Node(_) => "node",
+            Self::ApiOnly(_) => "api-only",
+        }
+    }
+}
+
+/// The node runs when we are root and its pieces are there or can be made (installed with
+/// apt-get, built once with Go, as `cargo xtask envtest --node` does); otherwise, why not.
+fn node_or_why_not() -> Result<(), String> {
+    if !myownshell_envtest::node::assets::is_root() {
+        return Err("the node needs root (namespaces, cgroups, containerd)".to_owned());
+    }
+    crate::node::ensure().map(drop).map_err(|e| format!("{e:#}"))
 }
 
 async fn run_remote(kubeconfig: &Path, state_dir: &Path) -> anyhow::Result<()> {
