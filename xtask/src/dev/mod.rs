@@ -221,7 +221,7 @@ async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
             let step = Step::start("starting the control plane (etcd + kube-apiserver)");
             let cp = ControlPlane::start_with(found).await?;
             step.done();
-            Plane::ApiOnly(cp)
+            Plane::ApiOnly(Box::new(cp))
         }
     };
     let cp = plane.control_plane();
@@ -264,7 +264,7 @@ async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
 /// the node cannot run, only the control plane.
 enum Plane {
     Node(Box<Cluster>),
-    ApiOnly(ControlPlane),
+    ApiOnly(Box<ControlPlane>),
 }
 
 impl Plane {
