@@ -88,6 +88,14 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
     let mut clippy = cargo();
     clippy.args(["clippy", "--workspace", "--all-targets"]).args(locked).args(["--", "-D", "warnings"]);
     run_step("cargo clippy -D warnings", clippy)?;
+    // The node suites are `test = false` (a plain `cargo test` needs no root), so
+    // `--all-targets` leaves them out: lint them by name.
+    let mut node_clippy = cargo();
+    node_clippy
+        .args(["clippy", "-p", "myownshell-tests", "--test", "e2e", "--test", "node"])
+        .args(locked)
+        .args(["--", "-D", "warnings"]);
+    run_step("cargo clippy -D warnings (node suites)", node_clippy)?;
 
     // The fuzz target is not a workspace member (it needs nightly to run), so nothing else
     // compiles it; checking it here keeps it in step with the admission API it drives. It
