@@ -46,6 +46,13 @@ pub enum Target {
         #[arg(long)]
         heap_profile: Option<std::path::PathBuf>,
     },
+    /// On the real node (root): the time from creating a MyOwnShell to its pod Running, against
+    /// creating the same Deployment directly (`xtask/src/bench_node.rs`).
+    Node {
+        /// Measured rounds (each: one Deployment, one MyOwnShell).
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
     /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
     Proxy {
@@ -100,6 +107,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Target::Node { rounds } => crate::bench_node::run(rounds.max(1)),
         Target::Proxy { seconds, concurrency, body_bytes, proxy_worker_threads } => {
             let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
                 .args(["bench", "--package", "myownshell-rbac-proxy", "--bench", "proxy", "--"])
