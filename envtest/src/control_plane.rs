@@ -698,29 +698,41 @@ fn prune_runs(root: &Path) {
 /// cannot start, every test that asks for it fails with the same reason: no test skips.
 pub fn shared() -> &'static ControlPlane {
     static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
-    let result = SHARED.get_or_init(|| {
-        // Tests run inside their own tokio runtimes; start on a thread with a runtime of its own.
-        let started = std::thread::spawn(|| {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .map_err(|e| format!("tokio runtime: {e}"))?;
-            runtime.block_on(ControlPlane::start()).map_err(|e| e.to_string())
-        })
-        .join()
-        .unwrap_or_else(|_| Err("the control-plane start thread panicked".to_owned()));
-        // Straight to stderr, past the test harness's output capture: once per test binary.
-        use std::io::Write;
-        let line = match &started {
-            Ok(cp) => format!("envtest: {}\n", cp.summary()),
-            Err(e) => format!("envtest: control plane failed to start: {e}\n"),
-        };
-        let _ = std::io::stderr().write_all(line.as_bytes());
-        started
-    });
+    let result =
+        SHARED.get_or_init(|| start_shared("control plane", ControlPlane::start, |cp: &ControlPlane| cp.summary()));
     match result {
         Ok(cp) => cp,
         Err(e) => panic!("envtest control plane unavailable: {e}"),
     }
+}
+
+/// Start something every test of a test binary shares, on a thread with a tokio runtime of its
+/// own (tests run inside their own runtimes, which end with them), and say how it went in one
+/// line straight to stderr, past the test harness's output capture: once per test binary.
+pub(crate) fn start_shared<T, Fut>(
+    what: &str,
+    start: impl FnOnce() -> Fut + Send + 'static,
+    summary: impl Fn(&T) -> String,
+) -> Result<T, String>
+where
+    T: Send + 'static,
+    Fut: std::future::Future<Output = Result<T, HarnessError>>,
+{
+    let started = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("tokio runtime: {e}"))?;
+        runtime.block_on(start()).map_err(|e| e.to_string())
+    })
+    .join()
+    .unwrap_or_else(|_| Err(format!("the {what} start thread panicked")));
+    use std::io::Write;
+    let line = match &started {
+        Ok(started) => format!("envtest: {}\n", summary(started)),
+        Err(e) => format!("envtest: {what} failed to start: {e}\n"),
+    };
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    started
 }

@@ -88,7 +88,10 @@ fn shell(name: &str, size: i32) -> String {
     format!("apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata:\n  name: {name}\nspec:\n  size: {size}\n")
 }
 
-fn phase(name: &str, started: Instant) {
+/// Run one phase and print how long it took.
+async fn phase(name: &str, run: impl std::future::Future<Output = ()>) {
+    let started = Instant::now();
+    run.await;
     eprintln!("e2e: {name}: {:.1?}", started.elapsed());
 }
 
@@ -96,38 +99,14 @@ fn phase(name: &str, started: Instant) {
 async fn the_operator_from_config_end_to_end() {
     let cluster = node::shared();
     let e2e = E2e { cluster, kubectl: cluster.control_plane().kubectl() };
-
-    let t = Instant::now();
-    install(&e2e).await;
-    phase("install from config/overlays/local until both Deployments are Ready", t);
-
-    let t = Instant::now();
-    admission_through_the_service(&e2e).await;
-    phase("webhook certificate and admission through the Service", t);
-
-    let t = Instant::now();
-    shells_run_as_real_pods(&e2e).await;
-    phase("shells: pods, exec, resize, repair", t);
-
-    let t = Instant::now();
-    metrics_from_inside_the_cluster(&e2e).await;
-    phase("metrics from pods: 200 / 403 / 401 on both Services", t);
-
-    let t = Instant::now();
-    leader_failover(&e2e).await;
-    phase("leader failover", t);
-
-    let t = Instant::now();
-    deletion(&e2e).await;
-    phase("deleting a shell and a namespace of shells", t);
-
-    let t = Instant::now();
-    uninstall(&e2e).await;
-    phase("kubectl delete -k config/overlays/local", t);
-
-    let t = Instant::now();
-    production_overlay(&e2e).await;
-    phase("the production overlay on one node", t);
+    phase("install from config/overlays/local until both Deployments are Ready", install(&e2e)).await;
+    phase("webhook certificate and admission through the Service", admission_through_the_service(&e2e)).await;
+    phase("shells: pods, exec, resize, repair", shells_run_as_real_pods(&e2e)).await;
+    phase("metrics from pods: 200 / 403 / 401 on both Services", metrics_from_inside_the_cluster(&e2e)).await;
+    phase("leader failover", leader_failover(&e2e)).await;
+    phase("deleting a shell and a namespace of shells", deletion(&e2e)).await;
+    phase("uninstall: the shells, then kubectl delete -k config/overlays/local", uninstall(&e2e)).await;
+    phase("the production overlay on one node", production_overlay(&e2e)).await;
 }
 
 /// `kubectl apply -k` of the local overlay; both Deployments Ready, each pod as its own

@@ -369,23 +369,11 @@ pub fn shared() -> &'static Cluster {
         let images: Vec<PathBuf> = std::env::var_os("MYOWNSHELL_NODE_IMAGES")
             .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
             .unwrap_or_default();
-        let started = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .map_err(|e| format!("tokio runtime: {e}"))?;
-            runtime.block_on(Cluster::start(ClusterOptions { images })).map_err(|e| e.to_string())
-        })
-        .join()
-        .unwrap_or_else(|_| Err("the cluster start thread panicked".to_owned()));
-        use std::io::Write;
-        let line = match &started {
-            Ok(cluster) => format!("envtest: {}\n", cluster.summary()),
-            Err(e) => format!("envtest: cluster failed to start: {e}\n"),
-        };
-        let _ = std::io::stderr().write_all(line.as_bytes());
-        started
+        crate::control_plane::start_shared(
+            "cluster",
+            move || Cluster::start(ClusterOptions { images }),
+            |cluster: &Cluster| cluster.summary(),
+        )
     });
     match result {
         Ok(cluster) => cluster,
