@@ -4,7 +4,8 @@
 //! passed its watch filter, and the reconcile that starts next for that object takes the note.
 //! Several events folded into one reconcile count once, from the oldest; a requeue (no event)
 //! counts nothing. At most one note per object that exists (a note whose object vanished before
-//! its reconcile is dropped), so memory is bounded by the objects watched.
+//! its reconcile is dropped), so memory is bounded by the objects watched, and shrinks back as
+//! the notes are taken (a relist notes every object at once).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,7 +32,7 @@ impl EventQueue {
 
     /// A reconcile of `object` starts at `now`: how long its oldest event waited, if one did.
     pub fn started(&self, object: &ObjectRef<MyOwnShell>, now: Instant) -> Option<Duration> {
-        self.waiting().remove(object).map(|since| now.saturating_duration_since(since))
+        crate::memo::remove(&mut self.waiting(), object).map(|since| now.saturating_duration_since(since))
     }
 
     /// Objects with an event waiting.

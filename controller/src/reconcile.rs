@@ -91,7 +91,7 @@ pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Acti
     ctx.metrics.managed_objects.set(ctx.shells.len() as i64);
     let label = match &result {
         Ok(_) => {
-            ctx.failures().remove(&key);
+            crate::memo::remove(&mut ctx.failures(), &key);
             "success"
         }
         Err(e) => e.metric_label(),
