@@ -32,8 +32,9 @@
 //!   which relists and reconciles every object.
 //!
 //! Prints the times, `ratio = controller/floor`, `ratio = controller/same-writes floor`, what
-//! each kind of write costs alone, and the figures above. `--heap-profile PATH` runs the
-//! controller under heaptrack (read the profile with `heaptrack_print PATH.zst`).
+//! each kind of write costs alone, and the figures above. `--heap-profile PATH` runs each
+//! controller process under heaptrack (read the profiles with `heaptrack_print PATH.first.zst`
+//! and `PATH.restarted.zst`; the RSS figures are then heaptrack's, not the controller's).
 
 // A benchmark reports failures by panicking, like a test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -369,7 +370,12 @@ impl Controller {
         let log = cp.layout().dir.join(format!("controller-bench-{name}.log"));
         let binary = env!("CARGO_BIN_EXE_myownshell-controller");
         let spec = match &options.heap_profile {
-            Some(path) => ProcessSpec::new("controller", "heaptrack", &log).arg("-o").arg(path).arg(binary),
+            // One profile per controller process (`PATH.first.zst`, `PATH.restarted.zst`): heaptrack
+            // would overwrite one file with the next.
+            Some(path) => ProcessSpec::new("controller", "heaptrack", &log)
+                .arg("-o")
+                .arg(format!("{}.{name}", path.display()))
+                .arg(binary),
             None => ProcessSpec::new("controller", binary, &log),
         };
         let spec = spec
