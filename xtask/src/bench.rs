@@ -42,7 +42,8 @@ pub enum Target {
         /// Updates per second to random objects, one churn phase per rate, comma-separated.
         #[arg(long, default_value = "100,400")]
         churn_rates: String,
-        /// Run the controller under heaptrack and write its heap profile to this path.
+        /// Run the controller under heaptrack: one profile per controller process, PATH.first.zst
+        /// and PATH.restarted.zst (the RSS figures are then heaptrack's).
         #[arg(long)]
         heap_profile: Option<std::path::PathBuf>,
     },
