@@ -437,13 +437,15 @@ impl ControlPlane {
         Ok(Client::try_from(config)?)
     }
 
+    /// A client certificate for `user` in `groups`, from the apiserver's client CA.
+    fn client_certificate(&self, user: &str, groups: &[&str]) -> Result<CertifiedKeyPem, HarnessError> {
+        let groups = groups.iter().map(|g| (*g).to_owned()).collect();
+        Ok(self.pki.client_ca.issue(&LeafSpec::client(user, groups, CERT_VALIDITY))?)
+    }
+
     /// A client with a client certificate for `user` in `groups`, issued by the apiserver's client CA.
     pub fn client_as_user(&self, user: &str, groups: &[&str]) -> Result<Client, HarnessError> {
-        let cert = self.pki.client_ca.issue(&LeafSpec::client(
-            user,
-            groups.iter().map(|g| (*g).to_owned()).collect(),
-            CERT_VALIDITY,
-        ))?;
+        let cert = self.client_certificate(user, groups)?;
         let mut config = self.base_config()?;
         config.auth_info.client_certificate_data = Some(BASE64.encode(&cert.cert_pem));
         config.auth_info.client_key_data = Some(SecretString::from(BASE64.encode(&cert.key_pem)));
@@ -530,11 +532,7 @@ impl ControlPlane {
     /// A kubeconfig for a client certificate of `user` in `groups` (for a component such as a
     /// kubelet or kube-scheduler, run as its own identity).
     pub fn kubeconfig_for_user(&self, user: &str, groups: &[&str]) -> Result<Kubeconfig, HarnessError> {
-        let cert = self.pki.client_ca.issue(&LeafSpec::client(
-            user,
-            groups.iter().map(|g| (*g).to_owned()).collect(),
-            CERT_VALIDITY,
-        ))?;
+        let cert = self.client_certificate(user, groups)?;
         let mut kubeconfig = self.kubeconfig();
         for named in &mut kubeconfig.auth_infos {
             named.auth_info = Some(AuthInfo {
