@@ -63,7 +63,7 @@ pub enum HarnessError {
     Start(String),
 }
 
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
     let context = context.into();
     move |source| HarnessError::Io { context, source }
 }

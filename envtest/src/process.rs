@@ -207,6 +207,13 @@ impl Drop for ManagedProcess {
     }
 }
 
+/// Whether `pid` is running: present, and not a zombie waiting for its parent to reap it.
+pub fn is_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| !stat.rsplit(')').next().unwrap_or_default().trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}
+
 /// The last `lines` lines of a log file (empty if unreadable).
 pub fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use myownshell_envtest::assets::{workspace_binary, workspace_root};
-use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::process::{ManagedProcess, ProcessSpec, is_alive as alive};
 use myownshell_envtest::{Kubectl, eventually};
 use myownshell_tests::scrape::https_get;
 
@@ -35,12 +35,6 @@ fn read_env(path: &Path) -> Result<BTreeMap<String, String>, String> {
 fn addr_of(url: &str) -> SocketAddr {
     let rest = url.strip_prefix("https://").unwrap();
     rest.split('/').next().unwrap().parse().unwrap()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| !stat.rsplit(')').next().unwrap_or_default().trim_start().starts_with('Z'))
-        .unwrap_or(false)
 }
 
 /// A running `xtask dev` and what it wrote once ready.

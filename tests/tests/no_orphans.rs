@@ -7,13 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Alive means present and not a zombie waiting for a reaper.
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().unwrap_or_default().trim_start().starts_with('Z'),
-        Err(_) => false,
-    }
-}
+use myownshell_envtest::process::is_alive as alive;
 
 fn start_probe(mode: &str) -> (std::process::Child, Vec<u32>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_envtest-probe"))

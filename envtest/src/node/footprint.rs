@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::process::is_alive as alive;
+
 /// The traces of one running cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Footprint {
@@ -26,12 +28,6 @@ pub struct Footprint {
     pub run_dir: PathBuf,
     /// The node's cgroup root name (without the leading `/`).
     pub cgroup: String,
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| !stat.rsplit(')').next().unwrap_or_default().trim_start().starts_with('Z'))
-        .unwrap_or(false)
 }
 
 /// Live processes whose namespace of `kind` is `namespace`.

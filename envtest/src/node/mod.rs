@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::Api;
 use myownshell_certs::pki::LeafSpec;
 
-use crate::control_plane::{ControlPlane, HarnessError, Options, new_run_dir, write_kubeconfig};
+use crate::control_plane::{ControlPlane, HarnessError, Options, io_err, new_run_dir, write_kubeconfig};
 use crate::ports::free_port;
 use crate::process::{ManagedProcess, ProcessSpec};
 use crate::wait::eventually;
@@ -57,11 +57,6 @@ pub struct Cluster {
     cgroups: cgroups::CgroupRoot,
     config: NodeConfig,
     startup: Duration,
-}
-
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> HarnessError {
-    let context = context.into();
-    move |source| HarnessError::Io { context, source }
 }
 
 fn write(path: &Path, contents: &str) -> Result<(), HarnessError> {
