@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod cached_deployment;
 pub mod deployment;
 pub mod error;
 pub mod events;

@@ -19,12 +19,13 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::args::Args;
+use crate::cached_deployment::CachedDeployment;
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::memo::{DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
 use crate::queue::EventQueue;
 use crate::reconcile::{self, Context};
-use crate::watch::{self, CachedDeployment, Synced};
+use crate::watch::{self, Synced};
 
 /// The name this controller reports in Events.
 pub const REPORTER: &str = "myownshell-controller";

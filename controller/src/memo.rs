@@ -12,7 +12,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus};
 
-use crate::watch::{CachedDeployment, Synced, prune_deployment};
+use crate::cached_deployment::CachedDeployment;
+use crate::watch::{Synced, prune_deployment};
 
 /// Statuses this controller wrote that the `MyOwnShell` watch has not delivered yet. Without it,
 /// a reconcile triggered between a status write and its watch event (say, by the new

@@ -4,26 +4,19 @@
 //! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
 //! are dropped before objects reach the stores. Deployments are watched only if they carry the
 //! managed-by label, so the controller never caches the rest of the cluster's Deployments, and
-//! each is kept as its JSON text ([`CachedDeployment`]): a typed Deployment with its one
-//! container takes about 8 KiB of heap, mostly empty optional fields and label maps, where
-//! its text, less the apiserver's defaults the desired Deployment never sets, takes about
-//! 1.7 KiB. A relist shares the text of every Deployment that comes back unchanged.
+//! each is kept packed ([`CachedDeployment`]).
 
-use std::borrow::Cow;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, TryStreamExt};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Resource};
 use myownshell_api::MyOwnShell;
-use serde::{Deserialize, Deserializer};
 use tokio::sync::watch;
 
+use crate::cached_deployment::CachedDeployment;
 use crate::deployment::SPEC_HASH_ANNOTATION;
 use crate::labels;
 use crate::memo::{DeploymentCache, StatusMemo};
@@ -60,89 +53,6 @@ pub fn prune_deployment(deployment: &mut Deployment) {
         container.image_pull_policy = None;
         container.termination_message_path = None;
         container.termination_message_policy = None;
-    }
-}
-
-/// A Deployment as the watch cache keeps it: pruned ([`prune_deployment`]) and held as its JSON
-/// text, with only the identity the store keys it by (name, namespace, uid, resourceVersion)
-/// typed. [`CachedDeployment::deployment`] gives the Deployment back, exactly as pruned, for a
-/// reconcile to read. It is decoded from the watch's JSON as a Deployment and converted at once,
-/// so the typed object lives only while one event passes.
-///
-/// The text is shared: cloning a `CachedDeployment` (the reflector clones every object it
-/// stores) copies no text, and a relist that brings a Deployment back unchanged keeps the text
-/// already cached ([`CachedDeployment::share_unchanged`]), so a relist of N Deployments does not
-/// hold two copies of every text while the new list replaces the old.
-#[derive(Clone, Debug)]
-pub struct CachedDeployment {
-    metadata: ObjectMeta,
-    json: Arc<str>,
-}
-
-impl CachedDeployment {
-    /// `deployment`, pruned and stored as text.
-    pub fn new(mut deployment: Deployment) -> Self {
-        prune_deployment(&mut deployment);
-        let m = &deployment.metadata;
-        let metadata = ObjectMeta {
-            name: m.name.clone(),
-            namespace: m.namespace.clone(),
-            uid: m.uid.clone(),
-            resource_version: m.resource_version.clone(),
-            ..ObjectMeta::default()
-        };
-        // Serializing a Deployment cannot fail (string keys only); were it ever to, the empty
-        // text decodes to nothing and reconcile reads the Deployment from the apiserver.
-        let json = serde_json::to_string(&deployment).unwrap_or_default().into();
-        Self { metadata, json }
-    }
-
-    /// Take the text of `cached` if it is this very version of this object (same uid and
-    /// resourceVersion: the apiserver never changes a version once written), dropping this one's
-    /// copy.
-    pub fn share_unchanged(&mut self, cached: &Self) {
-        let (a, b) = (&self.metadata, &cached.metadata);
-        if a.resource_version.is_some() && a.uid == b.uid && a.resource_version == b.resource_version {
-            self.json = cached.json.clone();
-        }
-    }
-
-    /// The Deployment as cached (pruned), or `None` if its text does not decode.
-    pub fn deployment(&self) -> Option<Deployment> {
-        serde_json::from_str(&self.json).ok()
-    }
-}
-
-impl<'de> Deserialize<'de> for CachedDeployment {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Deployment::deserialize(deserializer).map(Self::new)
-    }
-}
-
-impl Resource for CachedDeployment {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Deployment::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Deployment::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Deployment::version(dt)
-    }
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        Deployment::api_version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Deployment::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
     }
 }
 
@@ -317,60 +227,5 @@ mod tests {
             prune_deployment(&mut pruned);
             assert_eq!(pruned, want, "needs_apply would see a difference that is not there");
         }
-    }
-
-    #[test]
-    fn a_cached_deployment_gives_back_the_pruned_deployment() {
-        let mut shell = MyOwnShell::new("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() });
-        shell.metadata.namespace = Some("ns".into());
-        shell.metadata.uid = Some("u1".into());
-        let mut live = crate::deployment::desired(&shell, None).unwrap();
-        live.metadata.uid = Some("d1".into());
-        live.metadata.resource_version = Some("42".into());
-        live.metadata.generation = Some(3);
-        live.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        // The apiserver's defaults.
-        let spec = live.spec.as_mut().unwrap();
-        spec.revision_history_limit = Some(10);
-        spec.progress_deadline_seconds = Some(600);
-        let pod = spec.template.spec.as_mut().unwrap();
-        pod.restart_policy = Some("Always".into());
-        pod.termination_grace_period_seconds = Some(30);
-        pod.containers[0].image_pull_policy = Some("IfNotPresent".into());
-        live.metadata
-            .annotations
-            .get_or_insert_default()
-            .insert("deployment.kubernetes.io/revision".into(), "1".into());
-        live.status =
-            Some(k8s_openapi::api::apps::v1::DeploymentStatus { ready_replicas: Some(1), ..Default::default() });
-
-        // Decoded from the watch's JSON, as the watcher does.
-        let cached: CachedDeployment = serde_json::from_value(serde_json::to_value(&live).unwrap()).unwrap();
-        let mut pruned = live.clone();
-        prune_deployment(&mut pruned);
-        assert_eq!(pruned.spec.as_ref().and_then(|s| s.revision_history_limit), None, "a default dropped");
-        assert_eq!(cached.deployment(), Some(pruned.clone()), "everything reconcile reads, nothing else");
-        assert!(!crate::deployment::needs_apply(&crate::deployment::desired(&shell, None).unwrap(), Some(&pruned)));
-        // The store keys it by its identity.
-        let key = reflector::ObjectRef::from_obj(&cached);
-        assert_eq!((key.name.as_str(), key.namespace.as_deref()), ("web", Some("ns")));
-        assert_eq!(cached.meta().resource_version.as_deref(), Some("42"));
-        assert_eq!(cached.meta().uid.as_deref(), Some("d1"));
-        assert_eq!(CachedDeployment::plural(&()), "deployments");
-
-        // A relist's copy of the same version shares the cached text; a new version does not.
-        let mut again: CachedDeployment = serde_json::from_value(serde_json::to_value(&live).unwrap()).unwrap();
-        assert!(!Arc::ptr_eq(&again.json, &cached.json));
-        again.share_unchanged(&cached);
-        assert!(Arc::ptr_eq(&again.json, &cached.json), "the same version: one text");
-        assert_eq!(again.deployment(), cached.deployment());
-        let mut changed = live.clone();
-        changed.metadata.resource_version = Some("43".into());
-        changed.spec.as_mut().unwrap().replicas = Some(5);
-        let mut newer = CachedDeployment::new(changed);
-        newer.share_unchanged(&cached);
-        assert!(!Arc::ptr_eq(&newer.json, &cached.json), "a new version keeps its own text");
-        assert_eq!(newer.deployment().and_then(|d| d.spec).and_then(|s| s.replicas), Some(5));
-        assert_eq!(CachedDeployment::api_version(&()), "apps/v1");
     }
 }
