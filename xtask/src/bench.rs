@@ -95,8 +95,13 @@ pub fn run(target: Target) -> anyhow::Result<()> {
         }
         Target::Controller { objects, concurrency, churn_seconds, churn_rates, heap_profile } => {
             let mut command = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            command.args(["bench", "--package", "myownshell-controller", "--bench", "controller"]);
+            // heaptrack sees only the C library's malloc, not the shipped binary's jemalloc.
+            if heap_profile.is_some() {
+                command.arg("--no-default-features");
+            }
             command
-                .args(["bench", "--package", "myownshell-controller", "--bench", "controller", "--"])
+                .arg("--")
                 .args(["--objects", &objects.to_string(), "--concurrency", &concurrency.to_string()])
                 .args(["--churn-seconds", &churn_seconds.to_string(), "--churn-rates", &churn_rates]);
             if let Some(path) = heap_profile {
