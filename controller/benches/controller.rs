@@ -29,12 +29,14 @@
 //!   Deployments and Events) and by resourceVersion (every MyOwnShell, Deployment and Event
 //!   compared before and after); both must be 0;
 //! - apiserver restart: the same counts after kube-apiserver restarts under the controller,
-//!   which relists and reconciles every object.
+//!   which relists and reconciles every object;
+//! - after each restart, the controller's peak RSS during it and its steady RSS.
 //!
 //! Prints the times, `ratio = controller/floor`, `ratio = controller/same-writes floor`, what
 //! each kind of write costs alone, and the figures above. `--heap-profile PATH` runs each
 //! controller process under heaptrack (read the profiles with `heaptrack_print PATH.first.zst`
-//! and `PATH.restarted.zst`; the RSS figures are then heaptrack's, not the controller's).
+//! and `PATH.restarted.zst`; the RSS figures are then heaptrack's, not the controller's, and
+//! `cargo xtask bench` builds the controller with the C library's malloc, the one heaptrack sees).
 
 // A benchmark reports failures by panicking, like a test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -64,8 +66,10 @@ use myownshell_tests::controller_helpers::{
 
 const DEADLINE: Duration = Duration::from_secs(600);
 /// How long the controller idles after converging before its steady RSS is read: longer than
-/// any requeue, and long enough for the allocator to hand freed pages back.
-const STEADY_AFTER: Duration = Duration::from_secs(10);
+/// any requeue, and long enough for the allocator to hand freed pages back (jemalloc purges a
+/// freed page within 10 s, its `dirty_decay_ms`; sampled every 10 s after a relist of 10,000
+/// objects, RSS fell at 10 s and 20 s and not after, over 90 s).
+const STEADY_AFTER: Duration = Duration::from_secs(20);
 const QUEUE_LATENCY: &str = "myownshell_controller_reconcile_queue_latency_seconds";
 const RECONCILE_DURATION: &str = "myownshell_controller_reconcile_duration_seconds";
 
@@ -408,6 +412,20 @@ impl Controller {
     fn rss_mib(&self, field: &str) -> f64 {
         rss_mib(self.process.pid(), field)
     }
+
+    /// Start the peak (VmHWM) over from the current RSS, so the next phase reports its own.
+    fn reset_peak(&self) {
+        let pid = self.process.pid();
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap_or_else(|e| panic!("resetting VmHWM: {e}"));
+    }
+}
+
+/// The controller's peak RSS (VmHWM) now, and its RSS once idle for [`STEADY_AFTER`]
+/// (allocators give freed memory back over seconds, not at once).
+async fn peak_and_steady(controller: &Controller) -> (f64, f64) {
+    let peak = controller.rss_mib("VmHWM:");
+    tokio::time::sleep(STEADY_AFTER).await;
+    (peak, controller.rss_mib("VmRSS:"))
 }
 
 /// A memory figure of a process from /proc/PID/status (`VmRSS:` now, `VmHWM:` peak), in MiB.
@@ -637,15 +655,15 @@ async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> Dura
     let reconciled = ready + settled(&scraper, &controller, n as f64).await;
     let requests = apiserver_writes(&client).await - requests_before;
     let rewritten = changed(&client, ns, &before).await;
+    let (peak, steady) = peak_and_steady(&controller).await;
     println!(
-        "  controller restart: ready (caches synced) in {ready:.2?}, every object reconciled in {reconciled:.2?}; writes: {requests:.0} requests at the apiserver, {rewritten} objects changed (must be 0, 0); RSS peak {:.1} MiB, now {:.1} MiB",
-        controller.rss_mib("VmHWM:"),
-        controller.rss_mib("VmRSS:")
+        "  controller restart: ready (caches synced) in {ready:.2?}, every object reconciled in {reconciled:.2?}; writes: {requests:.0} requests at the apiserver, {rewritten} objects changed (must be 0, 0); RSS peak {peak:.1} MiB, steady {steady:.1} MiB",
     );
 
     // Restart kube-apiserver under the controller: the relist must write nothing either.
     let reconciles_before = family_sum(&scraper.scrape(&controller).await, "myownshell_controller_reconciles_total");
     let before = resource_versions(&client, ns).await.unwrap();
+    controller.reset_peak();
     cp.stop_apiserver().unwrap();
     let down = Instant::now();
     cp.start_apiserver().await.unwrap();
@@ -655,10 +673,9 @@ async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> Dura
     let resynced = settled(&scraper, &controller, reconciles_before + n as f64).await;
     let requests = apiserver_writes(&client).await;
     let rewritten = changed(&client, ns, &before).await;
+    let (peak, steady) = peak_and_steady(&controller).await;
     println!(
-        "  apiserver restart: apiserver back in {back:.2?}, every object relisted and reconciled {resynced:.2?} after; writes: {requests:.0} requests at the apiserver, {rewritten} objects changed (must be 0, 0); controller RSS peak {:.1} MiB, now {:.1} MiB",
-        controller.rss_mib("VmHWM:"),
-        controller.rss_mib("VmRSS:")
+        "  apiserver restart: apiserver back in {back:.2?}, every object relisted and reconciled {resynced:.2?} after; writes: {requests:.0} requests at the apiserver, {rewritten} objects changed (must be 0, 0); controller RSS peak {peak:.1} MiB, steady {steady:.1} MiB",
     );
     assert!(controller.process.is_running(), "the controller died:\n{}", controller.process.log_tail(20));
     controller.process.stop(Duration::from_secs(10)).unwrap();
