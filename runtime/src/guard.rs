@@ -1,13 +1,13 @@
 //! Closing connections that hold a slot without using it: a client that sends no request and
 //! receives nothing for the idle timeout (a forgotten keep-alive connection, a vanished peer),
 //! one whose request (head and body) is still arriving at the request deadline (slowloris, a
-//! body trickled a byte at a time), and a request that moves no byte either way for the idle
-//! timeout (a body never sent, a stalled answer).
+//! body trickled a byte at a time, a body that stops coming while the handler waits for it), and
+//! a request that moves no byte either way for the idle timeout (a stalled answer).
 //!
 //! hyper's own `header_read_timeout` covers only the head, and does it by arming a timer for
 //! every request, which was a measurable share of an admission answer. Here each connection
 //! counts its bytes and requests with relaxed atomics ([`Activity`], [`CountedIo`],
-//! [`CountedService`]) and one watcher per connection looks at the counters every
+//! [`CountedService`], [`GuardedBody`]) and one watcher per connection looks at the counters every
 //! [`GuardConfig::tick`]; what it decides is the pure [`Watch::step`].
 
 use std::future::Future;
@@ -30,9 +30,10 @@ pub struct GuardConfig {
     /// either way for this long (during one): closed. Longer than a Go client's idle timeout
     /// (90 s), so the apiserver closes its idle connections first.
     pub idle: Duration,
-    /// A request still arriving (its head, or bytes of its body) this long after its first
-    /// byte: closed. A client that stops sending altogether mid-request is left to `idle`,
-    /// since bytes alone cannot tell it from a handler thinking after the whole body came.
+    /// A request still arriving this long after its first byte: closed. Still arriving means
+    /// its head is incomplete, bytes of its body are still coming in, or the handler is waiting
+    /// for body bytes the client has not sent ([`GuardedBody`] tells that apart from a handler
+    /// busy before it reads the body, which is not the client's fault).
     pub request: Duration,
     /// How often the counters are looked at. A request's clock starts at the first look that
     /// sees it, so the limits are enforced never early and at most two ticks late.
@@ -56,6 +57,7 @@ pub struct Activity {
     written: AtomicU64,
     requests: AtomicU64,
     in_flight: AtomicU64,
+    awaiting_body: AtomicU64,
 }
 
 /// A reading of [`Activity`].
@@ -69,6 +71,9 @@ pub struct Snapshot {
     pub requests: u64,
     /// Requests whose response body has not ended yet.
     pub in_flight: u64,
+    /// Request bodies the handler is waiting on: it asked for the next bytes and the client has
+    /// not sent them yet.
+    pub awaiting_body: u64,
 }
 
 impl Activity {
@@ -79,6 +84,7 @@ impl Activity {
             written: self.written.load(Ordering::Relaxed),
             requests: self.requests.load(Ordering::Relaxed),
             in_flight: self.in_flight.load(Ordering::Relaxed),
+            awaiting_body: self.awaiting_body.load(Ordering::Relaxed),
         }
     }
 }
@@ -92,7 +98,7 @@ pub enum Verdict {
     Idle,
     /// A request head still arriving at the request deadline.
     SlowHead,
-    /// A request body still arriving after the request deadline.
+    /// A request body still arriving, or awaited from the client, after the request deadline.
     SlowBody,
     /// A request being answered moved no byte either way for the idle timeout.
     Stalled,
@@ -142,9 +148,10 @@ impl Watch {
             self.active_since = now;
             self.partial_since = None;
             // Bytes still coming in past the deadline are its body, trickled (or a pipelined
-            // next request, which Go clients such as the apiserver and Prometheus never send).
+            // next request, which Go clients such as the apiserver and Prometheus never send);
+            // a handler still waiting for body bytes then waits on a client that stopped.
             let overdue = self.request_since.is_some_and(|since| elapsed(since) >= config.request);
-            if overdue && seen.read != last.read {
+            if overdue && (seen.read != last.read || seen.awaiting_body > 0) {
                 return Verdict::SlowBody;
             }
             // Otherwise it is being answered, maybe slowly, maybe streaming: cut off only if it
@@ -258,7 +265,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for CountedIo<T> {
 
 /// A connection's service, counting requests and those still being answered: from the call
 /// until the response body has been sent (or dropped), so a long or paused response counts as
-/// in flight.
+/// in flight. The request's body reaches the inner service as a [`GuardedBody`].
 #[derive(Debug, Clone)]
 pub struct CountedService<S> {
     inner: S,
@@ -272,17 +279,18 @@ impl<S> CountedService<S> {
     }
 }
 
-impl<S, R, B> Service<R> for CountedService<S>
+impl<S, R, B> Service<http::Request<R>> for CountedService<S>
 where
-    S: Service<R, Response = http::Response<B>>,
+    S: Service<http::Request<GuardedBody<R>>, Response = http::Response<B>>,
 {
     type Response = http::Response<CountedBody<B>>;
     type Error = S::Error;
     type Future = InFlight<S::Future>;
 
-    fn call(&self, request: R) -> Self::Future {
+    fn call(&self, request: http::Request<R>) -> Self::Future {
         self.activity.requests.fetch_add(1, Ordering::Relaxed);
         self.activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        let request = request.map(|inner| GuardedBody { inner, awaiting: None, activity: self.activity.clone() });
         InFlight { inner: self.inner.call(request), answering: Some(Answering(self.activity.clone())) }
     }
 }
@@ -342,6 +350,60 @@ impl<B: Body> Body for CountedBody<B> {
         let polled = this.inner.poll_frame(cx);
         if let Poll::Ready(None | Some(Err(_))) = polled {
             this.answering.take();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// One request body counted as awaited from the client; counted out when dropped.
+struct Awaiting(Arc<Activity>);
+
+impl Awaiting {
+    fn start(activity: &Arc<Activity>) -> Self {
+        activity.awaiting_body.fetch_add(1, Ordering::Relaxed);
+        Self(activity.clone())
+    }
+}
+
+impl Drop for Awaiting {
+    fn drop(&mut self) {
+        self.0.awaiting_body.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pin_project! {
+    /// A request body that tells its connection's guard while the handler waits for bytes the
+    /// client has not sent: from a read that found nothing until the next frame (or the end, or
+    /// the body being dropped). A body the handler has not asked for yet (it is busy, say
+    /// authenticating before it forwards an upload) is not awaited, so only a client that stops
+    /// mid-body is cut at the request deadline.
+    pub struct GuardedBody<B> {
+        #[pin]
+        inner: B,
+        awaiting: Option<Awaiting>,
+        activity: Arc<Activity>,
+    }
+}
+
+impl<B: Body> Body for GuardedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let polled = this.inner.poll_frame(cx);
+        if polled.is_pending() {
+            this.awaiting.get_or_insert_with(|| Awaiting::start(this.activity));
+        } else {
+            this.awaiting.take();
         }
         polled
     }
@@ -463,7 +525,50 @@ mod tests {
             let mut watch = Watch::new(start);
             let mut verdict = Verdict::Keep;
             for (i, &(secs, read, written, requests, in_flight)) in ticks.iter().enumerate() {
-                verdict = watch.step(Snapshot { read, written, requests, in_flight }, at(start, secs), &CONFIG);
+                let seen = Snapshot { read, written, requests, in_flight, awaiting_body: 0 };
+                verdict = watch.step(seen, at(start, secs), &CONFIG);
+                if i + 1 < ticks.len() {
+                    assert_eq!(verdict, Verdict::Keep, "{what}: tick {i}");
+                }
+            }
+            assert_eq!(verdict, *want, "{what}");
+        }
+    }
+
+    #[test]
+    fn the_request_deadline_is_the_apiservers_webhook_timeout() {
+        // kube-apiserver gives a webhook 10 s by default (timeoutSeconds); a request still
+        // arriving then has been given up on by its sender.
+        assert_eq!(GuardConfig::default().request, Duration::from_secs(10));
+        assert!(GuardConfig::default().request < GuardConfig::default().idle);
+    }
+
+    #[test]
+    fn verdicts_on_a_body_the_handler_waits_for() {
+        /// (seconds, bytes read, bodies awaited) per tick of one request in flight.
+        type Seen = (u64, u64, u64);
+        // The verdict expected at the last tick (all earlier ticks must say Keep).
+        let cases: &[(&str, &[Seen], Verdict)] = &[
+            (
+                "a body that stops coming while the handler waits",
+                &[(5, 500, 1), (15, 500, 1), (25, 500, 1)],
+                Verdict::SlowBody,
+            ),
+            ("a handler busy before it reads the body", &[(5, 500, 0), (25, 500, 0), (60, 500, 0)], Verdict::Keep),
+            (
+                "... until it moves nothing for the idle timeout",
+                &[(5, 500, 0), (25, 500, 0), (65, 500, 0)],
+                Verdict::Stalled,
+            ),
+            ("a body that came whole, then a long think", &[(5, 500, 1), (10, 900, 0), (40, 900, 0)], Verdict::Keep),
+        ];
+        for (what, ticks, want) in cases {
+            let start = Instant::now();
+            let mut watch = Watch::new(start);
+            let mut verdict = Verdict::Keep;
+            for (i, &(secs, read, awaiting_body)) in ticks.iter().enumerate() {
+                let seen = Snapshot { read, written: 0, requests: 1, in_flight: 1, awaiting_body };
+                verdict = watch.step(seen, at(start, secs), &CONFIG);
                 if i + 1 < ticks.len() {
                     assert_eq!(verdict, Verdict::Keep, "{what}: tick {i}");
                 }
@@ -473,15 +578,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_body_counts_as_awaited_while_a_read_finds_nothing() {
+        use http_body_util::{BodyExt, StreamBody};
+        let activity = Arc::new(Activity::default());
+        let (send, frames) =
+            futures::channel::mpsc::unbounded::<Result<Frame<bytes::Bytes>, std::convert::Infallible>>();
+        let mut body = GuardedBody { inner: StreamBody::new(frames), awaiting: None, activity: activity.clone() };
+        let awaited = || activity.snapshot().awaiting_body;
+        assert_eq!(awaited(), 0, "not asked for yet");
+        assert!(futures::poll!(body.frame()).is_pending());
+        assert_eq!(awaited(), 1, "asked for, nothing sent");
+        send.unbounded_send(Ok(Frame::data("a".into()))).unwrap();
+        assert!(body.frame().await.is_some());
+        assert_eq!(awaited(), 0, "a frame came");
+        assert!(futures::poll!(body.frame()).is_pending());
+        assert_eq!(awaited(), 1);
+        drop(body);
+        assert_eq!(awaited(), 0, "dropped while awaited");
+    }
+
+    #[tokio::test]
     async fn a_request_counts_in_flight_until_its_response_body_ends() {
         use http_body_util::BodyExt;
         /// Answers with a two-frame body after one yield.
         struct Answer;
-        impl Service<u64> for Answer {
+        impl Service<http::Request<GuardedBody<u64>>> for Answer {
             type Response = http::Response<http_body_util::StreamBody<Frames>>;
             type Error = std::convert::Infallible;
             type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-            fn call(&self, _: u64) -> Self::Future {
+            fn call(&self, _: http::Request<GuardedBody<u64>>) -> Self::Future {
                 Box::pin(async move {
                     tokio::task::yield_now().await;
                     let frames: Vec<Result<Frame<bytes::Bytes>, std::convert::Infallible>> =
@@ -495,7 +620,7 @@ mod tests {
         let activity = Arc::new(Activity::default());
         let service = CountedService::new(Answer, activity.clone());
         let in_flight = || activity.snapshot().in_flight;
-        let response = service.call(1).await.unwrap();
+        let response = service.call(http::Request::new(1)).await.unwrap();
         assert_eq!((activity.snapshot().requests, in_flight()), (1, 1), "answered, body not sent");
         let mut body = response.into_body();
         assert!(body.frame().await.is_some());
@@ -505,9 +630,9 @@ mod tests {
         assert_eq!(in_flight(), 0, "the body ended");
 
         // Dropped before it answered, or with its body unsent: counted out too.
-        drop(service.call(2));
+        drop(service.call(http::Request::new(2)));
         assert_eq!(in_flight(), 0);
-        drop(service.call(3).await.unwrap());
+        drop(service.call(http::Request::new(3)).await.unwrap());
         assert_eq!((activity.snapshot().requests, in_flight()), (3, 0));
     }
 

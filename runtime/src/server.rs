@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::{AbortOnDropHandle, TaskTracker};
 use tower::{BoxError, ServiceExt};
 
-use crate::guard::{self, Activity, CountedIo, CountedService, GuardConfig};
+use crate::guard::{self, Activity, CountedIo, CountedService, GuardConfig, GuardedBody};
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,11 +59,15 @@ impl Default for ServeOptions {
     }
 }
 
+/// The body of a request as the services given to [`serve_tls_with`] receive it: hyper's, with
+/// the connection's guard told while the handler waits for it.
+pub type RequestBody = GuardedBody<Incoming>;
+
 /// A hyper service that can serve one connection from a task of its own: what
 /// [`serve_tls_with`] asks of the services it is given. Implemented for every such service.
 pub trait ConnectionService:
     Service<
-        http::Request<Incoming>,
+        http::Request<RequestBody>,
         Response = http::Response<Self::ResponseBody>,
         Future: Send + 'static,
         Error: Into<BoxError>,
@@ -76,7 +80,7 @@ pub trait ConnectionService:
 
 impl<S, B> ConnectionService for S
 where
-    S: Service<http::Request<Incoming>, Response = http::Response<B>> + Send + 'static,
+    S: Service<http::Request<RequestBody>, Response = http::Response<B>> + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
     B: Body<Data: Send, Error: Into<BoxError>> + Send + 'static,
@@ -103,7 +107,7 @@ pub async fn serve_tls(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let make_service = move |info: ConnectionInfo| {
-        let service = app.clone().map_request(move |mut req: http::Request<Incoming>| {
+        let service = app.clone().map_request(move |mut req: http::Request<RequestBody>| {
             req.extensions_mut().insert(info.clone());
             req
         });

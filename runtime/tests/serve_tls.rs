@@ -1,7 +1,9 @@
 //! The TLS server over real sockets and real TLS: connections that do nothing useful are closed
-//! by their guard (idle, a request head or body trickled in past the request deadline, a request
-//! that moves nothing), busy ones are not, tricklers filling every slot do not keep others out, shutdown drains (the request in flight finishes, idle keep-alive connections
-//! close, the server returns), and connections beyond the limit wait for a free slot.
+//! by their guard (idle, a request head or body trickled in past the request deadline, a body
+//! that stops coming, a request that moves nothing), busy ones are not (nor a handler that thinks
+//! before it reads the body), tricklers filling every slot do not keep others out, shutdown
+//! drains (the request in flight finishes, idle keep-alive connections close, the server
+//! returns), and connections beyond the limit wait for a free slot.
 
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,7 +19,7 @@ use http_body_util::{BodyExt, Empty, Full, StreamBody};
 use hyper::body::Frame;
 use hyper_util::rt::TokioIo;
 use myownshell_runtime::guard::GuardConfig;
-use myownshell_runtime::server::{ServeOptions, serve_tls_with};
+use myownshell_runtime::server::{RequestBody, ServeOptions, serve_tls_with};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -68,8 +70,13 @@ fn trickling_body(every: Duration, chunks: usize) -> BoxBody<Bytes, Infallible> 
     BodyExt::boxed(StreamBody::new(frames))
 }
 
+/// How long `/think` waits before it reads the request body: past the request deadline, short of
+/// the idle timeout.
+const THINK: Duration = Duration::from_millis(1150);
+
 /// A server whose handler answers `GET /slow` after `slow`, `GET /silent` after three idle
-/// timeouts, streams `GET /stream` for two idle timeouts, and answers anything else at once.
+/// timeouts, streams `GET /stream` for two idle timeouts, reads the body of `/think` only after
+/// [`THINK`], and answers anything else at once. All but `/think` read the whole body first.
 async fn start(slow: Duration) -> Server {
     start_with(slow, ServeOptions { guard: GUARD, drain_timeout: DRAIN, ..ServeOptions::default() }).await
 }
@@ -84,11 +91,14 @@ async fn start_with(slow: Duration, options: ServeOptions) -> Server {
     let arrivals = Arc::new(arrivals);
     let make_service = move |_| {
         let arrivals = arrivals.clone();
-        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+        hyper::service::service_fn(move |request: http::Request<RequestBody>| {
             arrivals.send_modify(|count| *count += 1);
             async move {
                 let path = request.uri().path().to_owned();
-                // Read the whole body first, as a real handler does.
+                if path == "/think" {
+                    tokio::time::sleep(THINK).await;
+                }
+                // Read the whole body, as a real handler does.
                 let _ = request.into_body().collect().await;
                 let body = match path.as_str() {
                     "/slow" => {
@@ -244,13 +254,45 @@ async fn a_request_that_moves_nothing_is_closed_after_the_idle_timeout() {
     assert!(answer.is_err(), "answered {answer:?}");
     let took = started.elapsed();
     assert!(took >= GUARD.idle && took < GUARD.idle * 2, "closed after {took:?}");
+}
 
-    // A head announcing a body that never comes.
+#[tokio::test]
+async fn a_request_body_that_stops_coming_is_closed_at_the_request_deadline() {
+    assert!(GUARD.request + DEADLINE_SLACK > GUARD.idle, "the idle timeout must not be what closes it");
+    let guard = GuardConfig { idle: Duration::from_secs(60), ..GUARD };
+    let server =
+        start_with(Duration::ZERO, ServeOptions { guard, drain_timeout: DRAIN, ..ServeOptions::default() }).await;
+    // A head announcing a body that never comes, and a body that stops half-way.
+    for sent in [&b""[..], b"{\"half\": "] {
+        let mut stream = tls_connect(&server).await;
+        let started = Instant::now();
+        stream.write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n").await.unwrap();
+        stream.write_all(sent).await.unwrap();
+        let took = closed_after(&mut stream, started, GUARD.request + DEADLINE_SLACK).await;
+        eprintln!("a body that stopped after {} bytes was closed after {took:?}", sent.len());
+        assert!(took >= GUARD.request, "closed after {took:?}, before the deadline");
+    }
+}
+
+#[tokio::test]
+async fn a_handler_that_thinks_before_reading_a_whole_body_is_not_cut() {
+    assert!(THINK > GUARD.request + GUARD.tick * 2 && THINK < GUARD.idle, "THINK must fall between the limits");
+    let server = start(Duration::ZERO).await;
     let mut stream = tls_connect(&server).await;
     let started = Instant::now();
-    stream.write_all(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n").await.unwrap();
-    let took = closed_after(&mut stream, started, Duration::from_secs(8)).await;
-    assert!(took >= GUARD.idle, "closed after {took:?}");
+    stream.write_all(b"POST /think HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}").await.unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 256];
+    while !answer.ends_with(b"ok") {
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => answer.extend_from_slice(&buf[..n]),
+            other => {
+                panic!("no answer after {:?}: {other:?}, got {:?}", started.elapsed(), String::from_utf8_lossy(&answer))
+            }
+        }
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+    assert!(started.elapsed() >= THINK, "answered after {:?}", started.elapsed());
 }
 
 #[tokio::test]

@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use myownshell_envtest::control_plane::HarnessError;
 use myownshell_envtest::wait::eventually;
+use myownshell_runtime::server::RequestBody;
 
 fn err(what: &str, e: impl std::fmt::Display) -> HarnessError {
     HarnessError::Start(format!("admission gate: {what}: {e}"))
@@ -71,7 +72,7 @@ async fn serve(
     let addr = listener.local_addr().map_err(|e| err("listen", e))?;
     let make_service = move |_| {
         let state = state.clone();
-        hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+        hyper::service::service_fn(move |request: http::Request<RequestBody>| {
             let state = state.clone();
             async move {
                 let body = request.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();

@@ -15,6 +15,7 @@ use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Body;
 use myownshell_api::names;
+use myownshell_runtime::server::RequestBody;
 
 use crate::admission::{self, Answer, Outcome, Policy, Webhook};
 use crate::metrics::{Metrics, RequestResult};
@@ -146,14 +147,14 @@ where
 pub fn admission_service(
     state: AppState,
 ) -> impl hyper::service::Service<
-    http::Request<hyper::body::Incoming>,
+    http::Request<RequestBody>,
     Response = Response,
     Error = Infallible,
     Future = impl Future<Output = Result<Response, Infallible>> + Send + 'static,
 > + Send
 + 'static {
     let state = Arc::new(state);
-    hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+    hyper::service::service_fn(move |request: http::Request<RequestBody>| {
         let state = state.clone();
         async move { Ok::<_, Infallible>(handle(&state, request).await) }
     })
