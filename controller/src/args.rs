@@ -4,20 +4,16 @@ use std::time::Duration;
 
 use clap::Parser;
 use myownshell_runtime::duration::parse_duration;
-use myownshell_runtime::flags::{BindAddress, LogArgs, parse_bind_address};
+use myownshell_runtime::flags::{LogArgs, ProbeArgs};
 
 /// Reconciles `MyOwnShell` objects into Deployments.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "myownshell-controller", version, about)]
 pub struct Args {
-    /// Address of the /metrics endpoint (HTTPS; callers need a token or client certificate the
-    /// cluster authenticates and `get` on the non-resource URL /metrics), or 0 to disable it.
-    #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_bind_address)]
-    pub metrics_bind_address: BindAddress,
-
     // A doc comment on a flattened field is not help text: clap takes each flag's own.
-    /// The `--metrics-cert-*`, `--metrics-client-ca-file` and `--metrics-auth*` flags: how the
-    /// metrics endpoint gets its certificate and checks its callers (shared with the webhook).
+    /// `--metrics-bind-address` and the `--metrics-cert-*`, `--metrics-client-ca-file` and
+    /// `--metrics-auth*` flags: where the metrics endpoint listens, how it gets its certificate
+    /// and checks its callers (shared with the webhook).
     #[command(flatten)]
     pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
 
@@ -25,9 +21,9 @@ pub struct Args {
     #[arg(long, default_value = "myownshell-controller-metrics-service")]
     pub metrics_service_name: String,
 
-    /// Address of the /healthz and /readyz probes, or 0 to disable them.
-    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_bind_address)]
-    pub health_probe_bind_address: BindAddress,
+    /// `--health-probe-bind-address`, as every binary of the workspace has it.
+    #[command(flatten)]
+    pub probes: ProbeArgs,
 
     /// Elect a leader on a Lease, so only one replica reconciles at a time.
     #[arg(long)]
@@ -90,6 +86,7 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use myownshell_runtime::flags::BindAddress;
 
     #[test]
     fn defaults_follow_controller_runtime() {
@@ -97,7 +94,8 @@ mod tests {
         assert_eq!(args.lease_duration, Duration::from_secs(15));
         assert_eq!(args.renew_deadline, Duration::from_secs(10));
         assert_eq!(args.retry_period, Duration::from_secs(2));
-        assert_eq!(args.health_probe_bind_address, BindAddress::At("0.0.0.0:8081".parse().unwrap()));
+        assert_eq!(args.probes.health_probe_bind_address, BindAddress::At("0.0.0.0:8081".parse().unwrap()));
+        assert_eq!(args.metrics_auth.metrics_bind_address, BindAddress::At("0.0.0.0:8443".parse().unwrap()));
         assert!(!args.leader_elect);
         assert_eq!(args.log.log_format, myownshell_runtime::log::LogFormat::Text);
         assert_eq!(args.namespace, None);

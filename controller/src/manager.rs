@@ -106,11 +106,11 @@ pub async fn run_with_client(args: Args, client: Client, shutdown: CancellationT
     let readiness = ReadyFlag::default();
     let servers = CancellationToken::new();
     let mut tasks = Vec::new();
-    if let BindAddress::At(addr) = args.health_probe_bind_address {
+    if let BindAddress::At(addr) = args.probes.health_probe_bind_address {
         let probes = probes::router(Readiness::from_flag(readiness.clone(), "caches not synced yet"));
         tasks.push(probes::serve_plain("health probes", addr, probes, servers.clone()).await?);
     }
-    if let BindAddress::At(addr) = args.metrics_bind_address {
+    if let BindAddress::At(addr) = args.metrics_auth.metrics_bind_address {
         tasks.push(serve_metrics(addr, &args, client.clone(), metrics.router(), servers.clone()).await?);
     }
 

@@ -11,6 +11,7 @@ use crate::layer::AuthOptions;
 use crate::secure_server::SecureServingOptions;
 use crate::transport::TlsFiles;
 use myownshell_runtime::duration::parse_duration;
+use myownshell_runtime::flags::{BindAddress, parse_bind_address};
 
 /// How a binary's `/metrics` endpoint gets its certificate and checks its callers. Each field
 /// is a flag; [`MetricsAuthArgs::serving_options`] turns them into what
@@ -19,6 +20,10 @@ use myownshell_runtime::duration::parse_duration;
 // of its own; the controller and the webhook both have one, which wins.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MetricsAuthArgs {
+    /// Address of `/metrics` (HTTPS; callers need a token or client certificate the cluster
+    /// authenticates and `get` on the non-resource URL `/metrics`), or 0 to disable it.
+    #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_bind_address)]
+    pub metrics_bind_address: BindAddress,
     /// Directory with the metrics serving certificate (e.g. mounted from cert-manager);
     /// a self-signed certificate is used when not given. Reloaded when the files change.
     #[arg(long)]

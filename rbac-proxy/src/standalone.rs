@@ -21,7 +21,7 @@ use crate::proxy::{Upstream, UpstreamError, UpstreamUrl, forward};
 use crate::secure_server::{SecureServer, SecureServingOptions, ServeError};
 use crate::transport::TlsFiles;
 use myownshell_runtime::duration::parse_duration;
-use myownshell_runtime::flags::{BindAddress, LogArgs, parse_bind_address};
+use myownshell_runtime::flags::{BindAddress, LogArgs, ProbeArgs};
 use myownshell_runtime::guard::GuardConfig;
 use myownshell_runtime::probes::{self, BindError, Readiness};
 use myownshell_runtime::server::ServeOptions;
@@ -73,9 +73,10 @@ pub struct Args {
     /// Separator between the groups in --auth-header-groups-field-name.
     #[arg(long, default_value = "|")]
     pub auth_header_groups_field_separator: String,
-    /// Plain-HTTP address for `/healthz` and `/readyz` ("0" disables it).
-    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_bind_address)]
-    pub health_probe_bind_address: BindAddress,
+    // A doc comment on a flattened field is not help text: clap takes each flag's own.
+    /// `--health-probe-bind-address`, as every binary of the workspace has it.
+    #[command(flatten)]
+    pub probes: ProbeArgs,
     /// kubeconfig for TokenReview/SubjectAccessReview (default: in-cluster, then $KUBECONFIG).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -185,7 +186,7 @@ impl Args {
                 })
             })
             .transpose()?;
-        let health = match self.health_probe_bind_address {
+        let health = match self.probes.health_probe_bind_address {
             BindAddress::Disabled => None,
             BindAddress::At(addr) => Some(addr),
         };

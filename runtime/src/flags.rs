@@ -26,6 +26,14 @@ pub fn parse_bind_address(value: &str) -> Result<BindAddress, String> {
         .map_err(|_| format!("expected HOST:PORT, :PORT (e.g. :8081) or 0 to disable, got {value:?}"))
 }
 
+/// `--health-probe-bind-address`, flattened into each binary's flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct ProbeArgs {
+    /// Address of `/healthz` and `/readyz` (plain HTTP), or 0 to disable them.
+    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_bind_address)]
+    pub health_probe_bind_address: BindAddress,
+}
+
 /// `--log-format`, flattened into each binary's flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
 pub struct LogArgs {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use myownshell_runtime::duration::parse_duration;
-use myownshell_runtime::flags::{BindAddress, LogArgs, parse_bind_address};
+use myownshell_runtime::flags::{LogArgs, ProbeArgs};
 
 /// An extra subject alternative name: an IP address or a DNS name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,14 +40,10 @@ pub struct Args {
     /// Address the admission endpoint listens on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
-    /// Address of `/healthz` and `/readyz` (plain HTTP).
-    #[arg(long, default_value = "0.0.0.0:8081", value_parser = parse_bind_address)]
-    pub health_probe_bind_address: BindAddress,
-    /// Address of `/metrics` (HTTPS; callers need a token or client certificate the cluster
-    /// authenticates and `get` on the non-resource URL `/metrics`), or 0 to turn it off.
-    #[arg(long, default_value = "0.0.0.0:8443", value_parser = parse_bind_address)]
-    pub metrics_bind_address: BindAddress,
-    /// Who may read `/metrics`, and the certificate it is served with.
+    /// `--health-probe-bind-address`, as every binary of the workspace has it.
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+    /// Where `/metrics` listens, who may read it, and the certificate it is served with.
     #[command(flatten)]
     pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
     /// Service in front of `/metrics`: its DNS names go into the self-signed metrics certificate.
@@ -136,13 +132,14 @@ impl Args {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use myownshell_runtime::flags::BindAddress;
 
     #[test]
     fn defaults_match_config_default() {
         let args = Args::try_parse_from(["myownshell-webhook", "--namespace", "myownshell-system"]).unwrap();
         assert_eq!(args.webhook_port, 9443);
-        assert_eq!(args.health_probe_bind_address, BindAddress::At("0.0.0.0:8081".parse().unwrap()));
-        assert_eq!(args.metrics_bind_address, BindAddress::At("0.0.0.0:8443".parse().unwrap()));
+        assert_eq!(args.probes.health_probe_bind_address, BindAddress::At("0.0.0.0:8081".parse().unwrap()));
+        assert_eq!(args.metrics_auth.metrics_bind_address, BindAddress::At("0.0.0.0:8443".parse().unwrap()));
         assert_eq!(args.mutating_webhook_configuration, "myownshell-mutating-webhook-configuration");
         assert_eq!(args.validating_webhook_configuration, "myownshell-validating-webhook-configuration");
         assert_eq!(args.secret_name, "myownshell-webhook-server-cert");
@@ -180,8 +177,8 @@ mod tests {
         assert!(args.dns_names().contains(&"webhook.local".to_owned()));
         assert_eq!(args.allowed_registries(), ["docker.io", "ghcr.io/org"]);
         assert_eq!(args.cert_validity, Duration::from_secs(5400));
-        assert_eq!(args.metrics_bind_address, BindAddress::Disabled);
-        assert_eq!(args.health_probe_bind_address, BindAddress::At("0.0.0.0:9090".parse().unwrap()));
+        assert_eq!(args.metrics_auth.metrics_bind_address, BindAddress::Disabled);
+        assert_eq!(args.probes.health_probe_bind_address, BindAddress::At("0.0.0.0:9090".parse().unwrap()));
         assert_eq!(args.log.log_format, myownshell_runtime::log::LogFormat::Json);
         assert!(Args::try_parse_from(["x", "--extra-san", "not a name"]).is_err());
         assert!(Args::try_parse_from(["x", "--max-size", "5000"]).is_err());

@@ -70,7 +70,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
 
     // Probes first, so the kubelet sees a live (not yet ready) process while certificates are
     // being fetched.
-    if let BindAddress::At(addr) = args.health_probe_bind_address {
+    if let BindAddress::At(addr) = args.probes.health_probe_bind_address {
         let listening = listening.clone();
         let readiness = Readiness::from_check(move || {
             let s = status_rx.borrow();
@@ -88,12 +88,12 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     }
     // One client for everything that talks to the API (self-managed certificates, metrics
     // auth); `--cert-dir` mode with metrics off needs no API access at all.
-    let needs_api = args.cert_dir.is_none() || matches!(args.metrics_bind_address, BindAddress::At(_));
+    let needs_api = args.cert_dir.is_none() || matches!(args.metrics_auth.metrics_bind_address, BindAddress::At(_));
     let client = match needs_api {
         true => Some(kube::Client::try_default().await.context("configuring the Kubernetes client")?),
         false => None,
     };
-    if let (BindAddress::At(addr), Some(client)) = (args.metrics_bind_address, &client) {
+    if let (BindAddress::At(addr), Some(client)) = (args.metrics_auth.metrics_bind_address, &client) {
         serve_secure_metrics(addr, client.clone(), metrics.router(), &args, shutdown.clone()).await?;
     }
 
