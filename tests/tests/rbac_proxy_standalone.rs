@@ -18,6 +18,7 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::StreamBody;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{Api, ObjectMeta, PostParams};
+use myownshell_envtest::http::plain_get;
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use myownshell_envtest::{
@@ -153,7 +154,7 @@ impl Proxy {
         let ready = eventually("the proxy's /healthz", TIMEOUT, || async {
             plain_get(health, "/healthz")
                 .await
-                .and_then(|(status, body)| if status == StatusCode::OK { Ok(body) } else { Err(status.to_string()) })
+                .and_then(|(status, body)| if status == 200 { Ok(body) } else { Err(format!("status {status}")) })
         })
         .await;
         if let Err(e) = ready {
@@ -267,7 +268,7 @@ async fn the_proxy_forwards_streams_both_ways_and_sends_only_its_own_identity_he
     assert!(peak < STREAMING_MEMORY_LIMIT_KIB, "proxy peaked at {peak} KiB: bodies were buffered");
 
     // Health on its own plain-HTTP port; the secure port authenticates everything.
-    assert_eq!(plain_get(proxy.health, "/healthz").await.unwrap(), (StatusCode::OK, "ok".to_owned()));
+    assert_eq!(plain_get(proxy.health, "/healthz").await.unwrap(), (200, "ok".to_owned()));
     assert_eq!(proxy.get("/healthz", None, &[]).await.status, StatusCode::UNAUTHORIZED);
 
     proxy.stop(&[&token]);

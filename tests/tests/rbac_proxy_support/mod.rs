@@ -462,17 +462,3 @@ pub async fn wait_for_rbac(admin: &kube::Client, user: &str, groups: &[&str], pa
     .unwrap();
 }
 
-/// A plain-HTTP GET (for the health port): status and body.
-pub async fn plain_get(addr: SocketAddr, path: &str) -> Result<(StatusCode, String), String> {
-    let tcp = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("connect {addr}: {e}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
-    let driver = tokio::spawn(conn);
-    let req = Request::get(path).header("host", "localhost").body(Full::new(Bytes::new())).unwrap();
-    let response = sender.send_request(req).await.map_err(|e| format!("request: {e}"))?;
-    let status = response.status();
-    let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-    drop(sender);
-    let _ = driver.await;
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
-}
