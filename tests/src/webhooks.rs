@@ -335,20 +335,29 @@ pub async fn secret_pem(client: &Client, namespace: &str, name: &str, key: &str)
     data.get(key).map(|b| String::from_utf8_lossy(&b.0).into_owned()).ok_or(format!("Secret {name} has no {key}"))
 }
 
-/// Accepts any server certificate (to look at what a server presents, trusted or not).
+/// Accepts any server certificate (to look at what a server presents, trusted or not), or only
+/// the one leaf it is pinned to; handshake signatures are checked either way.
 #[derive(Debug)]
-struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+struct TestVerifier {
+    pinned: Option<CertificateDer<'static>>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
 
-impl ServerCertVerifier for AcceptAny {
+impl ServerCertVerifier for TestVerifier {
     fn verify_server_cert(
         &self,
-        _: &CertificateDer<'_>,
+        end_entity: &CertificateDer<'_>,
         _: &[CertificateDer<'_>],
         _: &ServerName<'_>,
         _: &[u8],
         _: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        match &self.pinned {
+            Some(leaf) if leaf.as_ref() != end_entity.as_ref() => {
+                Err(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer))
+            }
+            _ => Ok(ServerCertVerified::assertion()),
+        }
     }
     fn verify_tls12_signature(
         &self,
@@ -356,7 +365,7 @@ impl ServerCertVerifier for AcceptAny {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
     fn verify_tls13_signature(
         &self,
@@ -364,10 +373,10 @@ impl ServerCertVerifier for AcceptAny {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
     }
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 
@@ -378,7 +387,12 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// A verifier that accepts whatever certificate a server shows (signatures are still checked):
 /// only for looking at, or talking to, a server whose self-signed certificate a test cannot know.
 pub fn accept_any_server() -> Arc<dyn ServerCertVerifier> {
-    Arc::new(AcceptAny(provider()))
+    Arc::new(TestVerifier { pinned: None, provider: provider() })
+}
+
+/// A verifier that accepts only the server certificate `leaf`, whoever signed it.
+pub fn pinned_server(leaf: CertificateDer<'static>) -> Arc<dyn ServerCertVerifier> {
+    Arc::new(TestVerifier { pinned: Some(leaf), provider: provider() })
 }
 
 /// A TLS client config trusting `ca_pem`, or anything if `None`.

@@ -25,11 +25,11 @@ use myownshell_envtest::eventually;
 use myownshell_rbac_proxy::authn::AuthnCacheOptions;
 use myownshell_rbac_proxy::authz::AuthzCacheOptions;
 use myownshell_rbac_proxy::{AuthOptions, AuthenticatedUser, RbacAuth, SecureServer, SecureServingOptions, TlsFiles};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::client::danger::ServerCertVerifier;
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
 use tokio_util::sync::CancellationToken;
 
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -97,51 +97,6 @@ impl ClientPki {
 
 /// Accepts exactly one server certificate (a self-signed one whose CA the test never sees),
 /// still checking the handshake signatures.
-#[derive(Debug)]
-struct Pinned {
-    leaf: CertificateDer<'static>,
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for Pinned {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        if end_entity.as_ref() == self.leaf.as_ref() {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer))
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
 /// An answer, body read to the end.
 #[derive(Debug)]
 pub struct Reply {
@@ -203,8 +158,7 @@ impl Https {
 
     /// Trust exactly this server certificate.
     pub fn pinned(leaf: CertificateDer<'static>) -> Self {
-        let algorithms = provider().signature_verification_algorithms;
-        Self::build(Some(Arc::new(Pinned { leaf, algorithms })), None, None)
+        Self::build(Some(myownshell_tests::webhooks::pinned_server(leaf)), None, None)
     }
 
     /// Accept whatever certificate the server shows (signatures still checked): only for a
@@ -461,4 +415,3 @@ pub async fn wait_for_rbac(admin: &kube::Client, user: &str, groups: &[&str], pa
     .await
     .unwrap();
 }
-
