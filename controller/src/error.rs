@@ -1,6 +1,7 @@
 //! The controller's one error type.
 
 use crate::deployment::BuildError;
+use crate::events::reasons;
 
 /// Why a reconcile did not finish. Each variant has a CamelCase [`Error::reason`] for the
 /// `Degraded` condition and the Warning event, and the error policy picks the retry from it.
@@ -51,6 +52,20 @@ pub enum Error {
     )]
     DeploymentConflict(String),
 
+    /// Another Deployment already selects pods by the instance label this `MyOwnShell`'s
+    /// Deployment would use (see `labels::may_share_instance`): ours is not created, so the two
+    /// never select each other's pods; the object stays `Degraded` until that one goes away.
+    #[error(
+        "Deployment {deployment} already selects pods labelled app.kubernetes.io/instance={instance}, \
+         the label this MyOwnShell's Deployment would select on; rename the MyOwnShell"
+    )]
+    SelectorConflict {
+        /// The Deployment that holds the label.
+        deployment: String,
+        /// The instance label value both would use.
+        instance: String,
+    },
+
     /// Not a failure: cleanup waits for the Deployment to disappear before the finalizer goes.
     #[error("Deployment {0} is still being deleted")]
     DeploymentTerminating(String),
@@ -77,7 +92,8 @@ impl Error {
             Error::ReadDeployment { .. } => "DeploymentReadFailed",
             Error::DeleteDeployment { .. } => "DeploymentDeleteFailed",
             Error::DeploymentTerminating(_) => "DeploymentTerminating",
-            Error::DeploymentConflict(_) => "DeploymentConflict",
+            Error::DeploymentConflict(_) => reasons::DEPLOYMENT_CONFLICT,
+            Error::SelectorConflict { .. } => reasons::SELECTOR_CONFLICT,
             Error::CacheStopped => "CacheStopped",
             Error::Finalizer(_) => "FinalizerFailed",
         }
@@ -101,7 +117,7 @@ impl Error {
         match self.step() {
             Error::Finalizer(_) => "finalizer",
             Error::DeploymentTerminating(_) => "waiting",
-            Error::DeploymentConflict(_) => "conflict",
+            Error::DeploymentConflict(_) | Error::SelectorConflict { .. } => "conflict",
             _ => "error",
         }
     }
@@ -111,9 +127,9 @@ impl Error {
         matches!(self.step(), Error::DeploymentTerminating(_))
     }
 
-    /// Whether a foreign Deployment is in the way.
+    /// Whether a foreign Deployment, or another one's selector, is in the way.
     pub fn is_conflict(&self) -> bool {
-        matches!(self.step(), Error::DeploymentConflict(_))
+        matches!(self.step(), Error::DeploymentConflict(_) | Error::SelectorConflict { .. })
     }
 }
 
@@ -148,6 +164,11 @@ mod tests {
             (Error::Build(BuildError::MissingMetadata("uid")), "InvalidObject", "error"),
             (Error::DeploymentTerminating("web".into()), "DeploymentTerminating", "waiting"),
             (Error::DeploymentConflict("web".into()), "DeploymentConflict", "conflict"),
+            (
+                Error::SelectorConflict { deployment: "old".into(), instance: "web".into() },
+                "SelectorConflict",
+                "conflict",
+            ),
             (Error::Finalizer(Box::new(finalizer::Error::ApplyFailed(apply()))), "FinalizerFailed", "error"),
             (
                 Error::Finalizer(Box::new(finalizer::Error::CleanupFailed(Error::DeploymentTerminating("web".into())))),

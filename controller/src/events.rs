@@ -22,6 +22,8 @@ pub mod reasons {
     pub const RECONCILE_FAILED: &str = "ReconcileFailed";
     /// A Deployment of the same name exists and is not ours; nothing was written.
     pub const DEPLOYMENT_CONFLICT: &str = "DeploymentConflict";
+    /// Another Deployment already selects the pods this one would; nothing was written.
+    pub const SELECTOR_CONFLICT: &str = "SelectorConflict";
 }
 
 /// Actions (what the controller did), as the events.k8s.io API asks for.
@@ -31,8 +33,8 @@ pub mod actions {
     /// Cleanup of a deleted `MyOwnShell`: its Deployment was deleted, found gone, or left alone
     /// as not ours.
     pub const DELETE: &str = "DeleteDeployment";
-    /// A failed reconcile: the Warning events [`super::reasons::RECONCILE_FAILED`] and
-    /// [`super::reasons::DEPLOYMENT_CONFLICT`].
+    /// A failed reconcile: the Warning events [`super::reasons::RECONCILE_FAILED`],
+    /// [`super::reasons::DEPLOYMENT_CONFLICT`] and [`super::reasons::SELECTOR_CONFLICT`].
     pub const RECONCILE: &str = "Reconcile";
 }
 

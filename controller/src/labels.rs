@@ -33,6 +33,16 @@ pub fn instance_value(name: &str) -> String {
     format!("{prefix}{SHORTENED_SEPARATOR}{hash}")
 }
 
+/// Whether the instance label of `name` could already be another Deployment's: true only for
+/// names of 63 characters or more. A longer name's label is shortened to a prefix and a 40-bit
+/// hash, which another long name can share (by chance, or by someone searching for one); a name
+/// of exactly 63 characters is used as it is, and can equal the shortened label an earlier
+/// release gave a longer name (with `-`, before the `_`). Shorter names are their own label and
+/// collide with nothing, so only these need the apiserver asked before their Deployment is made.
+pub fn may_share_instance(name: &str) -> bool {
+    name.len() >= MAX_LABEL_VALUE
+}
+
 /// Between the kept prefix and the hash of a shortened instance label: a character that label
 /// values allow and object names do not.
 const SHORTENED_SEPARATOR: char = '_';
@@ -122,6 +132,17 @@ mod tests {
         assert_eq!(lookalike.len(), MAX_LABEL_VALUE);
         assert_ne!(instance_value(&lookalike), shortened, "a 63-character name cannot take a long name's label");
         assert!(shortened.contains('_') && !lookalike.contains('_'), "{shortened} vs {lookalike}");
+    }
+
+    #[test]
+    fn only_names_of_63_characters_or_more_may_share_an_instance_label() {
+        let cases = [(1, false), (62, false), (63, true), (64, true), (253, true)];
+        for (len, want) in cases {
+            let name = "a".repeat(len);
+            assert_eq!(may_share_instance(&name), want, "{len} characters");
+            // The rule follows from the label: a shorter name is its own label.
+            assert_eq!(instance_value(&name) == name && len < MAX_LABEL_VALUE, !want, "{len} characters");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
@@ -17,6 +17,7 @@ use tracing::{debug, info, instrument, warn};
 use crate::deployment;
 use crate::error::{Error, api_message};
 use crate::events::{self, actions, reasons};
+use crate::labels;
 use crate::memo::{self, DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
 use crate::ownership;
@@ -74,9 +75,11 @@ pub fn backoff_delay(failures: u32) -> Duration {
 /// usually triggers the owner first).
 const TERMINATING_RECHECK: Duration = Duration::from_secs(2);
 
-/// How often an object blocked by a foreign Deployment looks again. A foreign Deployment
-/// without our labels is outside the Deployment watch, so its removal sends no event; this
-/// recheck is what lets the conflict resolve by itself. One GET per blocked object per period.
+/// How often an object blocked by a foreign Deployment (or by another Deployment's selector)
+/// looks again. A foreign Deployment without our labels is outside the Deployment watch, and one
+/// with them is mapped to the shell of its own name, so the blocker's removal sends this object
+/// no event; this recheck is what lets the conflict resolve by itself. One read per blocked
+/// object per period.
 const CONFLICT_RECHECK: Duration = Duration::from_secs(5);
 
 /// The reconcile entry point for `kube::runtime::Controller`.
@@ -133,10 +136,16 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         Err(e) => (None, Some(e)),
         // Never write what is not ours, and never report its pods as our shells.
         Ok(Some(d)) if !ownership::of(&d, shell).is_ours() => (None, Some(Error::DeploymentConflict(name.clone()))),
-        Ok(live) => match ensure_deployment(shell, live.as_ref(), ctx).await {
-            Ok(current) => (current, None),
-            Err(e) => (live, Some(e)),
-        },
+        Ok(live) => {
+            let written = match instance_free(shell, live.as_ref(), ctx).await {
+                Ok(()) => ensure_deployment(shell, live.as_ref(), ctx).await,
+                Err(e) => Err(e),
+            };
+            match written {
+                Ok(current) => (current, None),
+                Err(e) => (live, Some(e)),
+            }
+        }
     };
     let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
     let previous = ctx.statuses.latest(shell);
@@ -161,7 +170,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
             if !previous.as_ref().is_some_and(|s| status::degraded_by(s, e.reason())) {
                 warn!(shell = %name, "{note}");
             }
-            reasons::DEPLOYMENT_CONFLICT
+            e.reason()
         } else {
             reasons::RECONCILE_FAILED
         };
@@ -196,6 +205,27 @@ async fn find_deployment(shell: &MyOwnShell, ctx: &Context) -> Result<Option<Arc
         crate::watch::prune_deployment(&mut d);
         Arc::new(d)
     }))
+}
+
+/// Before the Deployment of `shell` is created: that no other Deployment already selects pods by
+/// the instance label it would use. Asked of the apiserver (one metadata list) only for names
+/// whose label can be shared at all (`labels::may_share_instance`), so creating a shell of an
+/// ordinary name costs nothing more.
+async fn instance_free(shell: &MyOwnShell, live: Option<&Arc<Deployment>>, ctx: &Context) -> Result<(), Error> {
+    let name = shell.name_any();
+    if live.is_some() || !labels::may_share_instance(&name) {
+        return Ok(());
+    }
+    let instance = labels::instance_value(&name);
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
+    let holders = api
+        .list_metadata(&ListParams::default().labels(&labels::selector_string(&instance)))
+        .await
+        .map_err(|source| Error::ReadDeployment { name: name.clone(), source })?;
+    match holders.items.into_iter().map(|d| d.name_any()).find(|holder| *holder != name) {
+        Some(deployment) => Err(Error::SelectorConflict { deployment, instance }),
+        None => Ok(()),
+    }
 }
 
 /// Server-side apply the desired Deployment unless the live one already matches it. Returns the
@@ -286,7 +316,7 @@ pub fn error_policy(shell: Arc<MyOwnShell>, error: &Error, ctx: Arc<Context>) ->
         return Action::requeue(TERMINATING_RECHECK);
     }
     if error.is_conflict() {
-        debug!(shell = %shell.name_any(), namespace = ?shell.namespace(), error = %error, "blocked by a foreign Deployment");
+        debug!(shell = %shell.name_any(), namespace = ?shell.namespace(), error = %error, "blocked by another Deployment");
         return Action::requeue(CONFLICT_RECHECK);
     }
     let failures = {

@@ -1,5 +1,6 @@
 //! What the controller may write: never a Deployment that is not its own (one in the way is a
-//! `DeploymentConflict`, left untouched and undeleted), always its own, even one that lost its
+//! `DeploymentConflict`, left untouched and undeleted), never one that would select another
+//! Deployment's pods (a `SelectorConflict`), always its own, even one that lost its
 //! ownerReference (repaired, and deleted with its `MyOwnShell`). And the status is the
 //! controller's: a false one written by someone else is put right.
 
@@ -92,6 +93,50 @@ async fn a_foreign_deployment_in_the_way_is_never_written_or_deleted() {
     .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
     let kept = t.deployments.get("taken").await.unwrap();
     assert_eq!(kept.resource_version(), before.resource_version(), "the foreign Deployment is untouched");
+}
+
+#[tokio::test]
+async fn a_name_whose_instance_label_another_deployment_selects_on_gets_no_deployment() {
+    let t = ControllerTest::start("ctrl-selector").await;
+    // A 63-character name is its own instance label; an earlier release gave a longer name that
+    // very label (52 characters, `-`, 10 hex), and such a Deployment keeps its selector for good.
+    let name = format!("collide-{}", "a".repeat(55));
+    assert_eq!(name.len(), 63);
+    let labels = json!({
+        "app.kubernetes.io/name": "myownshell",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/managed-by": "myownshell-operator",
+    });
+    let mut older = foreign_deployment("older-shell", labels.clone());
+    let spec = older.spec.as_mut().unwrap();
+    spec.selector.match_labels = Some(serde_json::from_value(labels.clone()).unwrap());
+    spec.template.metadata = Some(serde_json::from_value(json!({"labels": labels})).unwrap());
+    let older = t.deployments.create(&PostParams::default(), &older).await.unwrap();
+    t.shells.create(&PostParams::default(), &sized_shell(&name, 1)).await.unwrap();
+
+    let s = t
+        .shell_where(&name, "Degraded=True SelectorConflict", |s| {
+            if condition(s, "Degraded") == cond("True", "SelectorConflict") {
+                Ok(())
+            } else {
+                Err(format!("{:?}", s.status))
+            }
+        })
+        .await;
+    let degraded = s.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert!(degraded.message.contains("Deployment older-shell "), "names the holder: {}", degraded.message);
+    t.event_with_reason(&name, "SelectorConflict").await;
+    assert!(t.deployments.get_opt(&name).await.unwrap().is_none(), "a Deployment selecting the same pods was made");
+    let kept = t.deployments.get("older-shell").await.unwrap();
+    assert_eq!(kept.resource_version(), older.resource_version(), "the holder is untouched");
+
+    // Once the holder is gone, the shell gets its Deployment.
+    t.deployments.delete("older-shell", &DeleteParams::default()).await.unwrap();
+    t.replicas_become(&name, 1).await;
+    t.shell_where(&name, "Degraded=False", |s| {
+        if condition(s, "Degraded") == cond("False", "AsExpected") { Ok(()) } else { Err(format!("{:?}", s.status)) }
+    })
+    .await;
 }
 
 #[tokio::test]
