@@ -289,18 +289,29 @@ where
 
     fn call(&self, request: http::Request<R>) -> Self::Future {
         self.activity.requests.fetch_add(1, Ordering::Relaxed);
-        self.activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        let answering = Held::start(&self.activity, |a| &a.in_flight);
         let request = request.map(|inner| GuardedBody { inner, awaiting: None, activity: self.activity.clone() });
-        InFlight { inner: self.inner.call(request), answering: Some(Answering(self.activity.clone())) }
+        InFlight { inner: self.inner.call(request), answering: Some(answering) }
     }
 }
 
-/// One request counted in flight; counted out when dropped.
-struct Answering(Arc<Activity>);
+/// One count held in one of a connection's counters (a request in flight, a body awaited):
+/// added when made, taken away when dropped, however the holder ends.
+struct Held {
+    activity: Arc<Activity>,
+    counter: fn(&Activity) -> &AtomicU64,
+}
 
-impl Drop for Answering {
+impl Held {
+    fn start(activity: &Arc<Activity>, counter: fn(&Activity) -> &AtomicU64) -> Self {
+        counter(activity).fetch_add(1, Ordering::Relaxed);
+        Self { activity: activity.clone(), counter }
+    }
+}
+
+impl Drop for Held {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        (self.counter)(&self.activity).fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -309,7 +320,7 @@ pin_project! {
     pub struct InFlight<F> {
         #[pin]
         inner: F,
-        answering: Option<Answering>,
+        answering: Option<Held>,
     }
 }
 
@@ -337,7 +348,7 @@ pin_project! {
     pub struct CountedBody<B> {
         #[pin]
         inner: B,
-        answering: Option<Answering>,
+        answering: Option<Held>,
     }
 }
 
@@ -363,22 +374,6 @@ impl<B: Body> Body for CountedBody<B> {
     }
 }
 
-/// One request body counted as awaited from the client; counted out when dropped.
-struct Awaiting(Arc<Activity>);
-
-impl Awaiting {
-    fn start(activity: &Arc<Activity>) -> Self {
-        activity.awaiting_body.fetch_add(1, Ordering::Relaxed);
-        Self(activity.clone())
-    }
-}
-
-impl Drop for Awaiting {
-    fn drop(&mut self) {
-        self.0.awaiting_body.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 pin_project! {
     /// A request body that tells its connection's guard while the handler waits for bytes the
     /// client has not sent: from a read that found nothing until the next frame (or the end, or
@@ -388,7 +383,7 @@ pin_project! {
     pub struct GuardedBody<B> {
         #[pin]
         inner: B,
-        awaiting: Option<Awaiting>,
+        awaiting: Option<Held>,
         activity: Arc<Activity>,
     }
 }
@@ -401,7 +396,7 @@ impl<B: Body> Body for GuardedBody<B> {
         let this = self.project();
         let polled = this.inner.poll_frame(cx);
         if polled.is_pending() {
-            this.awaiting.get_or_insert_with(|| Awaiting::start(this.activity));
+            this.awaiting.get_or_insert_with(|| Held::start(this.activity, |a| &a.awaiting_body));
         } else {
             this.awaiting.take();
         }

@@ -35,19 +35,21 @@ fn foreign_deployment(name: &str, labels: serde_json::Value) -> Deployment {
     .unwrap()
 }
 
-/// Wait for `Degraded=True` with reason `DeploymentConflict`, whose message names `name`.
-async fn degraded_by_conflict(t: &ControllerTest, name: &str) {
+/// Wait until the `MyOwnShell` `name` is `Degraded=True` with `reason`, with a message naming
+/// the Deployment `blocker`.
+async fn degraded_by(t: &ControllerTest, name: &str, reason: &str, blocker: &str) {
     let s = t
-        .shell_where(name, "Degraded=True DeploymentConflict", |s| {
-            if condition(s, "Degraded") == cond("True", "DeploymentConflict") {
-                Ok(())
-            } else {
-                Err(format!("{:?}", s.status))
-            }
+        .shell_where(name, &format!("Degraded=True {reason}"), |s| {
+            if condition(s, "Degraded") == cond("True", reason) { Ok(()) } else { Err(format!("{:?}", s.status)) }
         })
         .await;
     let degraded = s.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
-    assert!(degraded.message.contains(&format!("Deployment {name} ")), "names the Deployment: {}", degraded.message);
+    assert!(degraded.message.contains(&format!("Deployment {blocker} ")), "names {blocker}: {}", degraded.message);
+}
+
+/// Wait for `Degraded=True` with reason `DeploymentConflict`, whose message names `name`.
+async fn degraded_by_conflict(t: &ControllerTest, name: &str) {
+    degraded_by(t, name, "DeploymentConflict", name).await;
 }
 
 #[tokio::test]
@@ -114,17 +116,7 @@ async fn a_name_whose_instance_label_another_deployment_selects_on_gets_no_deplo
     let older = t.deployments.create(&PostParams::default(), &older).await.unwrap();
     t.shells.create(&PostParams::default(), &sized_shell(&name, 1)).await.unwrap();
 
-    let s = t
-        .shell_where(&name, "Degraded=True SelectorConflict", |s| {
-            if condition(s, "Degraded") == cond("True", "SelectorConflict") {
-                Ok(())
-            } else {
-                Err(format!("{:?}", s.status))
-            }
-        })
-        .await;
-    let degraded = s.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
-    assert!(degraded.message.contains("Deployment older-shell "), "names the holder: {}", degraded.message);
+    degraded_by(&t, &name, "SelectorConflict", "older-shell").await;
     t.event_with_reason(&name, "SelectorConflict").await;
     assert!(t.deployments.get_opt(&name).await.unwrap().is_none(), "a Deployment selecting the same pods was made");
     let kept = t.deployments.get("older-shell").await.unwrap();
