@@ -282,6 +282,7 @@ impl<S> CountedService<S> {
 impl<S, R, B> Service<http::Request<R>> for CountedService<S>
 where
     S: Service<http::Request<GuardedBody<R>>, Response = http::Response<B>>,
+    R: Body,
 {
     type Response = http::Response<CountedBody<B>>;
     type Error = S::Error;
@@ -290,7 +291,11 @@ where
     fn call(&self, request: http::Request<R>) -> Self::Future {
         self.activity.requests.fetch_add(1, Ordering::Relaxed);
         let answering = Held::start(&self.activity, |a| &a.in_flight);
-        let request = request.map(|inner| GuardedBody { inner, awaiting: None, activity: self.activity.clone() });
+        // A body already complete (a GET's) can never be awaited: it needs no handle on the counters.
+        let request = request.map(|inner| {
+            let activity = (!inner.is_end_stream()).then(|| self.activity.clone());
+            GuardedBody { inner, awaiting: None, activity }
+        });
         InFlight { inner: self.inner.call(request), answering: Some(answering) }
     }
 }
@@ -384,7 +389,7 @@ pin_project! {
         #[pin]
         inner: B,
         awaiting: Option<Held>,
-        activity: Arc<Activity>,
+        activity: Option<Arc<Activity>>,
     }
 }
 
@@ -395,8 +400,8 @@ impl<B: Body> Body for GuardedBody<B> {
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
         let this = self.project();
         let polled = this.inner.poll_frame(cx);
-        if polled.is_pending() {
-            this.awaiting.get_or_insert_with(|| Held::start(this.activity, |a| &a.awaiting_body));
+        if let (true, Some(activity)) = (polled.is_pending(), this.activity.as_ref()) {
+            this.awaiting.get_or_insert_with(|| Held::start(activity, |a| &a.awaiting_body));
         } else {
             this.awaiting.take();
         }
@@ -578,7 +583,7 @@ mod tests {
         let activity = Arc::new(Activity::default());
         let (send, frames) =
             futures::channel::mpsc::unbounded::<Result<Frame<bytes::Bytes>, std::convert::Infallible>>();
-        let mut body = GuardedBody { inner: StreamBody::new(frames), awaiting: None, activity: activity.clone() };
+        let mut body = GuardedBody { inner: StreamBody::new(frames), awaiting: None, activity: Some(activity.clone()) };
         let awaited = || activity.snapshot().awaiting_body;
         assert_eq!(awaited(), 0, "not asked for yet");
         assert!(futures::poll!(body.frame()).is_pending());
@@ -597,11 +602,11 @@ mod tests {
         use http_body_util::BodyExt;
         /// Answers with a two-frame body after one yield.
         struct Answer;
-        impl Service<http::Request<GuardedBody<u64>>> for Answer {
+        impl Service<http::Request<GuardedBody<Empty>>> for Answer {
             type Response = http::Response<http_body_util::StreamBody<Frames>>;
             type Error = std::convert::Infallible;
             type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-            fn call(&self, _: http::Request<GuardedBody<u64>>) -> Self::Future {
+            fn call(&self, _: http::Request<GuardedBody<Empty>>) -> Self::Future {
                 Box::pin(async move {
                     tokio::task::yield_now().await;
                     let frames: Vec<Result<Frame<bytes::Bytes>, std::convert::Infallible>> =
@@ -611,11 +616,12 @@ mod tests {
             }
         }
         type Frames = futures::stream::Iter<std::vec::IntoIter<Result<Frame<bytes::Bytes>, std::convert::Infallible>>>;
+        type Empty = http_body_util::Empty<bytes::Bytes>;
 
         let activity = Arc::new(Activity::default());
         let service = CountedService::new(Answer, activity.clone());
         let in_flight = || activity.snapshot().in_flight;
-        let response = service.call(http::Request::new(1)).await.unwrap();
+        let response = service.call(http::Request::new(Empty::new())).await.unwrap();
         assert_eq!((activity.snapshot().requests, in_flight()), (1, 1), "answered, body not sent");
         let mut body = response.into_body();
         assert!(body.frame().await.is_some());
@@ -625,9 +631,9 @@ mod tests {
         assert_eq!(in_flight(), 0, "the body ended");
 
         // Dropped before it answered, or with its body unsent: counted out too.
-        drop(service.call(http::Request::new(2)));
+        drop(service.call(http::Request::new(Empty::new())));
         assert_eq!(in_flight(), 0);
-        drop(service.call(http::Request::new(3)).await.unwrap());
+        drop(service.call(http::Request::new(Empty::new())).await.unwrap());
         assert_eq!((activity.snapshot().requests, in_flight()), (3, 0));
     }
 
