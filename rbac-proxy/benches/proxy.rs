@@ -5,6 +5,10 @@
 //! over TLS (what any TLS endpoint costs) and a null proxy that forwards over TLS with no
 //! authentication at all (what any TLS-terminating forwarder costs).
 //!
+//! Requests/s of a single-threaded proxy on a small machine that also runs the load generator
+//! and the upstream swings with scheduling from run to run; the CPU each proxied request costs
+//! against the null proxy's (from the kernel's per-thread counters, same run) is printed too.
+//!
 //! A real control plane (the test harness) issues the token and answers the one TokenReview and
 //! SubjectAccessReview the warm-up costs; after that every request is served from the caches.
 
@@ -102,15 +106,35 @@ async fn start_tls_upstream(body: Bytes, config: Arc<rustls::ServerConfig>) -> S
     addr
 }
 
+/// Nanoseconds the thread `task` (a `/proc/PID/task/TID` directory) has run on a CPU.
+fn thread_cpu_ns(task: &std::path::Path) -> Option<u64> {
+    let stat = std::fs::read_to_string(task.join("schedstat")).ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// Nanoseconds all threads of process `pid` have run on a CPU.
+fn process_cpu_ns(pid: u32) -> u64 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks.filter_map(|task| thread_cpu_ns(&task.ok()?.path())).sum()
+}
+
 /// The least any TLS-terminating forwarder must do, with no authentication at all: a rustls +
 /// hyper server and a pooled hyper client to the upstream, bodies streamed. It runs on its own
 /// threads with as many runtime threads as the proxy gets (`--worker-threads`), so the two
-/// compare like for like.
-fn start_null_proxy(upstream: SocketAddr, config: Arc<rustls::ServerConfig>, threads: u16) -> SocketAddr {
+/// compare like for like. Returns its address and, with one runtime thread (all of its work on
+/// the thread started here), that thread's `/proc/PID/task/TID` directory.
+fn start_null_proxy(
+    upstream: SocketAddr,
+    config: Arc<rustls::ServerConfig>,
+    threads: u16,
+) -> (SocketAddr, Option<std::path::PathBuf>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
+    let (sender, thread) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
+        // `/proc/thread-self` is `PID/task/TID`.
+        let _ = sender.send(std::fs::read_link("/proc/thread-self").unwrap());
         let rt = myownshell_rbac_proxy::standalone::runtime(threads).unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
@@ -141,7 +165,8 @@ fn start_null_proxy(upstream: SocketAddr, config: Arc<rustls::ServerConfig>, thr
             }
         });
     });
-    addr
+    let task = std::path::Path::new("/proc").join(thread.recv().unwrap());
+    (addr, (threads == 1).then_some(task))
 }
 
 async fn tls_connection(addr: SocketAddr, tls: Arc<rustls::ClientConfig>) -> Connection {
@@ -310,12 +335,19 @@ async fn bench(args: Args) {
         measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(tls_upstream, tls.clone()))
             .await;
     print("direct+tls", &direct_tls);
-    let null_proxy = start_null_proxy(upstream, serving, args.proxy_worker_threads);
+    let (null_proxy, null_task) = start_null_proxy(upstream, serving, args.proxy_worker_threads);
+    // CPU per request: what the forwarder's threads ran during the phase, over its requests.
+    let per_request = |ns: u64, f: &Figures| ns as f64 / f.requests as f64 / 1e3;
+    let null_cpu_before = null_task.as_deref().and_then(thread_cpu_ns);
     let null =
         measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(null_proxy, tls.clone())).await;
+    let null_cpu =
+        null_cpu_before.zip(null_task.as_deref().and_then(thread_cpu_ns)).map(|(a, b)| per_request(b - a, &null));
     print("null proxy", &null);
+    let proxy_cpu_before = process_cpu_ns(process.pid());
     let proxied =
         measure(args.concurrency, args.seconds, Some(token.clone()), || tls_connection(proxy, tls.clone())).await;
+    let proxy_cpu = per_request(process_cpu_ns(process.pid()) - proxy_cpu_before, &proxied);
     print("proxied", &proxied);
     let of_direct = |f: &Figures| f.rate() / direct.rate();
     println!("ratio = proxied/direct = {:.2} (target >= 0.8)", of_direct(&proxied));
@@ -325,6 +357,16 @@ async fn bench(args: Args) {
         "proxied/null proxy = {:.2} (what authentication, authorization and this proxy's forwarding cost over the least a forwarder does)",
         proxied.rate() / null.rate()
     );
+    match null_cpu {
+        Some(null_cpu) => println!(
+            "CPU per request: proxied {proxy_cpu:.1} us, null proxy {null_cpu:.1} us; null proxy/proxied = {:.2} \
+             (each forwarder's own threads, from the kernel's counters)",
+            null_cpu / proxy_cpu
+        ),
+        None => println!(
+            "CPU per request: proxied {proxy_cpu:.1} us (the null proxy's is read with one worker thread only)"
+        ),
+    }
     let status = process.stop(Duration::from_secs(10)).unwrap();
     assert!(status.success(), "the proxy exited with {status}: {}", process.log_tail(20));
 }
