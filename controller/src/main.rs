@@ -10,7 +10,7 @@ use myownshell_controller::{Args, run};
 /// is allocated and freed on every thread. glibc's malloc keeps the freed memory of each of its
 /// per-thread arenas for good: at 10,000 objects it held 72.6 MiB of RSS for a heap that
 /// heaptrack measured at about 30 MB; jemalloc, which returns unused pages to the kernel a few
-/// seconds after they are freed (from its background thread), holds 49.1 MiB for the same run
+/// seconds after they are freed (from its background thread), holds 48.8–49.1 MiB for the same run
 /// (`cargo xtask bench controller --objects 10000`). The shipped image is linked against musl,
 /// whose allocator is slow under concurrency; with jemalloc it runs the allocator measured here.
 #[cfg(feature = "jemalloc")]

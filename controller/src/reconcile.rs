@@ -137,11 +137,11 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         // Never write what is not ours, and never report its pods as our shells.
         Ok(Some(d)) if !ownership::of(&d, shell).is_ours() => (None, Some(Error::DeploymentConflict(name.clone()))),
         Ok(live) => {
-            let written = match instance_free(shell, live.as_ref(), ctx).await {
-                Ok(()) => ensure_deployment(shell, live.as_ref(), ctx).await,
-                Err(e) => Err(e),
+            let written = async {
+                instance_free(shell, live.as_ref(), ctx).await?;
+                ensure_deployment(shell, live.as_ref(), ctx).await
             };
-            match written {
+            match written.await {
                 Ok(current) => (current, None),
                 Err(e) => (live, Some(e)),
             }
