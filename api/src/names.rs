@@ -1,5 +1,6 @@
 //! Names fixed by the design (`shared/DESIGN.md`, "Names"). Tests, manifests and both binaries
-//! use these constants, so a rename happens in exactly one place.
+//! use these constants, so a rename happens in exactly one place. (The probe and metrics paths
+//! every binary serves are `myownshell_runtime::paths`.)
 
 /// API group of the `MyOwnShell` resource (`apiVersion: myownshell.io/…`).
 pub const GROUP: &str = "myownshell.io";
@@ -46,13 +47,6 @@ pub const MUTATE_PATH: &str = "/mutate-myownshell-io-v1alpha1-myownshell";
 /// HTTPS path of the validating webhook, as the ValidatingWebhookConfiguration in `config/webhook`
 /// calls it.
 pub const VALIDATE_PATH: &str = "/validate-myownshell-io-v1alpha1-myownshell";
-/// Liveness probe path on each binary's health port: answers 200 while the process runs.
-pub const HEALTHZ_PATH: &str = "/healthz";
-/// Readiness probe path on each binary's health port: 200 only once the process can do its job
-/// (caches synced, a trusted certificate served, …).
-pub const READYZ_PATH: &str = "/readyz";
-/// Prometheus scrape path on each binary's metrics port (authenticated and authorized).
-pub const METRICS_PATH: &str = "/metrics";
 
 /// Condition types reported in `status.conditions`.
 pub mod conditions {
@@ -65,3 +59,5 @@ pub mod conditions {
     /// create its pods; the reason says which.
     pub const DEGRADED: &str = "Degraded";
 }
+
+pub mod reasons;

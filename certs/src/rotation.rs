@@ -225,101 +225,154 @@ fn usable(state: &CertState, now: SystemTime) -> Result<(Validity, Validity), St
     Ok((signer, serving))
 }
 
-/// The one function that decides. `injected` is the `caBundle` currently in the webhook
-/// configurations (`None` if they do not all agree or could not be read).
-pub fn plan(
-    current: Option<&CertState>,
-    injected: Option<&str>,
+/// What one step of [`plan`] decided: write this state now, or nothing before a time (if any).
+enum Step {
+    Write(CertState, Reason),
+    Wait(Option<SystemTime>),
+}
+
+/// One step of [`plan`].
+type StepFn<'a> = fn(&Planner<'a>) -> Result<Step, PkiError>;
+
+/// What the steps of [`plan`] look at: a usable stored state and the moment.
+struct Planner<'a> {
+    state: &'a CertState,
+    injected: Option<&'a str>,
     now: SystemTime,
-    policy: &Policy,
+    policy: &'a Policy,
+    signer_validity: Validity,
+    serving_validity: Validity,
+}
+
+impl Planner<'_> {
+    /// A copy of the stored state, to change into the one a step writes.
+    fn new_state(&self) -> CertState {
+        self.state.clone()
+    }
+
+    /// Step 1: promote the next CA once clients trust it (it is in the injected caBundle and
+    /// has been for the propagation delay).
+    fn promote_next_ca(&self) -> Result<Step, PkiError> {
+        let (state, now, policy) = (self.state, self.now, self.policy);
+        let Some(next) = &state.next else { return Ok(Step::Wait(None)) };
+        let since = at(state.next_since.unwrap_or(unix_ms(now)));
+        let injected_has_next = self.injected.is_some_and(|b| crate::trust::bundle_contains(b, &next.cert_pem));
+        if now >= since + policy.propagation && injected_has_next {
+            let mut new = self.new_state();
+            new.signer = next.clone();
+            new.next = None;
+            new.next_since = None;
+            new.signer_since = Some(unix_ms(now));
+            new.serving = issue_serving(&new.signer, policy, now)?;
+            return Ok(Step::Write(new, Reason::PromotedNextCa));
+        }
+        Ok(Step::Wait(Some(if injected_has_next { since + policy.propagation } else { now + INJECTION_RECHECK })))
+    }
+
+    /// Step 2: bring in the next CA (into the trust bundle only) ahead of the signer's expiry.
+    fn introduce_next_ca(&self) -> Result<Step, PkiError> {
+        let (state, now, policy) = (self.state, self.now, self.policy);
+        if state.next.is_some() {
+            return Ok(Step::Wait(None));
+        }
+        let rotate_at =
+            self.signer_validity.not_after_time().checked_sub(policy.ca_renew_before()).unwrap_or(UNIX_EPOCH);
+        if now < rotate_at {
+            return Ok(Step::Wait(Some(rotate_at)));
+        }
+        let ca = CertificateAuthority::generate_at(&policy.ca_name, policy.ca_validity, now)?;
+        let mut new = self.new_state();
+        new.trust_bundle = format!("{}\n{}", state.trust_bundle.trim_end_matches('\n'), ca.cert_pem());
+        new.next = Some(ca.pem().clone());
+        new.next_since = Some(unix_ms(now));
+        Ok(Step::Write(new, Reason::IntroducedNextCa))
+    }
+
+    /// Step 3: the serving certificate has the right names and signer, and is renewed ahead of
+    /// expiry. While a next CA is pending, a still-valid certificate waits for it (re-issuing
+    /// from the old CA would only be cut short by the old CA's expiry).
+    fn renew_serving(&self) -> Result<Step, PkiError> {
+        let (state, now, policy) = (self.state, self.now, self.policy);
+        let pending = state.next.is_some() && !self.serving_validity.remaining(now).is_zero();
+        if pending {
+            return Ok(Step::Wait(None));
+        }
+        let renew_at = self.serving_validity.not_after_time().checked_sub(policy.renew_before).unwrap_or(UNIX_EPOCH);
+        let reason = if !serving_fits(state, policy, now) {
+            Reason::ReissuedServing
+        } else if now >= renew_at {
+            Reason::RenewedServing
+        } else {
+            return Ok(Step::Wait(Some(renew_at)));
+        };
+        let mut new = self.new_state();
+        new.serving = issue_serving(&state.signer, policy, now)?;
+        Ok(Step::Write(new, reason))
+    }
+
+    /// Step 4: drop the CAs nobody depends on any more (neither the signer nor the next one),
+    /// once the signer has been trusted for the propagation delay.
+    fn drop_old_cas(&self) -> Result<Step, PkiError> {
+        let (state, now, policy) = (self.state, self.now, self.policy);
+        let keep: Vec<&str> = std::iter::once(state.signer.cert_pem.as_str())
+            .chain(state.next.as_ref().map(|n| n.cert_pem.as_str()))
+            .collect();
+        let bundle = bundle_certs(&state.trust_bundle).unwrap_or_default();
+        let kept_ders: Vec<_> = keep.iter().filter_map(|pem| certs_from_pem(pem).ok()?.into_iter().next()).collect();
+        if bundle.iter().all(|c| kept_ders.contains(c)) {
+            return Ok(Step::Wait(None));
+        }
+        let removable_at = at(state.signer_since.unwrap_or(unix_ms(now))) + policy.propagation;
+        if now >= removable_at && serving_fits(state, policy, now) {
+            let mut new = self.new_state();
+            new.trust_bundle = keep.iter().map(|p| p.trim_end_matches('\n')).collect::<Vec<_>>().join("\n") + "\n";
+            return Ok(Step::Write(new, Reason::RemovedOldCas));
+        }
+        Ok(Step::Wait(Some(removable_at.max(now + MIN_RECHECK))))
+    }
+}
+
+/// A fresh CA and serving certificate for a stored state that is unusable. The old CAs that
+/// still parse stay trusted, so replicas still serving an old certificate are not cut off;
+/// they are dropped by the usual removal step.
+fn regenerate(state: &CertState, why: &str, policy: &Policy, now: SystemTime) -> Result<Plan, PkiError> {
+    tracing::warn!(reason = %why, "stored certificates are unusable; starting over");
+    let mut next = fresh(policy, now)?;
+    if let Ok(old) = bundle_certs(&state.trust_bundle)
+        && !old.is_empty()
+    {
+        next.trust_bundle = format!("{}{}", state.trust_bundle.trim_end_matches('\n'), "\n") + &next.trust_bundle;
+    }
+    Ok(Plan { write: Some((next, Reason::Regenerated)), recheck_in: MIN_RECHECK })
+}
+
+/// The one function that decides. `injected` is the `caBundle` currently in the webhook
+/// configurations (`None` if they do not all agree or could not be read). The steps run in
+/// order; the first that writes wins, else the plan looks again at the earliest time any
+/// step named.
+pub fn plan<'a>(
+    current: Option<&'a CertState>,
+    injected: Option<&'a str>,
+    now: SystemTime,
+    policy: &'a Policy,
 ) -> Result<Plan, PkiError> {
     let Some(state) = current else {
         return Ok(Plan { write: Some((fresh(policy, now)?, Reason::Created)), recheck_in: MIN_RECHECK });
     };
     let (signer_validity, serving_validity) = match usable(state, now) {
         Ok(v) => v,
-        Err(why) => {
-            tracing::warn!(reason = %why, "stored certificates are unusable; starting over");
-            // Keep trusting the old CAs that still parse, so replicas still serving an old
-            // certificate are not cut off; they are dropped by the usual removal step.
-            let mut next = fresh(policy, now)?;
-            if let Ok(old) = bundle_certs(&state.trust_bundle)
-                && !old.is_empty()
-            {
-                next.trust_bundle =
-                    format!("{}{}", state.trust_bundle.trim_end_matches('\n'), "\n") + &next.trust_bundle;
-            }
-            return Ok(Plan { write: Some((next, Reason::Regenerated)), recheck_in: MIN_RECHECK });
-        }
+        Err(why) => return regenerate(state, &why, policy, now),
     };
-    let now_ms = unix_ms(now);
+    let planner = Planner { state, injected, now, policy, signer_validity, serving_validity };
+    let steps: [StepFn<'a>; 4] =
+        [Planner::promote_next_ca, Planner::introduce_next_ca, Planner::renew_serving, Planner::drop_old_cas];
     let mut wake: Vec<SystemTime> = Vec::new();
-
-    // 3. Promote the next CA once clients trust it.
-    if let Some(next) = &state.next {
-        let since = at(state.next_since.unwrap_or(now_ms));
-        let injected_has_next = injected.is_some_and(|b| crate::trust::bundle_contains(b, &next.cert_pem));
-        if now >= since + policy.propagation && injected_has_next {
-            let mut new = state.clone();
-            new.signer = next.clone();
-            new.next = None;
-            new.next_since = None;
-            new.signer_since = Some(now_ms);
-            new.serving = issue_serving(&new.signer, policy, now)?;
-            return Ok(Plan { write: Some((new, Reason::PromotedNextCa)), recheck_in: MIN_RECHECK });
+    for step in steps {
+        match step(&planner)? {
+            Step::Write(new, reason) => return Ok(Plan { write: Some((new, reason)), recheck_in: MIN_RECHECK }),
+            Step::Wait(at) => wake.extend(at),
         }
-        wake.push(if injected_has_next { since + policy.propagation } else { now + INJECTION_RECHECK });
     }
-
-    // 2. Bring in the next CA ahead of the signer's expiry.
-    let ca_rotate_at = signer_validity.not_after_time().checked_sub(policy.ca_renew_before()).unwrap_or(UNIX_EPOCH);
-    if state.next.is_none() {
-        if now >= ca_rotate_at {
-            let ca = CertificateAuthority::generate_at(&policy.ca_name, policy.ca_validity, now)?;
-            let mut new = state.clone();
-            new.trust_bundle = format!("{}\n{}", state.trust_bundle.trim_end_matches('\n'), ca.cert_pem());
-            new.next = Some(ca.pem().clone());
-            new.next_since = Some(now_ms);
-            return Ok(Plan { write: Some((new, Reason::IntroducedNextCa)), recheck_in: MIN_RECHECK });
-        }
-        wake.push(ca_rotate_at);
-    }
-
-    // 1. The serving certificate: right names and signer, renewed ahead of expiry. While a next
-    // CA is pending, a still-valid certificate waits for it (re-issuing from the old CA would
-    // only be cut short by the old CA's expiry).
-    let renew_at = serving_validity.not_after_time().checked_sub(policy.renew_before).unwrap_or(UNIX_EPOCH);
-    let pending = state.next.is_some() && !serving_validity.remaining(now).is_zero();
-    if !pending {
-        if !serving_fits(state, policy, now) {
-            let mut new = state.clone();
-            new.serving = issue_serving(&state.signer, policy, now)?;
-            return Ok(Plan { write: Some((new, Reason::ReissuedServing)), recheck_in: MIN_RECHECK });
-        }
-        if now >= renew_at {
-            let mut new = state.clone();
-            new.serving = issue_serving(&state.signer, policy, now)?;
-            return Ok(Plan { write: Some((new, Reason::RenewedServing)), recheck_in: MIN_RECHECK });
-        }
-        wake.push(renew_at);
-    }
-
-    // 4. Drop CAs nobody depends on any more.
-    let keep: Vec<&str> = std::iter::once(state.signer.cert_pem.as_str())
-        .chain(state.next.as_ref().map(|n| n.cert_pem.as_str()))
-        .collect();
-    let bundle = bundle_certs(&state.trust_bundle).unwrap_or_default();
-    let kept_ders: Vec<_> = keep.iter().filter_map(|pem| certs_from_pem(pem).ok()?.into_iter().next()).collect();
-    if bundle.iter().any(|c| !kept_ders.contains(c)) {
-        let removable_at = at(state.signer_since.unwrap_or(now_ms)) + policy.propagation;
-        if now >= removable_at && serving_fits(state, policy, now) {
-            let mut new = state.clone();
-            new.trust_bundle = keep.iter().map(|p| p.trim_end_matches('\n')).collect::<Vec<_>>().join("\n") + "\n";
-            return Ok(Plan { write: Some((new, Reason::RemovedOldCas)), recheck_in: MIN_RECHECK });
-        }
-        wake.push(removable_at.max(now + MIN_RECHECK));
-    }
-
     let next_wake = wake.into_iter().min().map(|t| until(now, t)).unwrap_or(MAX_RECHECK);
     Ok(Plan { write: None, recheck_in: next_wake.clamp(MIN_RECHECK, MAX_RECHECK) })
 }

@@ -53,14 +53,15 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
+use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
-use myownshell_controller::events::{actions, reasons};
+use myownshell_controller::events::actions;
 use myownshell_controller::{deployment, status};
 use myownshell_envtest::http::plain_get;
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use myownshell_envtest::{ControlPlane, create_namespace, eventually};
-use myownshell_tests::controller_helpers::{
+use myownshell_tests::controller::{
     histogram_buckets, histogram_delta, histogram_quantile, metric_value, resource_versions, written_between,
 };
 
@@ -450,7 +451,7 @@ impl Scraper {
     }
 
     async fn scrape(&self, controller: &Controller) -> String {
-        let path = myownshell_api::names::METRICS_PATH;
+        let path = myownshell_runtime::paths::METRICS;
         match myownshell_tests::scrape::https_get(controller.metrics, path, Some(&self.token)).await {
             Ok((200, body)) => body,
             other => panic!("scraping the controller: {other:?}\n{}", controller.process.log_tail(20)),

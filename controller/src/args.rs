@@ -3,6 +3,8 @@
 use std::time::Duration;
 
 use clap::Parser;
+use myownshell_rbac_proxy::metrics_args::MetricsService;
+use myownshell_runtime::client::ClientArgs;
 use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{LogArgs, ProbeArgs};
 
@@ -62,24 +64,21 @@ pub struct Args {
     #[command(flatten)]
     pub log: LogArgs,
 
-    /// Path to a kubeconfig (default: $KUBECONFIG, ~/.kube/config, or the in-cluster config).
-    #[arg(long)]
-    pub kubeconfig: Option<std::path::PathBuf>,
+    /// `--kubeconfig`, shared by every binary.
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 impl Args {
-    /// DNS names of the self-signed metrics certificate (the metrics Service's).
-    pub fn metrics_dns_names(&self) -> Vec<String> {
-        let base = format!("{}.{}.svc", self.metrics_service_name, self.lease_namespace());
-        vec![base.clone(), format!("{base}.cluster.local")]
+    /// The Service in front of `/metrics`, in the namespace the controller runs in: the
+    /// self-signed metrics certificate is for its names.
+    pub fn metrics_service(&self) -> MetricsService {
+        MetricsService { name: self.metrics_service_name.clone(), namespace: myownshell_runtime::pod::namespace() }
     }
 
     /// The Lease namespace: the flag, else the namespace the pod runs in, else the default.
     pub fn lease_namespace(&self) -> String {
-        self.leader_election_namespace
-            .clone()
-            .or_else(|| std::env::var("POD_NAMESPACE").ok().filter(|n| !n.is_empty()))
-            .unwrap_or_else(|| "myownshell-system".to_owned())
+        self.leader_election_namespace.clone().unwrap_or_else(myownshell_runtime::pod::namespace)
     }
 }
 

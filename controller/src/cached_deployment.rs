@@ -22,7 +22,7 @@ use kube::Resource;
 use myownshell_api::{MyOwnShell, MyOwnShellSpec};
 use serde::{Deserialize, Deserializer};
 
-use crate::watch::prune_deployment;
+use crate::prune::prune_deployment;
 
 /// A Deployment as the watch cache keeps it: pruned ([`prune_deployment`]) and packed, with
 /// only the identity the store keys it by (name, namespace, uid, resourceVersion) typed.

@@ -47,11 +47,38 @@ pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployme
     // waits for the Deployment (needs `update` on `myownshells/finalizers` in RBAC).
     owner.block_owner_deletion = Some(true);
     let spec = &shell.spec;
-    let resources = spec.resources.clone().unwrap_or_else(defaults::resources);
     let instance = labels::instance_for(&name, live);
     let labels = labels::labels(&instance);
+    let mut deployment = Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace),
+            labels: Some(labels.clone()),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(DeploymentSpec {
+            replicas: Some(spec.size.unwrap_or(defaults::SIZE)),
+            selector: LabelSelector { match_labels: Some(labels::selector_labels(&instance)), match_expressions: None },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),
+                spec: Some(pod_spec(shell_container(spec))),
+            },
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    };
+    let hash = content_hash(&deployment);
+    deployment.annotations_mut().insert(SPEC_HASH_ANNOTATION.to_owned(), hash);
+    Ok(deployment)
+}
 
-    let container = Container {
+/// The shell container: the spec's image, command and resources (defaults where unset), `HOME`
+/// on the writable scratch directory, and nothing it does not need (non-root, no privilege
+/// escalation, no capabilities, a read-only root filesystem).
+fn shell_container(spec: &myownshell_api::MyOwnShellSpec) -> Container {
+    let resources = spec.resources.clone().unwrap_or_else(defaults::resources);
+    Container {
         name: SHELL_CONTAINER.to_owned(),
         image: Some(spec.image.clone().unwrap_or_else(|| defaults::IMAGE.to_owned())),
         command: Some(spec.command.clone().unwrap_or_else(defaults::command)),
@@ -79,8 +106,12 @@ pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployme
             ..SecurityContext::default()
         }),
         ..Container::default()
-    };
-    let pod = PodSpec {
+    }
+}
+
+/// The shell pod around `container`: its scratch volume, no ServiceAccount token, non-root.
+fn pod_spec(container: Container) -> PodSpec {
+    PodSpec {
         containers: vec![container],
         volumes: Some(vec![Volume {
             name: SCRATCH_VOLUME.to_owned(),
@@ -97,29 +128,7 @@ pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployme
             ..PodSecurityContext::default()
         }),
         ..PodSpec::default()
-    };
-    let mut deployment = Deployment {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(namespace),
-            labels: Some(labels.clone()),
-            owner_references: Some(vec![owner]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(DeploymentSpec {
-            replicas: Some(spec.size.unwrap_or(defaults::SIZE)),
-            selector: LabelSelector { match_labels: Some(labels::selector_labels(&instance)), match_expressions: None },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),
-                spec: Some(pod),
-            },
-            ..DeploymentSpec::default()
-        }),
-        status: None,
-    };
-    let hash = content_hash(&deployment);
-    deployment.annotations_mut().insert(SPEC_HASH_ANNOTATION.to_owned(), hash);
-    Ok(deployment)
+    }
 }
 
 fn runtime_default_seccomp() -> SeccompProfile {

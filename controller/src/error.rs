@@ -1,7 +1,7 @@
 //! The controller's one error type.
 
 use crate::deployment::BuildError;
-use crate::events::reasons;
+use myownshell_api::names::reasons;
 
 /// Why a reconcile did not finish. Each variant has a CamelCase [`Error::reason`] for the
 /// `Degraded` condition and the Warning event, and the error policy picks the retry from it.
@@ -86,16 +86,16 @@ impl Error {
     /// The CamelCase reason shown in the `Degraded` condition and in the Warning event.
     pub fn reason(&self) -> &'static str {
         match self {
-            Error::Build(_) => "InvalidObject",
-            Error::ApplyDeployment { .. } => "DeploymentApplyFailed",
-            Error::WriteStatus(_) => "StatusWriteFailed",
-            Error::ReadDeployment { .. } => "DeploymentReadFailed",
-            Error::DeleteDeployment { .. } => "DeploymentDeleteFailed",
-            Error::DeploymentTerminating(_) => "DeploymentTerminating",
+            Error::Build(_) => reasons::INVALID_OBJECT,
+            Error::ApplyDeployment { .. } => reasons::DEPLOYMENT_APPLY_FAILED,
+            Error::WriteStatus(_) => reasons::STATUS_WRITE_FAILED,
+            Error::ReadDeployment { .. } => reasons::DEPLOYMENT_READ_FAILED,
+            Error::DeleteDeployment { .. } => reasons::DEPLOYMENT_DELETE_FAILED,
+            Error::DeploymentTerminating(_) => reasons::DEPLOYMENT_TERMINATING,
             Error::DeploymentConflict(_) => reasons::DEPLOYMENT_CONFLICT,
             Error::SelectorConflict { .. } => reasons::SELECTOR_CONFLICT,
-            Error::CacheStopped => "CacheStopped",
-            Error::Finalizer(_) => "FinalizerFailed",
+            Error::CacheStopped => reasons::CACHE_STOPPED,
+            Error::Finalizer(_) => reasons::FINALIZER_FAILED,
         }
     }
 

@@ -1,5 +1,5 @@
-//! Kubernetes Events on `MyOwnShell` objects. Reasons are constants: users filter on them
-//! (`kubectl get events --field-selector reason=Scaled`).
+//! Kubernetes Events on `MyOwnShell` objects. Their reasons are `myownshell_api::names::reasons`:
+//! users filter on them (`kubectl get events --field-selector reason=Scaled`).
 
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource};
@@ -8,24 +8,6 @@ use tracing::warn;
 
 use crate::metrics::Metrics;
 
-/// Event reasons (CamelCase, stable: users and alerts filter on them).
-pub mod reasons {
-    /// The shell Deployment was created.
-    pub const CREATED: &str = "Created";
-    /// The shell Deployment's replica count was changed to match `size`.
-    pub const SCALED: &str = "Scaled";
-    /// The shell Deployment was changed back to match the spec (a spec change or a hand edit).
-    pub const UPDATED: &str = "Updated";
-    /// The shell Deployment was deleted because the `MyOwnShell` is being deleted.
-    pub const DELETED: &str = "Deleted";
-    /// A reconcile failed; the note says why. Mirrors `Degraded=True`.
-    pub const RECONCILE_FAILED: &str = "ReconcileFailed";
-    /// A Deployment of the same name exists and is not ours; nothing was written.
-    pub const DEPLOYMENT_CONFLICT: &str = "DeploymentConflict";
-    /// Another Deployment already selects the pods this one would; nothing was written.
-    pub const SELECTOR_CONFLICT: &str = "SelectorConflict";
-}
-
 /// Actions (what the controller did), as the events.k8s.io API asks for.
 pub mod actions {
     /// The Deployment was server-side applied (created, scaled or updated).
@@ -33,8 +15,8 @@ pub mod actions {
     /// Cleanup of a deleted `MyOwnShell`: its Deployment was deleted, found gone, or left alone
     /// as not ours.
     pub const DELETE: &str = "DeleteDeployment";
-    /// A failed reconcile: the Warning events [`super::reasons::RECONCILE_FAILED`],
-    /// [`super::reasons::DEPLOYMENT_CONFLICT`] and [`super::reasons::SELECTOR_CONFLICT`].
+    /// A failed reconcile: the Warning events `ReconcileFailed`, `DeploymentConflict` and
+    /// `SelectorConflict`.
     pub const RECONCILE: &str = "Reconcile";
 }
 

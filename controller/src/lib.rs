@@ -2,7 +2,7 @@
 //! conditions, cleans up through the finalizer, and runs as one elected leader among replicas.
 //!
 //! Pure logic (the Deployment, the status, labels, leader decisions, backoff) lives in plain
-//! functions with table-driven tests; API calls sit in `reconcile`, `leader` and `manager`.
+//! functions with table-driven tests; API calls sit in `reconcile`, `leader` and `run`.
 
 #![warn(missing_docs)]
 
@@ -13,14 +13,17 @@ pub mod error;
 pub mod events;
 pub mod labels;
 pub mod leader;
-pub mod manager;
 pub mod memo;
 pub mod metrics;
+pub mod object_map;
 pub mod ownership;
-pub mod queue;
+pub mod pending_events;
+pub mod prune;
 pub mod reconcile;
+pub mod run;
 pub mod status;
+pub mod synced;
 pub mod watch;
 
 pub use args::Args;
-pub use manager::{RunError, run, run_with_client};
+pub use run::{RunError, run, run_with_client};

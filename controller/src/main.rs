@@ -1,9 +1,11 @@
-//! `myownshell-controller`: parse flags, set up crypto and logging, run until SIGTERM/SIGINT.
+//! `myownshell-controller`: parse flags, then run on the workspace's one process skeleton
+//! (`myownshell_runtime::process`) until SIGTERM/SIGINT.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use myownshell_controller::{Args, run};
+use myownshell_runtime::process::{self, Threads};
 
 /// jemalloc, not the C library's malloc. The controller's heap is a few tens of MB of small,
 /// long-lived cache entries, made during bursts (a first list, a relist) in which as much again
@@ -17,21 +19,7 @@ use myownshell_controller::{Args, run};
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args = Args::parse();
-    // One TLS stack (rustls + ring) for the whole process, installed before any client exists.
-    if rustls::crypto::ring::default_provider().install_default().is_err() {
-        eprintln!("a rustls crypto provider was already installed");
-    }
-    myownshell_runtime::log::init(args.log.log_format);
-
-    let result = run(args, myownshell_runtime::shutdown::on_signals()).await;
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "exiting");
-            ExitCode::FAILURE
-        }
-    }
+    process::main("myownshell-controller", args.log.log_format, Threads::PerCore, |shutdown| run(args, shutdown))
 }

@@ -2,8 +2,7 @@
 //! so a reconcile that runs in between neither repeats the write nor mistakes the echo of its
 //! own write for someone else's change.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -13,14 +12,16 @@ use kube::runtime::watcher;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus};
 
 use crate::cached_deployment::CachedDeployment;
-use crate::watch::{Synced, prune_deployment};
+use crate::object_map::ObjectMap;
+use crate::prune::prune_deployment;
+use crate::synced::Synced;
 
 /// Statuses this controller wrote that the `MyOwnShell` watch has not delivered yet. Without it,
 /// a reconcile triggered between a status write and its watch event (say, by the new
 /// Deployment) would compare against the old status and write the same status again.
 #[derive(Clone)]
 pub struct StatusMemo {
-    written: Arc<Mutex<Written>>,
+    written: Arc<ObjectMap<MyOwnShell, Memo>>,
     /// The `MyOwnShell` watch cache: a write it already holds needs no memo.
     shells: Store<MyOwnShell>,
 }
@@ -32,9 +33,6 @@ struct Memo {
     resource_version: Option<String>,
     at: Instant,
 }
-
-/// Each status written.
-type Written = HashMap<ObjectRef<MyOwnShell>, Memo>;
 
 /// The resourceVersion whose watch event a status write to `reconciled` may skip, given the
 /// object the write returned. A status patch that changes nothing is not written: the apiserver
@@ -50,26 +48,6 @@ pub fn echo_version(reconciled: &MyOwnShell, written: &MyOwnShell) -> Option<Str
     if same { b.resource_version.clone() } else { None }
 }
 
-/// Give a map's memory back once most of it is empty. Maps never shrink by themselves, so one that
-/// filled during a burst (every object of a relist waiting at once) would keep that capacity
-/// for the life of the process; halving whenever three quarters are free costs O(1) per
-/// removal, amortised.
-pub(crate) fn shrink<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
-    const SMALL: usize = 64;
-    if map.capacity() > SMALL && map.len() * 4 < map.capacity() {
-        map.shrink_to((map.len() * 2).max(SMALL));
-    }
-}
-
-/// Removes `key` from `map` and [`shrink`]s it.
-pub(crate) fn remove<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>, key: &K) -> Option<V> {
-    let removed = map.remove(key);
-    if removed.is_some() {
-        shrink(map);
-    }
-    removed
-}
-
 /// Whether `seen` is the very version a write of ours returned.
 fn same_version(written: Option<&String>, seen: Option<&String>) -> bool {
     written.is_some() && written == seen
@@ -80,25 +58,18 @@ impl StatusMemo {
     /// older one means the write was overwritten or lost, and the cache decides again.
     pub const TTL: Duration = Duration::from_secs(30);
 
-    fn written(&self) -> MutexGuard<'_, Written> {
-        self.written.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// The newest status known for `shell`: what we wrote, unless the cache already shows it
     /// (or the memo is too old), else the cached one.
     pub fn latest(&self, shell: &MyOwnShell) -> Option<MyOwnShellStatus> {
-        let key = ObjectRef::from_obj(shell);
-        let mut written = self.written();
-        match written.get(&key) {
+        let written = self.written.inspect(&ObjectRef::from_obj(shell), |memo| match memo {
             Some(memo) if Some(&memo.status) != shell.status.as_ref() && memo.at.elapsed() < Self::TTL => {
-                Some(memo.status.clone())
+                (true, Some(memo.status.clone()))
             }
-            Some(_) => {
-                remove(&mut written, &key);
-                shell.status.clone()
-            }
-            None => shell.status.clone(),
-        }
+            // The cache shows it, or it is too old to trust: forget it.
+            Some(_) => (false, None),
+            None => (true, None),
+        });
+        written.or_else(|| shell.status.clone())
     }
 
     /// Memos over the watch cache `shells`.
@@ -116,7 +87,7 @@ impl StatusMemo {
         if resource_version.is_some() && cached == resource_version {
             return;
         }
-        self.written().insert(key, Memo { status, resource_version, at: Instant::now() });
+        self.written.insert(key, Memo { status, resource_version, at: Instant::now() });
     }
 
     /// The watch caught up with (or went past) a write: forget it. Returns whether the event
@@ -124,22 +95,20 @@ impl StatusMemo {
     pub(crate) fn observe(&self, event: &watcher::Event<MyOwnShell>) -> bool {
         match event {
             watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
-                let key = ObjectRef::from_obj(s);
-                let mut written = self.written();
-                let Some(memo) = written.get(&key) else { return false };
-                let echo = matches!(event, watcher::Event::Apply(_))
-                    && same_version(memo.resource_version.as_ref(), s.metadata.resource_version.as_ref());
-                // Our own version arriving means the cache has caught up, even where it does not
-                // equal what we sent (the apiserver keeps times to the second, drops fields its
-                // schema lacks): every later event is newer, and a status someone else writes
-                // after it must be seen as it is, not hidden behind the memo.
-                if echo || Some(&memo.status) == s.status.as_ref() {
-                    remove(&mut written, &key);
-                }
-                echo
+                self.written.inspect(&ObjectRef::from_obj(s), |memo| {
+                    let Some(memo) = memo else { return (true, false) };
+                    let echo = matches!(event, watcher::Event::Apply(_))
+                        && same_version(memo.resource_version.as_ref(), s.metadata.resource_version.as_ref());
+                    // Our own version arriving means the cache has caught up, even where it does
+                    // not equal what we sent (the apiserver keeps times to the second, drops
+                    // fields its schema lacks): every later event is newer, and a status someone
+                    // else writes after it must be seen as it is, not hidden behind the memo.
+                    let caught_up = echo || Some(&memo.status) == s.status.as_ref();
+                    (!caught_up, echo)
+                })
             }
             watcher::Event::Delete(s) => {
-                remove(&mut self.written(), &ObjectRef::from_obj(s));
+                self.written.remove(&ObjectRef::from_obj(s));
                 false
             }
             watcher::Event::Init | watcher::Event::InitDone => false,
@@ -148,12 +117,12 @@ impl StatusMemo {
 
     /// Objects with a remembered status write (one the watch has not shown yet).
     pub fn len(&self) -> usize {
-        self.written().len()
+        self.written.len()
     }
 
     /// Whether no status write is remembered: the watch has caught up with all of them.
     pub fn is_empty(&self) -> bool {
-        self.written().is_empty()
+        self.written.is_empty()
     }
 }
 /// Owned Deployments as last seen: the watch cache, overlaid with what this controller applied
@@ -163,11 +132,9 @@ impl StatusMemo {
 pub struct DeploymentCache {
     store: Store<CachedDeployment>,
     synced: Synced,
-    recent: Arc<Mutex<Recent>>,
+    /// Deployments this controller applied, by name, until their watch event arrives.
+    recent: Arc<ObjectMap<CachedDeployment, Arc<Deployment>>>,
 }
-
-/// Deployments this controller applied, by name, until their watch event arrives.
-type Recent = HashMap<ObjectRef<CachedDeployment>, Arc<Deployment>>;
 
 /// The cache key of the Deployment `namespace/name`.
 fn key(namespace: &str, name: &str) -> ObjectRef<CachedDeployment> {
@@ -181,14 +148,10 @@ impl DeploymentCache {
         Self { store, synced, recent: Arc::default() }
     }
 
-    fn recent(&self) -> MutexGuard<'_, Recent> {
-        self.recent.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// The Deployment `namespace/name`, newest known version (pruned).
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Deployment>> {
         let key = key(namespace, name);
-        let recent = self.recent().get(&key).cloned();
+        let recent = self.recent.get(&key);
         recent.or_else(|| self.store.get(&key).and_then(|cached| cached.deployment()).map(Arc::new))
     }
 
@@ -204,14 +167,14 @@ impl DeploymentCache {
         let applied = deployment.metadata.resource_version.as_ref();
         let cached = self.store.get(&key).and_then(|d| d.meta().resource_version.clone());
         if applied.is_none() || cached.as_ref() != applied {
-            self.recent().insert(key, deployment.clone());
+            self.recent.insert(key, deployment.clone());
         }
         deployment
     }
 
     /// Deployments in the overlay of recent applies (the watch has not delivered them yet).
     pub fn pending_applies(&self) -> usize {
-        self.recent().len()
+        self.recent.len()
     }
 
     /// Once the watch reports on a Deployment, the store is at least as new as our own write.
@@ -221,17 +184,17 @@ impl DeploymentCache {
     pub(crate) fn observe(&self, event: &watcher::Event<CachedDeployment>) -> bool {
         match event {
             watcher::Event::Apply(d) => {
-                let applied = remove(&mut self.recent(), &ObjectRef::from_obj(d));
+                let applied = self.recent.remove(&ObjectRef::from_obj(d));
                 applied.is_some_and(|a| {
                     same_version(a.metadata.resource_version.as_ref(), d.meta().resource_version.as_ref())
                 })
             }
             watcher::Event::Delete(d) | watcher::Event::InitApply(d) => {
-                remove(&mut self.recent(), &ObjectRef::from_obj(d));
+                self.recent.remove(&ObjectRef::from_obj(d));
                 false
             }
             watcher::Event::InitDone => {
-                *self.recent() = Recent::new();
+                self.recent.clear();
                 false
             }
             watcher::Event::Init => false,
@@ -365,20 +328,6 @@ mod tests {
         let mut s = shell.clone();
         s.metadata.resource_version = Some(resource_version.into());
         s
-    }
-
-    #[test]
-    fn a_map_gives_its_memory_back_once_mostly_empty() {
-        let mut map: HashMap<u32, u32> = (0..10_000).map(|i| (i, i)).collect();
-        let full = map.capacity();
-        for i in 0..9_990 {
-            assert_eq!(remove(&mut map, &i), Some(i));
-        }
-        assert_eq!(map.len(), 10);
-        assert!(map.capacity() < full / 8, "{} of {full}", map.capacity());
-        assert!(map.capacity() >= 64, "small maps are left alone");
-        assert_eq!(remove(&mut map, &0), None);
-        assert!((9_990..10_000).all(|i| map.get(&i) == Some(&i)), "nothing else is lost");
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! One reconcile of one `MyOwnShell`: finalizer, Deployment, status, events; and the error policy.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -11,17 +10,19 @@ use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
+use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, defaults, names};
 use tracing::{debug, info, instrument, warn};
 
 use crate::deployment;
 use crate::error::{Error, api_message};
-use crate::events::{self, actions, reasons};
+use crate::events::{self, actions};
 use crate::labels;
 use crate::memo::{self, DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
+use crate::object_map::ObjectMap;
 use crate::ownership;
-use crate::queue::EventQueue;
+use crate::pending_events::PendingEvents;
 use crate::status::{self, Failure};
 
 /// Everything a reconcile needs, shared by all of them.
@@ -39,9 +40,9 @@ pub struct Context {
     /// Status writes the `MyOwnShell` watch has not delivered yet.
     pub(crate) statuses: StatusMemo,
     /// When each object's oldest event not yet reconciled arrived (the queue-latency metric).
-    pub(crate) events: EventQueue,
+    pub(crate) pending_events: PendingEvents,
     /// Consecutive failures per object, for the per-object exponential backoff.
-    failures: Mutex<HashMap<ObjectRef<MyOwnShell>, u32>>,
+    failures: ObjectMap<MyOwnShell, u32>,
 }
 
 impl Context {
@@ -53,13 +54,18 @@ impl Context {
         recorder: events::Publisher,
         metrics: Metrics,
         statuses: StatusMemo,
-        events: EventQueue,
+        pending_events: PendingEvents,
     ) -> Self {
-        Self { client, deployments, shells, recorder, metrics, statuses, events, failures: Mutex::default() }
-    }
-
-    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<MyOwnShell>, u32>> {
-        self.failures.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        Self {
+            client,
+            deployments,
+            shells,
+            recorder,
+            metrics,
+            statuses,
+            pending_events,
+            failures: ObjectMap::default(),
+        }
     }
 }
 
@@ -86,7 +92,7 @@ const CONFLICT_RECHECK: Duration = Duration::from_secs(5);
 #[instrument(skip_all, fields(name = %shell.name_any(), namespace = shell.namespace().as_deref().unwrap_or_default()))]
 pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = ObjectRef::from_obj(&*shell);
-    if let Some(waited) = ctx.events.started(&key, std::time::Instant::now()) {
+    if let Some(waited) = ctx.pending_events.started(&key, std::time::Instant::now()) {
         ctx.metrics.queue_latency.observe(waited.as_secs_f64());
     }
     let measure = ctx.metrics.start_reconcile();
@@ -94,7 +100,7 @@ pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Acti
     ctx.metrics.managed_objects.set(ctx.shells.len() as i64);
     let label = match &result {
         Ok(_) => {
-            crate::memo::remove(&mut ctx.failures(), &key);
+            ctx.failures.remove(&key);
             "success"
         }
         Err(e) => e.metric_label(),
@@ -202,7 +208,7 @@ async fn find_deployment(shell: &MyOwnShell, ctx: &Context) -> Result<Option<Arc
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
     let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name, source })?;
     Ok(live.map(|mut d| {
-        crate::watch::prune_deployment(&mut d);
+        crate::prune::prune_deployment(&mut d);
         Arc::new(d)
     }))
 }
@@ -319,12 +325,14 @@ pub fn error_policy(shell: Arc<MyOwnShell>, error: &Error, ctx: Arc<Context>) ->
         debug!(shell = %shell.name_any(), namespace = ?shell.namespace(), error = %error, "blocked by another Deployment");
         return Action::requeue(CONFLICT_RECHECK);
     }
-    let failures = {
-        let mut map = ctx.failures();
-        let n = map.entry(ObjectRef::from_obj(&*shell)).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    };
+    let failures = ctx.failures.update(
+        ObjectRef::from_obj(&*shell),
+        || 0,
+        |n| {
+            *n = n.saturating_add(1);
+            *n
+        },
+    );
     let delay = backoff_delay(failures);
     warn!(shell = %shell.name_any(), namespace = ?shell.namespace(), error = %error, failures, retry_in = ?delay, "reconcile failed");
     Action::requeue(delay)

@@ -6,31 +6,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING};
+use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
 
 use crate::labels;
-
-/// Condition reasons (CamelCase, stable: alerts and scripts match on them).
-pub mod reasons {
-    /// Available=True: every requested shell pod is ready.
-    pub const SHELLS_READY: &str = "ShellsReady";
-    /// Available=False: fewer shell pods are ready than requested.
-    pub const SHELLS_NOT_READY: &str = "ShellsNotReady";
-    /// Available=False, Progressing=False: `size` is 0.
-    pub const PAUSED: &str = "Paused";
-    /// Available=False: the Deployment does not exist (yet).
-    pub const DEPLOYMENT_MISSING: &str = "DeploymentMissing";
-    /// Progressing=True: the Deployment is being created, rolled out or scaled.
-    pub const ROLLING_OUT: &str = "RollingOut";
-    /// Progressing=False: the Deployment matches the spec and all its pods are ready.
-    pub const ROLLOUT_COMPLETE: &str = "RolloutComplete";
-    /// Progressing=False, Degraded=True: the Deployment gave up on its rollout.
-    pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
-    /// Degraded=True: the Deployment cannot create its pods (quota, admission, …).
-    pub const REPLICA_FAILURE: &str = "ReplicaFailure";
-    /// Degraded=False.
-    pub const AS_EXPECTED: &str = "AsExpected";
-}
 
 /// A failed reconcile, shown as `Degraded=True` with this reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]

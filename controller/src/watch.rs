@@ -9,52 +9,16 @@
 use std::time::Duration;
 
 use futures::{Stream, TryStreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
+use kube::Api;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Api, Resource};
 use myownshell_api::MyOwnShell;
 use tokio::sync::watch;
 
 use crate::cached_deployment::CachedDeployment;
-use crate::deployment::SPEC_HASH_ANNOTATION;
 use crate::labels;
 use crate::memo::{DeploymentCache, StatusMemo};
-
-/// Drop what reconcile never reads from a cached `MyOwnShell`.
-pub fn prune_shell(shell: &mut MyOwnShell) {
-    let meta = shell.meta_mut();
-    meta.managed_fields = None;
-    meta.annotations = None;
-    meta.labels = None;
-}
-
-/// Drop what reconcile never reads from a cached Deployment. The spec stays, less the fields the
-/// apiserver fills with its defaults and the desired Deployment never sets (a fifth of the
-/// text): it is compared with the desired one to skip applies that would change nothing, and
-/// that comparison looks only at the fields the desired one has (`deployment::needs_apply`).
-pub fn prune_deployment(deployment: &mut Deployment) {
-    let meta = deployment.meta_mut();
-    meta.managed_fields = None;
-    meta.creation_timestamp = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k == SPEC_HASH_ANNOTATION);
-    }
-    let Some(spec) = deployment.spec.as_mut() else { return };
-    spec.progress_deadline_seconds = None;
-    spec.revision_history_limit = None;
-    spec.strategy = None;
-    let Some(pod) = spec.template.spec.as_mut() else { return };
-    pod.dns_policy = None;
-    pod.restart_policy = None;
-    pod.scheduler_name = None;
-    pod.termination_grace_period_seconds = None;
-    for container in &mut pod.containers {
-        container.image_pull_policy = None;
-        container.termination_message_path = None;
-        container.termination_message_policy = None;
-    }
-}
+use crate::prune::prune_shell;
 
 /// Delays between watch retries: 250 ms doubling to 5 s with jitter, back to the start after any
 /// success (kube-runtime's backoff on `backon`). kube's default climbs to 30 s, which after an
@@ -76,30 +40,6 @@ pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(250);
 /// The longest delay of [`watch_backoff`] (before jitter).
 pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// Whether a watch cache holds its first full list. kube's `Store::wait_until_ready` wakes only
-/// one waiter (the Controller already is one), so the controller keeps its own signal.
-#[derive(Clone)]
-pub struct Synced(watch::Receiver<bool>);
-
-impl Synced {
-    /// A signal not yet synced, and the sender the watch marks it synced with (`true`, at its
-    /// first `InitDone`). Dropping the sender unsynced makes [`Synced::wait`] return `false`.
-    pub fn new() -> (watch::Sender<bool>, Self) {
-        let (tx, rx) = watch::channel(false);
-        (tx, Self(rx))
-    }
-
-    /// Resolves once synced (`true`), or `false` if the watch was dropped before that.
-    pub async fn wait(&self) -> bool {
-        let mut rx = self.0.clone();
-        rx.wait_for(|synced| *synced).await.is_ok()
-    }
-
-    /// Whether the first list is in, without waiting.
-    pub fn is_synced(&self) -> bool {
-        *self.0.borrow()
-    }
-}
 /// The `MyOwnShell` watch: pruned objects into `writer`, each applied object out.
 pub fn shell_stream(
     api: Api<MyOwnShell>,
@@ -159,11 +99,7 @@ fn skip_own_writes<K>(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use kube::runtime::utils::Backoff;
-    use myownshell_api::MyOwnShellSpec;
 
     use super::*;
 
@@ -178,54 +114,5 @@ mod tests {
         b.reset();
         let first = b.next().unwrap_or_default();
         assert!(first >= WATCH_BACKOFF_MIN && first <= WATCH_BACKOFF_MIN * 2, "after a reset: {first:?}");
-    }
-
-    #[test]
-    fn pruning_keeps_what_reconcile_reads() {
-        let mut shell = MyOwnShell::new("web", MyOwnShellSpec { size: Some(2), ..MyOwnShellSpec::default() });
-        shell.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        shell.metadata.annotations =
-            Some(BTreeMap::from([("kubectl.kubernetes.io/last-applied-configuration".into(), "{…}".into())]));
-        shell.metadata.finalizers = Some(vec!["myownshell.io/finalizer".into()]);
-        shell.metadata.generation = Some(4);
-        prune_shell(&mut shell);
-        assert_eq!(shell.metadata.managed_fields, None);
-        assert_eq!(shell.metadata.annotations, None);
-        assert_eq!(
-            shell.metadata.finalizers,
-            Some(vec!["myownshell.io/finalizer".into()]),
-            "the finalizer helper reads them"
-        );
-        assert_eq!(shell.metadata.generation, Some(4));
-        assert_eq!(shell.spec.size, Some(2));
-
-        let mut d = Deployment::default();
-        d.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
-        d.metadata.annotations = Some(BTreeMap::from([
-            (SPEC_HASH_ANNOTATION.into(), "abc".into()),
-            ("deployment.kubernetes.io/revision".into(), "3".into()),
-        ]));
-        prune_deployment(&mut d);
-        assert_eq!(d.metadata.managed_fields, None);
-        assert_eq!(d.metadata.annotations, Some(BTreeMap::from([(SPEC_HASH_ANNOTATION.into(), "abc".into())])));
-    }
-
-    #[test]
-    fn pruning_never_drops_a_field_the_desired_deployment_sets() {
-        let full = MyOwnShellSpec {
-            size: Some(3),
-            image: Some("registry.example.com/tools:1".into()),
-            command: Some(vec!["sleep".into(), "infinity".into()]),
-            resources: Some(myownshell_api::defaults::resources()),
-        };
-        for spec in [MyOwnShellSpec::default(), full] {
-            let mut shell = MyOwnShell::new("web", spec);
-            shell.metadata.namespace = Some("ns".into());
-            shell.metadata.uid = Some("u1".into());
-            let want = crate::deployment::desired(&shell, None).unwrap();
-            let mut pruned = want.clone();
-            prune_deployment(&mut pruned);
-            assert_eq!(pruned, want, "needs_apply would see a difference that is not there");
-        }
     }
 }

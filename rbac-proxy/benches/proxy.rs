@@ -135,7 +135,9 @@ fn start_null_proxy(
     std::thread::spawn(move || {
         // `/proc/thread-self` is `PID/task/TID`.
         let _ = sender.send(std::fs::read_link("/proc/thread-self").unwrap());
-        let rt = myownshell_rbac_proxy::standalone::runtime(threads).unwrap();
+        let rt =
+            myownshell_runtime::process::runtime(myownshell_runtime::process::Threads::Exactly(usize::from(threads)))
+                .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             let acceptor = tokio_rustls::TlsAcceptor::from(config);

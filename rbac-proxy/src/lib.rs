@@ -46,11 +46,12 @@
 //! Serve it with `myownshell_runtime::server::serve_tls` so client certificates reach it.
 //!
 //! # Standalone
-//! The `myownshell-rbac-proxy` binary ([`standalone::Args`]) puts the same layer in front of an
+//! The `myownshell-rbac-proxy` binary ([`args::Args`], [`run::run`]) puts the same layer in front of an
 //! HTTP upstream with kube-rbac-proxy's flags.
 
 #![warn(missing_docs)]
 
+pub mod args;
 pub mod attributes;
 pub mod authn;
 pub mod authz;
@@ -61,14 +62,14 @@ pub mod layer;
 pub mod metrics_args;
 pub mod paths;
 pub mod proxy;
+pub mod run;
 pub mod secure_server;
-pub mod standalone;
 pub mod token;
 pub mod transport;
 pub mod user;
 
 pub use layer::{AuthOptions, IdentityHeaders, RbacAuth, ReviewCounts};
-pub use metrics_args::MetricsAuthArgs;
+pub use metrics_args::{MetricsAuthArgs, MetricsService};
 pub use secure_server::{SecureServer, SecureServingOptions, ServeError, serve_secure_metrics};
 pub use transport::TlsFiles;
 pub use user::{AuthMethod, AuthenticatedUser};

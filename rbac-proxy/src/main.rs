@@ -1,32 +1,16 @@
-//! `myownshell-rbac-proxy`: parse flags, set up crypto and logs, run until SIGTERM/SIGINT.
+//! `myownshell-rbac-proxy`: parse flags, then run on the workspace's one process skeleton
+//! (`myownshell_runtime::process`) until SIGTERM/SIGINT.
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use myownshell_rbac_proxy::standalone::{self, Args};
+use myownshell_rbac_proxy::args::Args;
+use myownshell_runtime::process::{self, Threads};
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    myownshell_runtime::log::init(args.log.log_format);
-    match standalone::runtime(args.worker_threads) {
-        Ok(runtime) => runtime.block_on(run(args)),
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start the tokio runtime");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(args: Args) -> ExitCode {
-    if rustls::crypto::ring::default_provider().install_default().is_err() {
-        tracing::error!("a rustls crypto provider was already installed");
-        return ExitCode::FAILURE;
-    }
-    match standalone::run(args, myownshell_runtime::shutdown::on_signals()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "myownshell-rbac-proxy failed");
-            ExitCode::FAILURE
-        }
-    }
+    let threads = Threads::Exactly(usize::from(args.worker_threads));
+    process::main("myownshell-rbac-proxy", args.log.log_format, threads, |shutdown| {
+        myownshell_rbac_proxy::run::run(args, shutdown)
+    })
 }

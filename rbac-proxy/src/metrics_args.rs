@@ -1,17 +1,42 @@
 //! Flags for a binary's secure metrics endpoint, to `#[command(flatten)]` into its clap `Args`,
 //! so the controller and the webhook offer the same ones (kubebuilder's `--metrics-cert-*`
-//! names, plus the cache lifetimes).
+//! names, plus the cache lifetimes), and the one way both start that endpoint
+//! ([`MetricsAuthArgs::serve`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use axum::Router;
+use kube::Client;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
 use crate::authn::AuthnCacheOptions;
 use crate::authz::AuthzCacheOptions;
 use crate::layer::AuthOptions;
-use crate::secure_server::SecureServingOptions;
+use crate::secure_server::{SecureServer, SecureServingOptions, ServeError};
 use crate::transport::TlsFiles;
 use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{BindAddress, parse_bind_address};
+
+/// The Service in front of a binary's `/metrics`. Without certificate files the endpoint
+/// serves a self-signed certificate for its DNS names, so a scraper that verifies names
+/// against it (with the certificate pinned) reaches it by the Service's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsService {
+    /// The Service's name.
+    pub name: String,
+    /// The Service's namespace (where the binary runs).
+    pub namespace: String,
+}
+
+impl MetricsService {
+    /// `<name>.<namespace>.svc` and its `.cluster.local` form.
+    pub fn dns_names(&self) -> Vec<String> {
+        let base = format!("{}.{}.svc", self.name, self.namespace);
+        vec![base.clone(), format!("{base}.cluster.local")]
+    }
+}
 
 /// How a binary's `/metrics` endpoint gets its certificate and checks its callers. Each field
 /// is a flag; [`MetricsAuthArgs::serving_options`] turns them into what
@@ -52,6 +77,21 @@ pub struct MetricsAuthArgs {
 }
 
 impl MetricsAuthArgs {
+    /// Serve `router` (a binary's `/metrics`) on `--metrics-bind-address`, over TLS, behind
+    /// TokenReview + SubjectAccessReview, until `shutdown`. `None` when the address is `0`.
+    pub async fn serve(
+        &self,
+        client: Client,
+        router: Router,
+        service: &MetricsService,
+        shutdown: CancellationToken,
+    ) -> Result<Option<JoinHandle<()>>, ServeError> {
+        let BindAddress::At(addr) = self.metrics_bind_address else { return Ok(None) };
+        let mut options = self.serving_options();
+        options.self_signed_names = service.dns_names();
+        Ok(Some(SecureServer::bind(addr, client, router, options).await?.spawn(shutdown)))
+    }
+
     /// The options for [`crate::serve_secure_metrics`].
     pub fn serving_options(&self) -> SecureServingOptions {
         let (cert_file, key_file) = match &self.metrics_cert_path {
@@ -85,6 +125,12 @@ mod tests {
     struct Binary {
         #[command(flatten)]
         metrics: MetricsAuthArgs,
+    }
+
+    #[test]
+    fn the_self_signed_names_are_the_services() {
+        let service = MetricsService { name: "metrics".into(), namespace: "ops".into() };
+        assert_eq!(service.dns_names(), ["metrics.ops.svc", "metrics.ops.svc.cluster.local"]);
     }
 
     #[test]

@@ -1,6 +1,9 @@
-//! What every MyOwnShell binary does the same way, in one place: logging ([`log`]), shutdown on
-//! SIGTERM/SIGINT ([`shutdown`]), the `/healthz` + `/readyz` probes and the plain-HTTP server
-//! they run on ([`probes`]), the `/metrics` route ([`metrics`]), shared flags ([`flags`], [`duration`]), and the HTTPS server every
+//! What every MyOwnShell binary does the same way, in one place: the skeleton of `main`
+//! ([`process`]: logging, the crypto provider, the tokio runtime, exit codes), logging ([`log`]),
+//! shutdown on SIGTERM/SIGINT ([`shutdown`]), the Kubernetes client from `--kubeconfig`
+//! ([`client`]), the `/healthz` + `/readyz` probes and the plain-HTTP server they run on
+//! ([`probes`]), the `/metrics` route ([`metrics`]), their [`paths`], shared flags ([`flags`],
+//! [`duration`]), and the HTTPS server every
 //! TLS endpoint runs on: rustls with live certificate swaps ([`tls`]), HTTP/1.1 with graceful
 //! shutdown and a connection limit ([`server`]), and a guard per connection that closes the
 //! ones doing nothing useful ([`guard`]).
@@ -10,12 +13,16 @@
 
 #![warn(missing_docs)]
 
+pub mod client;
 pub mod duration;
 pub mod flags;
 pub mod guard;
 pub mod log;
 pub mod metrics;
+pub mod paths;
+pub mod pod;
 pub mod probes;
+pub mod process;
 pub mod server;
 pub mod shutdown;
 pub mod tls;

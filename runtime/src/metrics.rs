@@ -7,7 +7,6 @@ use axum::Router;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use myownshell_api::names;
 use prometheus_client::registry::Registry;
 
 /// The registry's metrics as OpenMetrics text.
@@ -19,7 +18,7 @@ pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
 
 /// The `/metrics` route over `registry`.
 pub fn router(registry: Arc<Registry>) -> Router {
-    Router::new().route(names::METRICS_PATH, get(move || std::future::ready(answer(&registry))))
+    Router::new().route(crate::paths::METRICS, get(move || std::future::ready(answer(&registry))))
 }
 
 fn answer(registry: &Registry) -> Response {

@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
-use myownshell_api::names;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -57,8 +56,8 @@ impl ReadyFlag {
 /// The probe endpoints. Liveness is the process answering at all: a process stuck on an
 /// unreachable API server must not be restarted in a loop for it.
 pub fn router(readiness: Readiness) -> Router {
-    Router::new().route(names::HEALTHZ_PATH, get(|| async { "ok" })).route(
-        names::READYZ_PATH,
+    Router::new().route(crate::paths::HEALTHZ, get(|| async { "ok" })).route(
+        crate::paths::READYZ,
         get(move || {
             let readiness = readiness.clone();
             async move {

@@ -1,12 +1,13 @@
 //! Test-only helpers for the integration tests in `tests/`, on top of the `myownshell-envtest`
-//! cluster: the controller and webhook binaries as processes ([`controller_helpers`],
-//! [`controller_test`], [`webhooks`]), an admission gate that holds writes ([`gate`]), and
-//! authenticated metrics scrapes ([`scrape`]).
+//! cluster: the controller and webhook binaries as processes ([`controller`], [`webhooks`]), an admission gate that holds writes ([`gate`]),
+//! authenticated metrics scrapes ([`scrape`]), TLS clients ([`tls_client`]), and what the
+//! `rbac_proxy*` tests share ([`rbac_proxy`]).
 
 #![warn(missing_docs)]
 
-pub mod controller_helpers;
-pub mod controller_test;
+pub mod controller;
 pub mod gate;
+pub mod rbac_proxy;
 pub mod scrape;
+pub mod tls_client;
 pub mod webhooks;

@@ -12,7 +12,7 @@ use kube::api::{Api, Patch, PatchParams};
 use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 
-use crate::webhooks::tls_client;
+use crate::tls_client::tls_client;
 use myownshell_envtest::namespace::service_account_token;
 use myownshell_envtest::rbac;
 
@@ -26,7 +26,7 @@ const SCRAPER_ROLE: &str = "myownshell-test-metrics-reader";
 /// A token allowed to read `/metrics` (ClusterRole + binding applied idempotently).
 pub async fn scraper_token(client: &Client) -> Result<String, String> {
     let apply = PatchParams::apply("myownshell-envtest").force();
-    let role = rbac::non_resource_reader_role(SCRAPER_ROLE, &[myownshell_api::names::METRICS_PATH]);
+    let role = rbac::non_resource_reader_role(SCRAPER_ROLE, &[myownshell_runtime::paths::METRICS]);
     Api::<ClusterRole>::all(client.clone())
         .patch(SCRAPER_ROLE, &apply, &Patch::Apply(&role))
         .await
@@ -68,7 +68,7 @@ pub async fn https_get(addr: SocketAddr, path: &str, token: Option<&str>) -> Res
 /// The metrics text at `addr`, read as an authorized scraper.
 pub async fn scrape(client: &Client, addr: SocketAddr) -> Result<String, String> {
     let token = scraper_token(client).await?;
-    match https_get(addr, myownshell_api::names::METRICS_PATH, Some(&token)).await? {
+    match https_get(addr, myownshell_runtime::paths::METRICS, Some(&token)).await? {
         (200, body) => Ok(body),
         (status, body) => Err(format!("/metrics at {addr} answered {status}: {body}")),
     }

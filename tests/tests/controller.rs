@@ -10,9 +10,10 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
 use myownshell_envtest::{create_namespace, eventually};
-use myownshell_tests::controller_test::{ControllerTest, TIMEOUT, cond, condition, report_ready};
+use myownshell_tests::controller::{ControllerTest, TIMEOUT, cond, condition, report_ready};
 use serde_json::json;
 
 async fn setup(prefix: &str) -> ControllerTest {
@@ -104,9 +105,9 @@ async fn creating_a_shell_makes_exactly_the_expected_deployment() {
     let st = s.status.clone().unwrap();
     assert_eq!(st.selector.as_deref(), Some("app.kubernetes.io/instance=alpha,app.kubernetes.io/name=myownshell"));
     assert_eq!(st.observed_generation, s.metadata.generation);
-    assert_eq!(condition(&s, "Available"), cond("False", "ShellsNotReady"));
-    assert_eq!(condition(&s, "Progressing"), cond("True", "RollingOut"));
-    assert_eq!(condition(&s, "Degraded"), cond("False", "AsExpected"));
+    assert_eq!(condition(&s, "Available"), cond("False", reasons::SHELLS_NOT_READY));
+    assert_eq!(condition(&s, "Progressing"), cond("True", reasons::ROLLING_OUT));
+    assert_eq!(condition(&s, "Degraded"), cond("False", reasons::AS_EXPECTED));
     t.event_with_reason("alpha", "Created").await;
 }
 
@@ -135,7 +136,11 @@ async fn resizing_by_spec_and_by_kubectl_scale() {
     t.shells.patch("beta", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 0}}))).await.unwrap();
     t.replicas_become("beta", 0).await;
     t.shell_where("beta", "Available=False/Paused", |s| {
-        if condition(s, "Available") == cond("False", "Paused") { Ok(()) } else { Err(format!("{:?}", s.status)) }
+        if condition(s, "Available") == cond("False", reasons::PAUSED) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", s.status))
+        }
     })
     .await;
 }
@@ -175,7 +180,7 @@ async fn status_and_conditions_follow_the_deployment() {
     t.replicas_become("delta", 2).await;
     let before = t
         .shell_where("delta", "Available=False", |s| {
-            if condition(s, "Available") == cond("False", "ShellsNotReady") {
+            if condition(s, "Available") == cond("False", reasons::SHELLS_NOT_READY) {
                 Ok(())
             } else {
                 Err(format!("{:?}", s.status))
@@ -217,8 +222,8 @@ async fn status_and_conditions_follow_the_deployment() {
     report_ready(&t.deployments, "delta", 2).await;
     let after = t
         .shell_where("delta", "Available=True, Progressing=False", |s| {
-            let ok = condition(s, "Available") == cond("True", "ShellsReady")
-                && condition(s, "Progressing") == cond("False", "RolloutComplete")
+            let ok = condition(s, "Available") == cond("True", reasons::SHELLS_READY)
+                && condition(s, "Progressing") == cond("False", reasons::ROLLOUT_COMPLETE)
                 && s.status.as_ref().is_some_and(|st| st.ready_replicas == 2);
             if ok { Ok(()) } else { Err(format!("{:?}", s.status)) }
         })
@@ -265,7 +270,11 @@ async fn a_reconcile_with_nothing_changed_writes_nothing() {
     t.replicas_become("zeta", 2).await;
     report_ready(&t.deployments, "zeta", 2).await;
     t.shell_where("zeta", "Available=True", |s| {
-        if condition(s, "Available") == cond("True", "ShellsReady") { Ok(()) } else { Err(format!("{:?}", s.status)) }
+        if condition(s, "Available") == cond("True", reasons::SHELLS_READY) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", s.status))
+        }
     })
     .await;
 
@@ -326,7 +335,7 @@ async fn a_deployment_the_apiserver_rejects_shows_as_degraded() {
     t.shells.create(&PostParams::default(), &shell("eta", spec)).await.unwrap();
     let s = t
         .shell_where("eta", "Degraded=True", |s| {
-            if condition(s, "Degraded") == cond("True", "DeploymentApplyFailed") {
+            if condition(s, "Degraded") == cond("True", reasons::DEPLOYMENT_APPLY_FAILED) {
                 Ok(())
             } else {
                 Err(format!("{:?}", s.status))
@@ -338,7 +347,7 @@ async fn a_deployment_the_apiserver_rejects_shows_as_degraded() {
         message.contains("Deployment eta") && message.contains("must be less than or equal to cpu limit"),
         "{message}"
     );
-    t.event_with_reason("eta", "ReconcileFailed").await;
+    t.event_with_reason("eta", reasons::RECONCILE_FAILED).await;
     assert!(t.deployments.get_opt("eta").await.unwrap().is_none());
 
     // Fixed: the next reconcile succeeds and Degraded clears.
@@ -348,7 +357,11 @@ async fn a_deployment_the_apiserver_rejects_shows_as_degraded() {
         .unwrap();
     t.replicas_become("eta", 1).await;
     t.shell_where("eta", "Degraded=False", |s| {
-        if condition(s, "Degraded") == cond("False", "AsExpected") { Ok(()) } else { Err(format!("{:?}", s.status)) }
+        if condition(s, "Degraded") == cond("False", reasons::AS_EXPECTED) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", s.status))
+        }
     })
     .await;
 }
@@ -385,7 +398,7 @@ async fn probes_and_metrics_answer() {
         assert!(text.contains(series), "{series} missing:\n{text}");
     }
     // The create (and the Deployment it led to) were events that waited for their reconciles.
-    let waited = myownshell_tests::controller_helpers::metric_value(
+    let waited = myownshell_tests::controller::metric_value(
         &text,
         "myownshell_controller_reconcile_queue_latency_seconds_count",
     );

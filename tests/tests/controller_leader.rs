@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use myownshell_envtest::{ControlPlane, eventually};
-use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
+use myownshell_tests::controller::{ControllerProcess, ShellNamespace, sized_shell};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(30);

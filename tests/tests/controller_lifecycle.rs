@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use myownshell_api::names;
 use myownshell_envtest::{create_namespace, eventually, shared};
-use myownshell_tests::controller_helpers::{
+use myownshell_tests::controller::{
     ControllerProcess, ShellNamespace, resource_versions, sized_shell, written_between,
 };
 use myownshell_tests::gate::AdmissionGate;

@@ -11,9 +11,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use myownshell_api::names;
+use myownshell_api::names::reasons;
 use myownshell_envtest::eventually;
-use myownshell_tests::controller_helpers::{ControllerProcess, ShellNamespace, sized_shell};
-use myownshell_tests::controller_test::{ControllerTest, TIMEOUT, cond, condition};
+use myownshell_tests::controller::{ControllerProcess, ShellNamespace, sized_shell};
+use myownshell_tests::controller::{ControllerTest, TIMEOUT, cond, condition};
 use serde_json::json;
 
 /// A Deployment named `name` that someone else made: our selector labels (so it would match
@@ -49,7 +50,7 @@ async fn degraded_by(t: &ControllerTest, name: &str, reason: &str, blocker: &str
 
 /// Wait for `Degraded=True` with reason `DeploymentConflict`, whose message names `name`.
 async fn degraded_by_conflict(t: &ControllerTest, name: &str) {
-    degraded_by(t, name, "DeploymentConflict", name).await;
+    degraded_by(t, name, reasons::DEPLOYMENT_CONFLICT, name).await;
 }
 
 #[tokio::test]
@@ -65,7 +66,7 @@ async fn a_foreign_deployment_in_the_way_is_never_written_or_deleted() {
     t.shells.create(&PostParams::default(), &sized_shell("taken", 1)).await.unwrap();
 
     degraded_by_conflict(&t, "taken").await;
-    t.event_with_reason("taken", "DeploymentConflict").await;
+    t.event_with_reason("taken", reasons::DEPLOYMENT_CONFLICT).await;
     let after = t.deployments.get("taken").await.unwrap();
     assert_eq!(after.resource_version(), before.resource_version(), "not written: {:?}", after.metadata);
     assert!(after.owner_references().is_empty());
@@ -116,8 +117,8 @@ async fn a_name_whose_instance_label_another_deployment_selects_on_gets_no_deplo
     let older = t.deployments.create(&PostParams::default(), &older).await.unwrap();
     t.shells.create(&PostParams::default(), &sized_shell(&name, 1)).await.unwrap();
 
-    degraded_by(&t, &name, "SelectorConflict", "older-shell").await;
-    t.event_with_reason(&name, "SelectorConflict").await;
+    degraded_by(&t, &name, reasons::SELECTOR_CONFLICT, "older-shell").await;
+    t.event_with_reason(&name, reasons::SELECTOR_CONFLICT).await;
     assert!(t.deployments.get_opt(&name).await.unwrap().is_none(), "a Deployment selecting the same pods was made");
     let kept = t.deployments.get("older-shell").await.unwrap();
     assert_eq!(kept.resource_version(), older.resource_version(), "the holder is untouched");
@@ -126,7 +127,11 @@ async fn a_name_whose_instance_label_another_deployment_selects_on_gets_no_deplo
     t.deployments.delete("older-shell", &DeleteParams::default()).await.unwrap();
     t.replicas_become(&name, 1).await;
     t.shell_where(&name, "Degraded=False", |s| {
-        if condition(s, "Degraded") == cond("False", "AsExpected") { Ok(()) } else { Err(format!("{:?}", s.status)) }
+        if condition(s, "Degraded") == cond("False", reasons::AS_EXPECTED) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", s.status))
+        }
     })
     .await;
 }
@@ -153,7 +158,11 @@ async fn a_conflict_resolves_by_itself_when_the_foreign_deployment_goes() {
     })
     .await;
     t.shell_where("blocked", "Degraded=False", |s| {
-        if condition(s, "Degraded") == cond("False", "AsExpected") { Ok(()) } else { Err(format!("{:?}", s.status)) }
+        if condition(s, "Degraded") == cond("False", reasons::AS_EXPECTED) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", s.status))
+        }
     })
     .await;
 }
@@ -353,7 +362,7 @@ async fn a_deployment_made_with_the_old_shortened_label_keeps_working() {
     assert_eq!(deployment.spec.unwrap().selector.match_labels.unwrap()["app.kubernetes.io/instance"], legacy);
     let shell = eventually("status with the Deployment's own selector", TIMEOUT, || async {
         let s = shells.get(&name).await.map_err(|e| e.to_string())?;
-        let ok = condition(&s, "Degraded") == cond("False", "AsExpected")
+        let ok = condition(&s, "Degraded") == cond("False", reasons::AS_EXPECTED)
             && s.status.as_ref().and_then(|st| st.selector.as_deref()).is_some_and(|sel| sel.contains(&legacy));
         if ok { Ok(s) } else { Err(format!("{:?}", s.status)) }
     })

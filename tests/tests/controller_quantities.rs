@@ -16,8 +16,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use myownshell_api::quantity::{canonical, parse};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, ResourceList, ShellResources};
 use myownshell_envtest::eventually;
-use myownshell_tests::controller_helpers::ShellNamespace;
-use myownshell_tests::controller_test::{ControllerTest, TIMEOUT};
+use myownshell_tests::controller::ShellNamespace;
+use myownshell_tests::controller::{ControllerTest, TIMEOUT};
 use serde_json::json;
 
 /// Texts whose stored form is worth knowing: canonical and not, every suffix family, the

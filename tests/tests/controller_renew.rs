@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use myownshell_envtest::{create_namespace, eventually, shared};
-use myownshell_tests::controller_helpers::ControllerProcess;
+use myownshell_tests::controller::ControllerProcess;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const LEASE: &str = "myownshell-renew-lease";

@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use myownshell_api::MyOwnShell;
 use myownshell_envtest::eventually;
-use myownshell_tests::controller_helpers::{
+use myownshell_tests::controller::{
     ControllerProcess, ShellNamespace, resource_versions, sized_shell, written_between,
 };
 use serde_json::json;

@@ -207,7 +207,7 @@ async fn xtask_dev_runs_both_binaries_against_an_existing_cluster() {
     // The webhook serves the certificate dev made for it, trusted by the CA it wrote.
     let webhook = addr_of(&env["MYOWNSHELL_WEBHOOK_URL"]);
     let ca = std::fs::read_to_string(&env["MYOWNSHELL_WEBHOOK_CA"]).unwrap();
-    myownshell_tests::webhooks::HttpsConnection::connect(webhook, Some(&ca), "127.0.0.1").await.unwrap();
+    myownshell_tests::tls_client::HttpsConnection::connect(webhook, Some(&ca), "127.0.0.1").await.unwrap();
 
     let pids: Vec<u32> =
         std::fs::read_to_string(state.join("pids")).unwrap().lines().map(|p| p.parse().unwrap()).collect();

@@ -4,8 +4,6 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod rbac_proxy_support;
-
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
@@ -19,7 +17,7 @@ use myownshell_rbac_proxy::config::ProxyConfig;
 use myownshell_rbac_proxy::{
     AuthOptions, ReviewCounts, SecureServer, SecureServingOptions, ServeError, TlsFiles, serve_secure_metrics,
 };
-use rbac_proxy_support::*;
+use myownshell_tests::rbac_proxy::*;
 use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(300);

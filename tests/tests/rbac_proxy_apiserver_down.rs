@@ -4,13 +4,11 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod rbac_proxy_support;
-
 use std::time::Duration;
 
 use http::StatusCode;
 use myownshell_envtest::{create_namespace, service_account_token, service_account_user, shared};
-use rbac_proxy_support::*;
+use myownshell_tests::rbac_proxy::*;
 
 const LONG: Duration = Duration::from_secs(300);
 

@@ -7,8 +7,6 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod rbac_proxy_support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -19,8 +17,8 @@ use http::{Request, StatusCode};
 use myownshell_envtest::{create_namespace, eventually, service_account_token, shared};
 use myownshell_rbac_proxy::authn::{AuthnCacheOptions, ReviewCounters, TokenAuthenticator, TokenOutcome};
 use myownshell_rbac_proxy::{RbacAuth, ReviewCounts};
-use rbac_proxy_support::review_gate::ReviewGate;
-use rbac_proxy_support::*;
+use myownshell_tests::rbac_proxy::review_gate::ReviewGate;
+use myownshell_tests::rbac_proxy::*;
 use tower::{Layer, ServiceExt};
 
 const LONG: Duration = Duration::from_secs(300);

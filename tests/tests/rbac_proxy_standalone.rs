@@ -4,8 +4,6 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod rbac_proxy_support;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -24,7 +22,7 @@ use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use myownshell_envtest::{
     ControlPlane, assets, create_namespace, eventually, service_account_token, service_account_user, shared,
 };
-use rbac_proxy_support::*;
+use myownshell_tests::rbac_proxy::*;
 use tokio_util::sync::CancellationToken;
 
 const BIG_DOWNLOAD: u64 = 48 << 20;

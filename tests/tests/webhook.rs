@@ -14,9 +14,8 @@ use kube::api::{Api, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults, names};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, eventually, shared};
-use myownshell_tests::webhooks::{
-    HttpsConnection, InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem, served_certificate,
-};
+use myownshell_tests::tls_client::{HttpsConnection, served_certificate};
+use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem};
 use serde_json::{Value, json};
 
 const READY: Duration = Duration::from_secs(60);

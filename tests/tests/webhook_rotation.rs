@@ -123,7 +123,7 @@ async fn rotations_under_load_fail_no_request() {
     let (status, body) = webhook.probe("/readyz").await.unwrap();
     assert_eq!(status, 200, "{body}");
     let ca = secret_pem(&client, &ns, &options.secret_name, "ca.crt").await.unwrap();
-    let leaf = myownshell_tests::webhooks::served_certificate(webhook.addr()).await.unwrap();
+    let leaf = myownshell_tests::tls_client::served_certificate(webhook.addr()).await.unwrap();
     for bundle in installed.ca_bundles().await.unwrap() {
         myownshell_certs::trust::verify_leaf(&leaf, &bundle, "127.0.0.1", std::time::SystemTime::now()).unwrap();
         assert!(myownshell_certs::trust::same_certificates(&bundle, &ca) || bundle.contains(ca.trim()));
@@ -136,7 +136,7 @@ async fn rotations_under_load_fail_no_request() {
     eventually("the follower to serve the stored certificate", Duration::from_secs(10), || {
         let (stored, addr) = (stored.clone(), follower.addr());
         async move {
-            let served = myownshell_tests::webhooks::served_certificate(addr).await?;
+            let served = myownshell_tests::tls_client::served_certificate(addr).await?;
             if served == stored { Ok(()) } else { Err("an older certificate".into()) }
         }
     })

@@ -1,20 +1,15 @@
-//! `myownshell-webhook`: see `myownshell_webhook::cli::Args` for the flags.
+//! `myownshell-webhook`: see `myownshell_webhook::args::Args` for the flags; runs on the
+//! workspace's one process skeleton (`myownshell_runtime::process`) until SIGTERM/SIGINT.
+
+use std::process::ExitCode;
 
 use clap::Parser;
-use myownshell_webhook::cli::Args;
+use myownshell_runtime::process::{self, Threads};
+use myownshell_webhook::args::Args;
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> ExitCode {
     let args = Args::parse();
-    myownshell_runtime::log::init(args.log.log_format);
-    // One crypto provider for every rustls user in the process (kube client, servers).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    match myownshell_webhook::run::run(args, myownshell_runtime::shutdown::on_signals()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "myownshell-webhook failed");
-            eprintln!("myownshell-webhook: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    process::main("myownshell-webhook", args.log.log_format, Threads::PerCore, |shutdown| {
+        myownshell_webhook::run::run(args, shutdown)
+    })
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::Router;
 use myownshell_certs::certdir;
 use myownshell_certs::inject::WebhookConfigs;
 use myownshell_certs::manager::{self, CertStatus, SelfManagedConfig};
@@ -14,13 +13,14 @@ use myownshell_certs::rotation::Policy as CertPolicy;
 use myownshell_certs::secret::SecretStore;
 use myownshell_runtime::flags::BindAddress;
 use myownshell_runtime::probes::{self, Readiness, ReadyFlag};
+use myownshell_runtime::tls::LiveResolver;
 use myownshell_runtime::{server, tls};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::Policy;
-use crate::cli::Args;
+use crate::args::Args;
 use crate::metrics::Metrics;
 use crate::server::{AppState, admission_service};
 
@@ -44,21 +44,84 @@ pub fn cert_policy(args: &Args) -> anyhow::Result<CertPolicy> {
     Ok(policy)
 }
 
-/// `/metrics` over TLS behind TokenReview + SubjectAccessReview (the rbac-proxy layer).
-async fn serve_secure_metrics(
-    addr: SocketAddr,
-    client: kube::Client,
-    app: Router,
+/// `/healthz` and `/readyz`: ready once a certificate the injected caBundle trusts is served
+/// and the admission port listens. Started first, so the kubelet sees a live (not yet ready)
+/// process while certificates are being fetched.
+async fn serve_probes(
     args: &Args,
-    shutdown: CancellationToken,
+    status: watch::Receiver<CertStatus>,
+    listening: ReadyFlag,
+    shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let mut options = args.metrics_auth.serving_options();
-    options.self_signed_names = args.metrics_dns_names();
-    let server = myownshell_rbac_proxy::SecureServer::bind(addr, client, app, options)
-        .await
-        .with_context(|| format!("serving metrics on {addr}"))?;
-    server.spawn(shutdown);
+    let BindAddress::At(addr) = args.probes.health_probe_bind_address else { return Ok(()) };
+    let readiness = Readiness::from_check(move || {
+        let s = status.borrow();
+        if !s.serving {
+            Err("no serving certificate yet".into())
+        } else if !listening.get() {
+            Err("the webhook server is not listening".into())
+        } else if !s.trusted {
+            Err(s.detail.clone())
+        } else {
+            Ok(())
+        }
+    });
+    probes::serve_plain("health probes", addr, probes::router(readiness), shutdown.clone()).await?;
     Ok(())
+}
+
+/// The serving certificates: from `--cert-dir` files, or self-managed through the API (the
+/// Secret replicas share, caBundle injection, rotation). `None` when shutdown came first.
+async fn certificates(
+    args: &Args,
+    client: Option<&kube::Client>,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Option<(Arc<LiveResolver>, watch::Receiver<CertStatus>)>> {
+    if let Some(dir) = &args.cert_dir {
+        let source = certdir::start(dir.clone(), CERT_DIR_POLL, shutdown.clone())
+            .map_err(|e| anyhow::anyhow!("--cert-dir: {e}"))?;
+        tracing::info!(dir = %dir.display(), "serving certificates from files");
+        return Ok(Some((source.resolver, source.status)));
+    }
+    let cert_policy = cert_policy(args)?;
+    let client = client.cloned().context("self-managed certificates need the Kubernetes API")?;
+    let cfg = SelfManagedConfig {
+        policy: cert_policy,
+        store: SecretStore::new(client.clone(), &args.namespace, &args.secret_name),
+        configs: WebhookConfigs::new(
+            client.clone(),
+            &args.mutating_webhook_configuration,
+            &args.validating_webhook_configuration,
+        ),
+    };
+    tracing::info!(
+        secret = %format!("{}/{}", args.namespace, args.secret_name),
+        names = ?args.dns_names(),
+        "managing certificates"
+    );
+    Ok(manager::start(cfg, client, shutdown.clone()).await.map(|source| (source.resolver, source.status)))
+}
+
+/// Mirror the certificate status into readiness (`status_tx`) and the metrics, refreshing the
+/// expiry gauge every few seconds.
+fn mirror_certificate_status(
+    mut source: watch::Receiver<CertStatus>,
+    status_tx: watch::Sender<CertStatus>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) {
+    tokio::spawn(async move {
+        loop {
+            let status = source.borrow_and_update().clone();
+            metrics.set_certificate(status.not_after, status.trusted);
+            status_tx.send_replace(status);
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                changed = source.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep(GAUGE_REFRESH) => {}
+            }
+        }
+    });
 }
 
 /// Run until `shutdown` is cancelled.
@@ -67,85 +130,26 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     let metrics = Arc::new(Metrics::new());
     let listening = ReadyFlag::default();
     let (status_tx, status_rx) = watch::channel(CertStatus::default());
+    serve_probes(&args, status_rx, listening.clone(), &shutdown).await?;
 
-    // Probes first, so the kubelet sees a live (not yet ready) process while certificates are
-    // being fetched.
-    if let BindAddress::At(addr) = args.probes.health_probe_bind_address {
-        let listening = listening.clone();
-        let readiness = Readiness::from_check(move || {
-            let s = status_rx.borrow();
-            if !s.serving {
-                Err("no serving certificate yet".into())
-            } else if !listening.get() {
-                Err("the webhook server is not listening".into())
-            } else if !s.trusted {
-                Err(s.detail.clone())
-            } else {
-                Ok(())
-            }
-        });
-        probes::serve_plain("health probes", addr, probes::router(readiness), shutdown.clone()).await?;
-    }
     // One client for everything that talks to the API (self-managed certificates, metrics
     // auth); `--cert-dir` mode with metrics off needs no API access at all.
     let needs_api = args.cert_dir.is_none() || matches!(args.metrics_auth.metrics_bind_address, BindAddress::At(_));
     let client = match needs_api {
-        true => Some(kube::Client::try_default().await.context("configuring the Kubernetes client")?),
+        true => Some(args.client.client().await.context("configuring the Kubernetes client")?),
         false => None,
     };
-    if let (BindAddress::At(addr), Some(client)) = (args.metrics_auth.metrics_bind_address, &client) {
-        serve_secure_metrics(addr, client.clone(), metrics.router(), &args, shutdown.clone()).await?;
+    if let Some(client) = &client {
+        let service = args.metrics_service();
+        args.metrics_auth
+            .serve(client.clone(), metrics.router(), &service, shutdown.clone())
+            .await
+            .context("serving metrics")?;
     }
-
-    // Certificates: from files, or self-managed through the API.
-    let (resolver, mut source_status) = match &args.cert_dir {
-        Some(dir) => {
-            let source = certdir::start(dir.clone(), CERT_DIR_POLL, shutdown.clone())
-                .map_err(|e| anyhow::anyhow!("--cert-dir: {e}"))?;
-            tracing::info!(dir = %dir.display(), "serving certificates from files");
-            (source.resolver, source.status)
-        }
-        None => {
-            let cert_policy = cert_policy(&args)?;
-            let client = client.clone().context("self-managed certificates need the Kubernetes API")?;
-            let cfg = SelfManagedConfig {
-                policy: cert_policy,
-                store: SecretStore::new(client.clone(), &args.namespace, &args.secret_name),
-                configs: WebhookConfigs::new(
-                    client.clone(),
-                    &args.mutating_webhook_configuration,
-                    &args.validating_webhook_configuration,
-                ),
-            };
-            tracing::info!(
-                secret = %format!("{}/{}", args.namespace, args.secret_name),
-                names = ?args.dns_names(),
-                "managing certificates"
-            );
-            match manager::start(cfg, client, shutdown.clone()).await {
-                Some(source) => (source.resolver, source.status),
-                None => return Ok(()),
-            }
-        }
+    let Some((resolver, source_status)) = certificates(&args, client.as_ref(), &shutdown).await? else {
+        return Ok(());
     };
-
-    // Mirror the certificate status into readiness and metrics.
-    {
-        let metrics = metrics.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            loop {
-                let status = source_status.borrow_and_update().clone();
-                metrics.set_certificate(status.not_after, status.trusted);
-                status_tx.send_replace(status);
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    changed = source_status.changed() => if changed.is_err() { return },
-                    _ = tokio::time::sleep(GAUGE_REFRESH) => {}
-                }
-            }
-        });
-    }
+    mirror_certificate_status(source_status, status_tx, metrics.clone(), shutdown.clone());
 
     let tls = Arc::new(tls::server_config(resolver, None).context("TLS configuration")?);
     let addr = SocketAddr::new(args.bind_address, args.webhook_port);

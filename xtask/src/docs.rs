@@ -1,7 +1,8 @@
 //! `cargo xtask docs [--check]`: regenerate the README's flag reference from each binary's
-//! `--help` (the test below fails when it drifts).
+//! `--help`, and its table of reasons from `myownshell_api::names::reasons` (the tests below
+//! fail when either drifts).
 
-use crate::readme::{DOCUMENTED_BINARIES, help_text, with_flags};
+use crate::readme::{DOCUMENTED_BINARIES, help_text, with_flags, with_reasons};
 use anyhow::{Context, bail};
 use myownshell_envtest::assets::{workspace_binary, workspace_root};
 
@@ -27,13 +28,14 @@ pub fn run(check: bool) -> anyhow::Result<()> {
         updated = with_flags(&updated, binary, &help)
             .with_context(|| format!("README.md has no <!-- flags:{binary}:start/end --> markers"))?;
     }
+    updated = with_reasons(&updated).context("README.md has no <!-- reasons:start/end --> markers")?;
     if updated == current {
-        eprintln!("xtask: README flag reference is up to date");
+        eprintln!("xtask: README flag reference and reasons are up to date");
     } else if check {
-        bail!("README flag reference is stale: run `cargo xtask docs`");
+        bail!("README flag reference or reasons are stale: run `cargo xtask docs`");
     } else {
         std::fs::write(&path, updated)?;
-        eprintln!("xtask: README flag reference regenerated");
+        eprintln!("xtask: README flag reference and reasons regenerated");
     }
     Ok(())
 }
@@ -59,6 +61,16 @@ mod tests {
             Ok(())
         } else {
             Err(format!("README flags are stale for {stale:?}: run `cargo xtask docs`"))
+        }
+    }
+
+    #[test]
+    fn the_reasons_table_lists_every_reason() -> Result<(), String> {
+        let current = std::fs::read_to_string(workspace_root().join("README.md")).map_err(|e| e.to_string())?;
+        match with_reasons(&current) {
+            Some(expected) if expected == current => Ok(()),
+            Some(_) => Err("README reasons table is stale: run `cargo xtask docs`".into()),
+            None => Err("README lacks the <!-- reasons:start/end --> markers".into()),
         }
     }
 }

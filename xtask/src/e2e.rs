@@ -8,8 +8,8 @@ use std::process::Stdio;
 
 use myownshell_envtest::node::cgroups;
 
+use crate::cargo::{Totals, cargo, in_ci, run_tests};
 use crate::progress::Step;
-use crate::test::{Totals, cargo, in_ci, run_tests};
 
 /// The node suites' test targets in the tests crate.
 const SUITES: [&str; 2] = ["node", "e2e"];

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_node;
+mod cargo;
 mod crdgen;
 mod dev;
 mod docs;

@@ -1,23 +1,52 @@
-//! The README's flag reference: the marked blocks that `cargo xtask docs` fills with each
-//! binary's clap `--help`.
+//! The README's generated parts: the marked blocks that `cargo xtask docs` fills with each
+//! binary's clap `--help`, and the table of condition and Event reasons.
 
 use std::path::Path;
+
+use myownshell_api::names::reasons::{self, Use};
 
 /// Binaries whose flags the README documents.
 pub const DOCUMENTED_BINARIES: [&str; 3] = ["myownshell-controller", "myownshell-webhook", "myownshell-rbac-proxy"];
 
-fn markers(binary: &str) -> (String, String) {
-    (format!("<!-- flags:{binary}:start -->"), format!("<!-- flags:{binary}:end -->"))
+/// `readme` with the text between `<!-- {name}:start -->` and `<!-- {name}:end -->` replaced
+/// by `block`; `None` if the markers are missing.
+fn with_block(readme: &str, name: &str, block: &str) -> Option<String> {
+    let (start, end) = (format!("<!-- {name}:start -->"), format!("<!-- {name}:end -->"));
+    let begin = readme.find(&start)? + start.len();
+    let finish = begin + readme[begin..].find(&end)?;
+    Some(format!("{}\n{}{}", &readme[..begin], block, &readme[finish..]))
 }
 
 /// `readme` with the block for `binary` replaced by `help` in a code fence; `None` if the
 /// markers are missing.
 pub fn with_flags(readme: &str, binary: &str, help: &str) -> Option<String> {
-    let (start, end) = markers(binary);
-    let begin = readme.find(&start)? + start.len();
-    let finish = begin + readme[begin..].find(&end)?;
-    let block = format!("\n```text\n{}\n```\n", help.trim_end());
-    Some(format!("{}{block}{}", &readme[..begin], &readme[finish..]))
+    with_block(readme, &format!("flags:{binary}"), &format!("```text\n{}\n```\n", help.trim_end()))
+}
+
+/// `readme` with the reasons table (`<!-- reasons:start/end -->`) made from
+/// `myownshell_api::names::reasons::ALL`; `None` if the markers are missing.
+pub fn with_reasons(readme: &str) -> Option<String> {
+    with_block(readme, "reasons", &reasons_table())
+}
+
+/// Every reason as a Markdown table: the reason, where it appears, what it means.
+pub fn reasons_table() -> String {
+    let mut table = String::from("| reason | where | meaning |\n| --- | --- | --- |\n");
+    for reason in reasons::ALL {
+        let uses: Vec<String> = reason
+            .uses
+            .iter()
+            .map(|u| match u {
+                Use::Condition(c) => format!("`{c}`"),
+                Use::NormalEvent => "Normal Event".to_owned(),
+                Use::WarningEvent => "Warning Event".to_owned(),
+                Use::Failure => "`Degraded=True`, Warning Event".to_owned(),
+            })
+            .collect();
+        let meaning = reason.meaning.split_whitespace().collect::<Vec<_>>().join(" ");
+        table.push_str(&format!("| `{}` | {} | {} |\n", reason.name, uses.join(", "), meaning));
+    }
+    table
 }
 
 /// `<binary> --help`, with nothing that depends on the machine.
@@ -45,5 +74,17 @@ mod tests {
         assert_eq!(out, "a\n<!-- flags:x:start -->\n```text\nUsage: x\n```\n<!-- flags:x:end -->\nb\n");
         assert_eq!(with_flags(&out, "x", "Usage: x\n").as_deref(), Some(out.as_str()), "idempotent");
         assert!(with_flags(readme, "y", "").is_none());
+    }
+
+    #[test]
+    fn the_reasons_table_has_a_row_per_reason() {
+        let table = reasons_table();
+        assert_eq!(table.lines().count(), reasons::ALL.len() + 2);
+        assert!(
+            table.contains("| `ShellsReady` | `Available=True` | Every requested shell pod is ready. |"),
+            "{table}"
+        );
+        let readme = "<!-- reasons:start -->\n<!-- reasons:end -->\n";
+        assert_eq!(with_reasons(readme), Some(format!("<!-- reasons:start -->\n{table}<!-- reasons:end -->\n")));
     }
 }

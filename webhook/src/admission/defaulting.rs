@@ -47,19 +47,29 @@ pub struct Needs {
 impl Needs {
     /// What `object` (with the fields its spec sets) lacks.
     pub fn of(object: &Object<'_>, spec: Option<&SetFields>) -> Self {
-        let finalizer = if object.is_being_deleted() {
+        let finalizers = object.finalizers().map(|list| list.iter().map(|f| f.as_ref()));
+        Self::from_parts(object.is_being_deleted(), finalizers, spec.map(|s| |field: &str| s.contains(field)))
+    }
+
+    /// What an object lacks, from whether it is being deleted, its finalizers (`None`: no
+    /// list) and which spec fields are set (`None`: no spec at all).
+    pub fn from_parts<'f>(
+        deleting: bool,
+        finalizers: Option<impl IntoIterator<Item = &'f str>>,
+        is_set: Option<impl Fn(&str) -> bool>,
+    ) -> Self {
+        let finalizer = match finalizers {
             // Never add a finalizer to an object on its way out.
-            FinalizerChange::None
-        } else {
-            match object.finalizers() {
-                None => FinalizerChange::CreateList,
-                Some(list) if !list.iter().any(|f| f == names::FINALIZER) => FinalizerChange::Append,
-                Some(_) => FinalizerChange::None,
-            }
+            _ if deleting => FinalizerChange::None,
+            None => FinalizerChange::CreateList,
+            Some(list) => match list.into_iter().any(|f| f == names::FINALIZER) {
+                true => FinalizerChange::None,
+                false => FinalizerChange::Append,
+            },
         };
-        let unset = |field: &str| spec.is_none_or(|s| !s.contains(field));
+        let unset = |field: &str| is_set.as_ref().is_none_or(|set| !set(field));
         Self {
-            spec: spec.is_none(),
+            spec: is_set.is_none(),
             size: unset("size"),
             image: unset("image"),
             command: unset("command"),

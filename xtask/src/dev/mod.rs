@@ -148,7 +148,7 @@ impl Ports {
 
     /// The URLs every mode writes to the env file.
     fn urls(&self) -> [(&'static str, String); 3] {
-        let metrics = |port: u16| format!("https://127.0.0.1:{port}{}", names::METRICS_PATH);
+        let metrics = |port: u16| format!("https://127.0.0.1:{port}{}", myownshell_runtime::paths::METRICS);
         [
             ("MYOWNSHELL_WEBHOOK_URL", format!("https://127.0.0.1:{}", self.webhook)),
             ("MYOWNSHELL_METRICS_URL", metrics(self.controller_metrics)),
@@ -372,7 +372,10 @@ async fn wait_ready(running: &mut [Running]) -> anyhow::Result<()> {
                     r.process.log_tail(20)
                 );
             }
-            match myownshell_envtest::http::plain_get(r.probe, names::READYZ_PATH).await.map(|(code, _)| code) {
+            match myownshell_envtest::http::plain_get(r.probe, myownshell_runtime::paths::READYZ)
+                .await
+                .map(|(code, _)| code)
+            {
                 Ok(200) => {}
                 Ok(code) => not_ready.push(format!("{}: HTTP {code}", r.process.name())),
                 Err(e) => not_ready.push(format!("{}: {e}", r.process.name())),

@@ -1,7 +1,9 @@
 //! Shared by the `rbac_proxy*` test binaries: a TLS client for the proxy, serving certificates,
 //! an in-process secure metrics server, RBAC helpers, and a gate that holds TokenReviews
 //! ([`review_gate`]). Each binary uses a subset.
-#![allow(dead_code)]
+
+// As in the test files that use it: a panic here is a test's failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod review_gate;
 
@@ -32,6 +34,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, RootCertStore};
 use tokio_util::sync::CancellationToken;
 
+/// How long these tests wait for any one state.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 const VALIDITY: Duration = Duration::from_secs(86_400);
 
@@ -48,13 +51,24 @@ fn provider() -> Arc<CryptoProvider> {
 
 /// A CA, a `localhost` serving certificate from it, and both written to files.
 pub struct ServingPki {
+    /// Where the files are (removed on drop).
     pub dir: tempfile::TempDir,
+    /// The CA that issued the serving certificate.
     pub ca: CertificateAuthority,
+    /// The serving certificate (PEM).
     pub cert_file: PathBuf,
+    /// Its key (PEM).
     pub key_file: PathBuf,
 }
 
+impl Default for ServingPki {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl ServingPki {
+    /// A fresh CA and `localhost` certificate, written to a new temporary directory.
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let myownshell_envtest::tls::LoopbackTls { ca, leaf, .. } =
@@ -66,6 +80,7 @@ impl ServingPki {
         Self { dir, ca, cert_file, key_file }
     }
 
+    /// The CA certificate (PEM), for a client that verifies the server.
     pub fn ca_pem(&self) -> &str {
         self.ca.cert_pem()
     }
@@ -73,12 +88,15 @@ impl ServingPki {
 
 /// A client CA written to a file, for `--client-ca-file`.
 pub struct ClientPki {
+    /// The client CA.
     pub ca: CertificateAuthority,
+    /// Its certificate (PEM), for `--client-ca-file`.
     pub ca_file: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl ClientPki {
+    /// A fresh client CA named `name`, written to a new temporary directory.
     pub fn new(name: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ca = CertificateAuthority::generate(name, VALIDITY).unwrap();
@@ -87,6 +105,7 @@ impl ClientPki {
         Self { ca, ca_file, _dir: dir }
     }
 
+    /// A client certificate for `user` (CN) in `groups` (O).
     pub fn client_cert(&self, user: &str, groups: &[&str]) -> CertifiedKeyPem {
         self.ca.issue(&LeafSpec::client(user, groups.iter().map(|g| (*g).to_owned()).collect(), VALIDITY)).unwrap()
     }
@@ -100,12 +119,16 @@ impl ClientPki {
 /// An answer, body read to the end.
 #[derive(Debug)]
 pub struct Reply {
+    /// The HTTP status.
     pub status: StatusCode,
+    /// The response headers.
     pub headers: HeaderMap,
+    /// The whole body.
     pub body: Bytes,
 }
 
 impl Reply {
+    /// The body as text (lossy).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
@@ -158,13 +181,13 @@ impl Https {
 
     /// Trust exactly this server certificate.
     pub fn pinned(leaf: CertificateDer<'static>) -> Self {
-        Self::build(Some(myownshell_tests::webhooks::pinned_server(leaf)), None, None)
+        Self::build(Some(crate::tls_client::pinned_server(leaf)), None, None)
     }
 
     /// Accept whatever certificate the server shows (signatures still checked): only for a
     /// server whose self-signed certificate the test cannot see.
     pub fn any_server() -> Self {
-        Self::build(Some(myownshell_tests::webhooks::accept_any_server()), None, None)
+        Self::build(Some(crate::tls_client::accept_any_server()), None, None)
     }
 
     /// The ALPN protocol the server picks when offered `offers` (None: none agreed).
@@ -204,6 +227,7 @@ impl Https {
         Ok((sender, tokio::spawn(conn)))
     }
 
+    /// Send `req` to `addr` on a new connection and read the whole answer.
     pub async fn send<B>(&self, addr: SocketAddr, req: Request<B>) -> Result<Reply, String>
     where
         B: hyper::body::Body + Send + 'static,
@@ -219,10 +243,12 @@ impl Https {
         Ok(Reply { status: parts.status, headers: parts.headers, body })
     }
 
+    /// `GET path` (with `Authorization: Bearer token` if given).
     pub async fn get(&self, addr: SocketAddr, path: &str, token: Option<&str>) -> Result<Reply, String> {
         self.get_with(addr, path, token, &[]).await
     }
 
+    /// `GET path` with extra headers.
     pub async fn get_with(
         &self,
         addr: SocketAddr,
@@ -309,15 +335,20 @@ pub fn metrics_router() -> Router {
 
 /// `serve_secure_metrics`'s server, running in this test's runtime.
 pub struct MetricsServer {
+    /// Where it listens.
     pub addr: SocketAddr,
+    /// Its auth layer (for the review counts).
     pub auth: RbacAuth,
+    /// A client that trusts its certificate.
     pub https: Https,
+    /// Its serving certificate.
     pub pki: ServingPki,
     shutdown: CancellationToken,
     task: Option<tokio::task::JoinHandle<Result<(), myownshell_rbac_proxy::ServeError>>>,
 }
 
 impl MetricsServer {
+    /// Serve the test metrics behind `auth`, reviewing callers with `client`.
     pub async fn start(client: kube::Client, auth: AuthOptions, client_ca_file: Option<PathBuf>) -> Self {
         let pki = ServingPki::new();
         let options = SecureServingOptions {
@@ -339,6 +370,7 @@ impl MetricsServer {
         Self { addr, auth, https, pki, shutdown, task }
     }
 
+    /// `GET path` on this server.
     pub async fn get(&self, path: &str, token: Option<&str>) -> Reply {
         self.https.get(self.addr, path, token).await.unwrap()
     }
@@ -361,9 +393,9 @@ impl Drop for MetricsServer {
 // ---------------------------------------------------------------------------------------------
 // RBAC
 
-#[allow(unused_imports)] // not every binary binds a ServiceAccount
 pub use myownshell_envtest::rbac::service_account_subject;
 
+/// The RBAC subject of user `name`.
 pub fn user_subject(name: &str) -> Subject {
     Subject {
         kind: "User".into(),
@@ -380,11 +412,13 @@ pub async fn create_reader_role(admin: &kube::Client, name: &str, urls: &[&str])
     Api::<ClusterRole>::all(admin.clone()).create(&PostParams::default(), &role).await.unwrap();
 }
 
+/// Bind ClusterRole `role` to `subject` (as ClusterRoleBinding `binding`).
 pub async fn bind_cluster_role(admin: &kube::Client, binding: &str, role: &str, subject: Subject) {
     let binding = myownshell_envtest::rbac::cluster_role_binding(binding, role, subject);
     Api::<ClusterRoleBinding>::all(admin.clone()).create(&PostParams::default(), &binding).await.unwrap();
 }
 
+/// Delete ClusterRoleBinding `binding`.
 pub async fn delete_cluster_role_binding(admin: &kube::Client, binding: &str) {
     Api::<ClusterRoleBinding>::all(admin.clone()).delete(binding, &DeleteParams::default()).await.unwrap();
 }

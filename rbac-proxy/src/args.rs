@@ -1,29 +1,24 @@
-//! The standalone proxy: kube-rbac-proxy's flags, TLS in front of an HTTP upstream, `/healthz`
-//! on its own port.
+//! The standalone proxy's flags (named and meant as kube-rbac-proxy's), checked into a [`Plan`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use axum::Router;
 use clap::Parser;
 use http::HeaderName;
-use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use tokio_util::sync::CancellationToken;
 
 use crate::authn::AuthnCacheOptions;
 use crate::authz::AuthzCacheOptions;
 use crate::config::{ConfigError, ProxyConfig};
 use crate::layer::{AuthOptions, IdentityHeaders};
 use crate::paths::{PathPatternError, PathPatterns};
-use crate::proxy::{Upstream, UpstreamError, UpstreamUrl, forward};
-use crate::secure_server::{SecureServer, SecureServingOptions, ServeError};
+use crate::proxy::{UpstreamError, UpstreamUrl};
+use crate::secure_server::SecureServingOptions;
 use crate::transport::TlsFiles;
+use myownshell_runtime::client::ClientArgs;
 use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{BindAddress, LogArgs, ProbeArgs};
 use myownshell_runtime::guard::GuardConfig;
-use myownshell_runtime::probes::{self, BindError, Readiness};
 use myownshell_runtime::server::ServeOptions;
 
 /// Command-line flags (named and meant as kube-rbac-proxy's).
@@ -77,9 +72,10 @@ pub struct Args {
     /// `--health-probe-bind-address`, as every binary of the workspace has it.
     #[command(flatten)]
     pub probes: ProbeArgs,
-    /// kubeconfig for TokenReview/SubjectAccessReview (default: in-cluster, then $KUBECONFIG).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    /// `--kubeconfig` (for TokenReview and SubjectAccessReview), as every binary of the
+    /// workspace has it.
+    #[command(flatten)]
+    pub client: ClientArgs,
     /// How long an accepted token is cached (never past its expiry).
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub auth_cache_ttl: Duration,
@@ -106,18 +102,9 @@ pub struct Args {
     pub worker_threads: u16,
 }
 
-/// The tokio runtime of `--worker-threads`: one thread runs on the current thread, more on a
-/// multi-thread runtime.
-pub fn runtime(worker_threads: u16) -> std::io::Result<tokio::runtime::Runtime> {
-    match worker_threads {
-        1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
-        n => tokio::runtime::Builder::new_multi_thread().worker_threads(usize::from(n)).enable_all().build(),
-    }
-}
-
-/// Why the proxy did not start, or stopped; a bad flag is named in the message.
+/// A flag that cannot be used; the message names it.
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub enum FlagError {
     /// Both were given; as with kube-rbac-proxy, one list decides.
     #[error("--allow-paths and --ignore-paths cannot be used together")]
     AllowAndIgnore,
@@ -141,16 +128,6 @@ pub enum RunError {
     /// `--config-file` could not be read or is invalid.
     #[error("--config-file: {0}")]
     Config(#[from] ConfigError),
-    /// No kube client: `--kubeconfig` unreadable or invalid, or none found in-cluster or
-    /// locally.
-    #[error("kube client configuration: {0}")]
-    KubeConfig(String),
-    /// `--health-probe-bind-address` could not be bound.
-    #[error(transparent)]
-    HealthBind(#[from] BindError),
-    /// The TLS endpoint could not start, or failed while serving.
-    #[error(transparent)]
-    Serve(#[from] ServeError),
 }
 
 /// Flags checked and turned into the parts the proxy is made of.
@@ -164,21 +141,21 @@ pub struct Plan {
     pub serving: SecureServingOptions,
 }
 
-fn header_name(field: &'static str, value: &str) -> Result<HeaderName, RunError> {
-    HeaderName::from_bytes(value.as_bytes()).map_err(|_| RunError::HeaderName { field, value: value.to_owned() })
+fn header_name(field: &'static str, value: &str) -> Result<HeaderName, FlagError> {
+    HeaderName::from_bytes(value.as_bytes()).map_err(|_| FlagError::HeaderName { field, value: value.to_owned() })
 }
 
 impl Args {
     /// Validate the flags (no I/O except reading `--config-file`).
-    pub fn plan(&self) -> Result<Plan, RunError> {
-        let allow_paths = PathPatterns::parse_list(&self.allow_paths).map_err(RunError::AllowPaths)?;
-        let ignore_paths = PathPatterns::parse_list(&self.ignore_paths).map_err(RunError::IgnorePaths)?;
+    pub fn plan(&self) -> Result<Plan, FlagError> {
+        let allow_paths = PathPatterns::parse_list(&self.allow_paths).map_err(FlagError::AllowPaths)?;
+        let ignore_paths = PathPatterns::parse_list(&self.ignore_paths).map_err(FlagError::IgnorePaths)?;
         if !allow_paths.is_empty() && !ignore_paths.is_empty() {
-            return Err(RunError::AllowAndIgnore);
+            return Err(FlagError::AllowAndIgnore);
         }
         let identity_headers = self
             .auth_header_fields_enabled
-            .then(|| -> Result<_, RunError> {
+            .then(|| -> Result<_, FlagError> {
                 Ok(IdentityHeaders {
                     user: header_name("user", &self.auth_header_user_field_name)?,
                     groups: header_name("groups", &self.auth_header_groups_field_name)?,
@@ -220,43 +197,6 @@ impl Args {
         };
         Ok(Plan { upstream: UpstreamUrl::parse(&self.upstream)?, health, serving })
     }
-}
-
-/// A kube client from `--kubeconfig`, or in-cluster / `$KUBECONFIG` / `~/.kube/config`.
-pub async fn kube_client(kubeconfig: Option<&std::path::Path>) -> Result<Client, RunError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let file =
-                Kubeconfig::read_from(path).map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?
-        }
-        None => kube::Config::infer().await.map_err(|e| RunError::KubeConfig(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| RunError::KubeConfig(e.to_string()))
-}
-
-/// Run the proxy until `shutdown` is cancelled.
-pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
-    let plan = args.plan()?;
-    let client = kube_client(args.kubeconfig.as_deref()).await?;
-    let app = Router::new().fallback(forward).with_state(Upstream::new(plan.upstream.clone()));
-    let server = SecureServer::bind(args.secure_listen_address, client, app, plan.serving).await?;
-    let health = match plan.health {
-        Some(addr) => {
-            let router = probes::router(Readiness::always());
-            Some(probes::serve_plain("health probes", addr, router, shutdown.clone()).await?)
-        }
-        None => None,
-    };
-    tracing::info!(upstream = %args.upstream, "proxying");
-    let served = server.run(shutdown.clone()).await;
-    if let Some(health) = health {
-        // Cancelled with the same token: it ends as the proxy does.
-        let _ = health.await;
-    }
-    Ok(served?)
 }
 
 #[cfg(test)]

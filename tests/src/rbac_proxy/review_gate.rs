@@ -2,6 +2,9 @@
 //! and held until the test opens the gate: so a test can have many requests waiting on one
 //! review at once, and see how many reviews they made.
 
+// As in the test files that use it: a panic here is a test's failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,7 +24,14 @@ pub struct ReviewGate {
     open: Arc<watch::Sender<bool>>,
 }
 
+impl Default for ReviewGate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl ReviewGate {
+    /// A closed gate that has counted nothing.
     pub fn new() -> Self {
         Self { token_reviews: Arc::default(), open: Arc::new(watch::Sender::new(false)) }
     }
@@ -51,6 +61,7 @@ impl<S> Layer<S> for ReviewGate {
     }
 }
 
+/// A service behind a [`ReviewGate`].
 pub struct Gated<S> {
     inner: S,
     gate: ReviewGate,

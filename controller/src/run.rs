@@ -12,9 +12,9 @@ use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Api, Client, ResourceExt};
 use myownshell_api::MyOwnShell;
+use myownshell_runtime::client::ClientError;
 use myownshell_runtime::flags::BindAddress;
 use myownshell_runtime::probes::{self, BindError, Readiness, ReadyFlag};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -23,9 +23,10 @@ use crate::cached_deployment::CachedDeployment;
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::memo::{DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
-use crate::queue::EventQueue;
+use crate::pending_events::PendingEvents;
 use crate::reconcile::{self, Context};
-use crate::watch::{self, Synced};
+use crate::synced::Synced;
+use crate::watch;
 
 /// The name this controller reports in Events.
 pub const REPORTER: &str = "myownshell-controller";
@@ -34,18 +35,10 @@ pub const REPORTER: &str = "myownshell-controller";
 /// Kubernetes restarts the pod).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// No Kubernetes client could be configured (no kubeconfig and not in a cluster, or an
-    /// unusable configuration).
-    #[error("kubernetes client: {0}")]
-    Client(#[source] kube::Error),
-    /// The `--kubeconfig` file could not be read or used.
-    #[error("kubeconfig {path}: {message}")]
-    Kubeconfig {
-        /// The `--kubeconfig` path as given.
-        path: String,
-        /// What was wrong with it.
-        message: String,
-    },
+    /// No Kubernetes client could be configured: the `--kubeconfig` file is unreadable or
+    /// unusable, or there is no kubeconfig and the process is not in a cluster.
+    #[error(transparent)]
+    Client(#[from] ClientError),
     /// The leader-election flags are inconsistent (checked at start-up).
     #[error("leader election: {0}")]
     LeaderConfig(#[from] crate::leader::ConfigError),
@@ -62,19 +55,6 @@ pub enum RunError {
     Metrics(#[from] myownshell_rbac_proxy::ServeError),
 }
 
-/// Build a client from `--kubeconfig`, else the usual inference (env, ~/.kube, in-cluster).
-pub async fn client(args: &Args) -> Result<Client, RunError> {
-    let Some(path) = &args.kubeconfig else {
-        return Client::try_default().await.map_err(RunError::Client);
-    };
-    let kubeconfig_error = |message: String| RunError::Kubeconfig { path: path.display().to_string(), message };
-    let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| kubeconfig_error(e.to_string()))?;
-    Client::try_from(config).map_err(RunError::Client)
-}
-
 /// Run until `shutdown` is cancelled (then finish in-flight reconciles, release the lease and
 /// return `Ok`) or leadership is lost (then stop at once and return `Err`).
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
@@ -82,7 +62,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     if args.leader_elect {
         leader_config(&args)?;
     }
-    let client = client(&args).await?;
+    let client = args.client.client().await?;
     run_with_client(args, client, shutdown).await
 }
 
@@ -110,8 +90,9 @@ pub async fn run_with_client(args: Args, client: Client, shutdown: CancellationT
         let probes = probes::router(Readiness::from_flag(readiness.clone(), "caches not synced yet"));
         tasks.push(probes::serve_plain("health probes", addr, probes, servers.clone()).await?);
     }
-    if let BindAddress::At(addr) = args.metrics_auth.metrics_bind_address {
-        tasks.push(serve_metrics(addr, &args, client.clone(), metrics.router(), servers.clone()).await?);
+    let service = args.metrics_service();
+    if let Some(task) = args.metrics_auth.serve(client.clone(), metrics.router(), &service, servers.clone()).await? {
+        tasks.push(task);
     }
 
     let result = elect_and_reconcile(&args, client, metrics, readiness, shutdown).await;
@@ -201,10 +182,10 @@ async fn reconcile_until(
     let (shells_synced_tx, shells_synced) = Synced::new();
     let (deployments_synced_tx, deployments_synced) = Synced::new();
     let deployment_cache = DeploymentCache::new(deployments, deployments_synced.clone());
+    let statuses = StatusMemo::new(shells.clone());
+    let pending_events = PendingEvents::default();
     let recorder =
         crate::events::Publisher::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
-    let statuses = StatusMemo::new(shells.clone());
-    let events = EventQueue::default();
     let ctx = Arc::new(Context::new(
         client,
         deployment_cache.clone(),
@@ -212,33 +193,25 @@ async fn reconcile_until(
         recorder,
         metrics,
         statuses.clone(),
-        events.clone(),
+        pending_events.clone(),
     ));
-
-    let ready_when_synced = {
-        let (shells, deployments) = (shells.clone(), deployment_cache.clone());
-        tokio::spawn(async move {
-            if shells_synced.wait().await && deployments_synced.wait().await {
-                readiness.set(true);
-                info!(shells = shells.len(), deployments = deployments.len(), "caches synced");
-            }
-        })
-    };
+    let ready_when_synced =
+        ready_when_synced(readiness, [shells_synced, deployments_synced], shells.clone(), deployment_cache.clone());
 
     // Every event that will trigger a reconcile is noted for the queue-latency metric; a
     // Deployment's only if a `MyOwnShell` of its name exists (else no reconcile takes the note).
     let shell_events = {
-        let events = events.clone();
+        let pending = pending_events.clone();
         watch::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses)
-            .inspect_ok(move |s| events.arrived(ObjectRef::from_obj(s), Instant::now()))
+            .inspect_ok(move |s| pending.arrived(ObjectRef::from_obj(s), Instant::now()))
     };
     let deployment_events = {
-        let (events, shells) = (events.clone(), shells.clone());
+        let (pending, shells) = (pending_events.clone(), shells.clone());
         watch::deployment_stream(deployments_api, deployment_cache, deployment_writer, deployments_synced_tx)
             .inspect_ok(move |d| {
                 let shell = shell_of(d);
                 if shells.get(&shell).is_some() {
-                    events.arrived(shell, Instant::now());
+                    pending.arrived(shell, Instant::now());
                 }
             })
     };
@@ -253,16 +226,7 @@ async fn reconcile_until(
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| {
             if let Err(e) = &result {
-                log_controller_error(e);
-                // Gone before its reconcile: nothing will take its note.
-                if let controller::Error::ObjectNotFound(obj) = e {
-                    let gone = ObjectRef::<MyOwnShell>::new(&obj.name);
-                    let gone = match &obj.namespace {
-                        Some(ns) => gone.within(ns),
-                        None => gone,
-                    };
-                    events.started(&gone, Instant::now());
-                }
+                on_controller_error(e, &pending_events);
             }
             std::future::ready(())
         })
@@ -270,29 +234,49 @@ async fn reconcile_until(
     ready_when_synced.abort();
 }
 
+/// Mark the process ready once both watch caches hold their first list.
+fn ready_when_synced(
+    readiness: ReadyFlag,
+    synced: [Synced; 2],
+    shells: reflector::Store<MyOwnShell>,
+    deployments: DeploymentCache,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let [shells_synced, deployments_synced] = synced;
+        if shells_synced.wait().await && deployments_synced.wait().await {
+            readiness.set(true);
+            info!(shells = shells.len(), deployments = deployments.len(), "caches synced");
+        }
+    })
+}
+
+/// Log a Controller error; an object gone before its reconcile also drops its queue note
+/// (nothing else will take it).
+fn on_controller_error(e: &ControllerError, pending_events: &PendingEvents) {
+    log_controller_error(e);
+    if let controller::Error::ObjectNotFound(obj) = e {
+        let gone = ObjectRef::<MyOwnShell>::new(&obj.name);
+        let gone = match &obj.namespace {
+            Some(ns) => gone.within(ns),
+            None => gone,
+        };
+        pending_events.started(&gone, Instant::now());
+    }
+}
+
+/// What the Controller's stream yields besides reconcile results.
+type ControllerError = controller::Error<crate::error::Error, kube::runtime::watcher::Error>;
+
 /// The `MyOwnShell` a Deployment belongs to, if any: the one of the same name.
 fn shell_of(deployment: &CachedDeployment) -> ObjectRef<MyOwnShell> {
     ObjectRef::new(&deployment.name_any()).within(&deployment.namespace().unwrap_or_default())
 }
 
-fn log_controller_error(e: &controller::Error<crate::error::Error, kube::runtime::watcher::Error>) {
+fn log_controller_error(e: &ControllerError) {
     match e {
         // The reconcile error itself was logged by the error policy.
         controller::Error::ReconcilerFailed(..) => {}
         controller::Error::ObjectNotFound(obj) => tracing::debug!(object = %obj, "object gone before its reconcile"),
         other => warn!(error = %other, "controller"),
     }
-}
-
-/// `/metrics` over TLS behind TokenReview + SubjectAccessReview (the rbac-proxy layer).
-async fn serve_metrics(
-    addr: std::net::SocketAddr,
-    args: &Args,
-    client: Client,
-    router: axum::Router,
-    stop: CancellationToken,
-) -> Result<JoinHandle<()>, RunError> {
-    let mut options = args.metrics_auth.serving_options();
-    options.self_signed_names = args.metrics_dns_names();
-    Ok(myownshell_rbac_proxy::SecureServer::bind(addr, client, router, options).await?.spawn(stop))
 }

@@ -7,42 +7,39 @@
 //! its reconcile is dropped), so memory is bounded by the objects watched, and shrinks back as
 //! the notes are taken (a relist notes every object at once).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::ObjectRef;
 use myownshell_api::MyOwnShell;
 
+use crate::object_map::ObjectMap;
+
 /// When each object's oldest unreconciled event arrived.
 #[derive(Clone, Default)]
-pub struct EventQueue {
-    waiting: Arc<Mutex<HashMap<ObjectRef<MyOwnShell>, Instant>>>,
+pub struct PendingEvents {
+    waiting: Arc<ObjectMap<MyOwnShell, Instant>>,
 }
 
-impl EventQueue {
-    fn waiting(&self) -> MutexGuard<'_, HashMap<ObjectRef<MyOwnShell>, Instant>> {
-        self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
+impl PendingEvents {
     /// An event for `object` arrived at `now` (kept only if none is waiting already).
     pub fn arrived(&self, object: ObjectRef<MyOwnShell>, now: Instant) {
-        self.waiting().entry(object).or_insert(now);
+        self.waiting.insert_if_absent(object, now);
     }
 
     /// A reconcile of `object` starts at `now`: how long its oldest event waited, if one did.
     pub fn started(&self, object: &ObjectRef<MyOwnShell>, now: Instant) -> Option<Duration> {
-        crate::memo::remove(&mut self.waiting(), object).map(|since| now.saturating_duration_since(since))
+        self.waiting.remove(object).map(|since| now.saturating_duration_since(since))
     }
 
     /// Objects with an event waiting.
     pub fn len(&self) -> usize {
-        self.waiting().len()
+        self.waiting.len()
     }
 
     /// Whether no event is waiting.
     pub fn is_empty(&self) -> bool {
-        self.waiting().is_empty()
+        self.waiting.is_empty()
     }
 }
 
@@ -52,7 +49,7 @@ mod tests {
 
     #[test]
     fn the_oldest_event_is_measured_once_and_requeues_not_at_all() {
-        let queue = EventQueue::default();
+        let queue = PendingEvents::default();
         let (web, db) = (ObjectRef::new("web").within("ns"), ObjectRef::new("db").within("ns"));
         let t0 = Instant::now();
         let at = |ms| t0 + Duration::from_millis(ms);

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use myownshell_rbac_proxy::metrics_args::MetricsService;
+use myownshell_runtime::client::ClientArgs;
 use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{LogArgs, ProbeArgs};
 
@@ -92,6 +94,10 @@ pub struct Args {
     /// `--log-format`.
     #[command(flatten)]
     pub log: LogArgs,
+
+    /// `--kubeconfig`, shared by every binary.
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 impl Args {
@@ -106,10 +112,10 @@ impl Args {
         names
     }
 
-    /// DNS names of the self-signed metrics certificate.
-    pub fn metrics_dns_names(&self) -> Vec<String> {
-        let base = format!("{}.{}.svc", self.metrics_service_name, self.namespace);
-        vec![base.clone(), format!("{base}.cluster.local")]
+    /// The Service in front of `/metrics`, in `--namespace`: the self-signed metrics
+    /// certificate is for its names.
+    pub fn metrics_service(&self) -> MetricsService {
+        MetricsService { name: self.metrics_service_name.clone(), namespace: self.namespace.clone() }
     }
 
     /// The serving certificate's extra IP addresses.

@@ -1,0 +1,116 @@
+//! Every reason the operator writes: `status.conditions[].reason` and the `reason` of its
+//! Events. CamelCase and stable: users filter on them
+//! (`kubectl get events --field-selector reason=Scaled`), alerts and scripts match on them, so
+//! each is declared once here, with its meaning. [`ALL`] lists them for the README's table
+//! (`cargo xtask docs`) and for the tests.
+
+/// Where a reason appears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// As the reason of a condition (its type and status as written, e.g. `Available=True`).
+    Condition(&'static str),
+    /// As the reason of a Normal Event.
+    NormalEvent,
+    /// As the reason of a Warning Event.
+    WarningEvent,
+    /// As the reason of `Degraded=True` and of the Warning Event of a failed reconcile.
+    Failure,
+}
+
+/// One reason: its text, where it appears, and what it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reason {
+    /// The reason as written (CamelCase).
+    pub name: &'static str,
+    /// Where it appears.
+    pub uses: &'static [Use],
+    /// What it means, for people.
+    pub meaning: &'static str,
+}
+
+/// Declares each reason as a constant, with its doc comment, and lists them all in [`ALL`]
+/// with the same text as their meaning: one place to add a reason.
+macro_rules! reasons {
+    ($($(#[doc = $doc:literal])+ $name:ident = $value:literal, [$($use:expr),+ $(,)?];)+) => {
+        $($(#[doc = $doc])+ pub const $name: &str = $value;)+
+        /// Every reason, in the order declared.
+        pub const ALL: &[Reason] = &[$(Reason { name: $value, uses: &[$($use),+], meaning: concat!($($doc),+) }),+];
+    };
+}
+
+use Use::{Condition, Failure, NormalEvent, WarningEvent};
+
+reasons! {
+    /// Every requested shell pod is ready.
+    SHELLS_READY = "ShellsReady", [Condition("Available=True")];
+    /// Fewer shell pods are ready than requested.
+    SHELLS_NOT_READY = "ShellsNotReady", [Condition("Available=False")];
+    /// `size` is 0: no shell pods run, nothing to roll out.
+    PAUSED = "Paused", [Condition("Available=False"), Condition("Progressing=False")];
+    /// The shell Deployment does not exist (yet).
+    DEPLOYMENT_MISSING = "DeploymentMissing", [Condition("Available=False")];
+    /// The Deployment is being created, rolled out or scaled.
+    ROLLING_OUT = "RollingOut", [Condition("Progressing=True")];
+    /// The Deployment matches the spec and all its pods are ready.
+    ROLLOUT_COMPLETE = "RolloutComplete", [Condition("Progressing=False")];
+    /// The Deployment gave up on its rollout (its progress deadline passed).
+    PROGRESS_DEADLINE_EXCEEDED = "ProgressDeadlineExceeded", [Condition("Progressing=False"), Condition("Degraded=True")];
+    /// The Deployment cannot create its pods (quota, admission, …).
+    REPLICA_FAILURE = "ReplicaFailure", [Condition("Degraded=True")];
+    /// Nothing is wrong: the shells run as specified.
+    AS_EXPECTED = "AsExpected", [Condition("Degraded=False")];
+    /// The shell Deployment was created.
+    CREATED = "Created", [NormalEvent];
+    /// The shell Deployment's replica count was changed to match `size`.
+    SCALED = "Scaled", [NormalEvent];
+    /// The shell Deployment was changed back to match the spec (a spec change or a hand edit).
+    UPDATED = "Updated", [NormalEvent];
+    /// The shell Deployment was deleted (or found gone, or left alone as not ours) because the
+    /// `MyOwnShell` is being deleted.
+    DELETED = "Deleted", [NormalEvent];
+    /// A reconcile failed; the message says why. Mirrors `Degraded=True`.
+    RECONCILE_FAILED = "ReconcileFailed", [WarningEvent];
+    /// A Deployment of the shell's name exists and is not its own: nothing is written until it
+    /// goes away.
+    DEPLOYMENT_CONFLICT = "DeploymentConflict", [Failure];
+    /// Another Deployment already selects pods by the instance label the shell's Deployment
+    /// would use: it is not created until that one goes away.
+    SELECTOR_CONFLICT = "SelectorConflict", [Failure];
+    /// The object lacks its name, namespace or uid (never from the apiserver).
+    INVALID_OBJECT = "InvalidObject", [Failure];
+    /// The apiserver refused or failed the server-side apply of the Deployment.
+    DEPLOYMENT_APPLY_FAILED = "DeploymentApplyFailed", [Failure];
+    /// The status could not be written.
+    STATUS_WRITE_FAILED = "StatusWriteFailed", [Failure];
+    /// The Deployment could not be read from the apiserver.
+    DEPLOYMENT_READ_FAILED = "DeploymentReadFailed", [Failure];
+    /// The Deployment could not be deleted during cleanup.
+    DEPLOYMENT_DELETE_FAILED = "DeploymentDeleteFailed", [Failure];
+    /// Cleanup waits for the Deployment to be gone before it releases the finalizer.
+    DEPLOYMENT_TERMINATING = "DeploymentTerminating", [Failure];
+    /// The Deployment watch stopped before its first list (the controller is stopping).
+    CACHE_STOPPED = "CacheStopped", [Failure];
+    /// Adding or removing the finalizer failed.
+    FINALIZER_FAILED = "FinalizerFailed", [Failure];
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_reason_is_camel_case_unique_and_explained() {
+        let mut seen = BTreeSet::new();
+        for reason in ALL {
+            let r = reason.name;
+            assert!(r.chars().next().is_some_and(|c| c.is_ascii_uppercase()), "{r}: CamelCase");
+            assert!(r.chars().all(|c| c.is_ascii_alphanumeric()), "{r}: letters and digits only");
+            assert!(seen.insert(r), "{r} declared twice");
+            assert!(reason.meaning.trim().ends_with('.'), "{r}: a sentence of meaning");
+            assert!(!reason.uses.is_empty(), "{r}: used somewhere");
+        }
+        assert_eq!(ALL.len(), 24);
+    }
+}
