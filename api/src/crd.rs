@@ -80,6 +80,7 @@ mod tests {
                 ("Size", "integer", ".spec.size"),
                 ("Ready", "integer", ".status.readyReplicas"),
                 ("Available", "string", ".status.conditions[?(@.type==\"Available\")].status"),
+                ("Owner", "string", ".spec.owner"),
                 ("Age", "date", ".metadata.creationTimestamp"),
             ]
         );

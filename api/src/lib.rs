@@ -10,4 +10,6 @@ pub mod names;
 pub mod quantity;
 mod types;
 
-pub use types::{MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, ResourceList, SIZE_SCHEMA_MAX, ShellResources};
+pub use types::{
+    Connection, MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, ResourceList, SIZE_SCHEMA_MAX, SharedWith, ShellResources,
+};

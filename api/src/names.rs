@@ -47,6 +47,9 @@ pub const MUTATE_PATH: &str = "/mutate-myownshell-io-v1alpha1-myownshell";
 /// HTTPS path of the validating webhook, as the ValidatingWebhookConfiguration in `config/webhook`
 /// calls it.
 pub const VALIDATE_PATH: &str = "/validate-myownshell-io-v1alpha1-myownshell";
+/// HTTPS path of the connect webhook (who may exec, attach, port-forward or debug into a
+/// shell's pods), as the MutatingWebhookConfiguration in `config/webhook` calls it.
+pub const CONNECT_PATH: &str = "/connect-v1-pod";
 
 /// Condition types reported in `status.conditions`.
 pub mod conditions {

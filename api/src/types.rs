@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
@@ -47,9 +47,23 @@ pub const SIZE_SCHEMA_MAX: i32 = 1000;
         json_path = ".status.conditions[?(@.type==\"Available\")].status",
         description = "Whether the shells are available"
     ),
+    printcolumn(
+        name = "Owner",
+        type_ = "string",
+        json_path = ".spec.owner",
+        description = "Who created the shell (empty for shells made before owners existed)"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
+// The owner is for good: the admission webhook refuses a change, and so does the schema, so
+// that even a cluster running without the webhook never hands a shell to someone else.
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": "has(self.owner) == has(oldSelf.owner) && (!has(self.owner) || self.owner == oldSelf.owner) && has(self.ownerUID) == has(oldSelf.ownerUID) && (!has(self.ownerUID) || self.ownerUID == oldSelf.ownerUID)",
+        "message": "spec.owner and spec.ownerUID cannot be changed: to hand a shell over, its new owner creates it again"
+    }
+]))]
 pub struct MyOwnShellSpec {
     /// Number of shell pods. 0 pauses the shell (keeps the object, runs no pods).
     /// Defaults to 1; the admission webhook enforces the operator's maximum (50 by default).
@@ -73,6 +87,48 @@ pub struct MyOwnShellSpec {
     /// limits. Defaults to small values (10m/16Mi requested, 200m/64Mi limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ShellResources>,
+
+    /// Who the shell belongs to: the user name the cluster authenticated for the request that
+    /// created it. Set by the admission webhook (a value given at creation is replaced) and never
+    /// changed afterwards; to hand a shell over, its new owner creates it again. Only the owner,
+    /// and the users and groups in `sharedWith`, may connect to its pods (exec, attach,
+    /// port-forward, cp, debug), and only the owner may change the spec. Empty on shells created
+    /// before owners existed: anyone the cluster's RBAC allows may connect to those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub owner: Option<String>,
+
+    /// The owner's uid, as the cluster's authenticator gave it at creation (ServiceAccounts and
+    /// most identity providers have one; client certificates do not). A connection by a user of
+    /// the owner's name but another uid, say a ServiceAccount deleted and made again, is refused.
+    /// Set by the admission webhook with `owner`; never changed afterwards.
+    #[serde(default, rename = "ownerUID", skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub owner_uid: Option<String>,
+
+    /// Who may connect to the shell besides its owner. Only the owner (or an administrator the
+    /// operator names) may change it; a change takes effect for the next connection, without
+    /// restarting the shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_with: Option<SharedWith>,
+}
+
+/// Users and groups who may connect to a shell besides its owner.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedWith {
+    /// User names, exactly as the cluster authenticates them (`alice@example.com`,
+    /// `system:serviceaccount:team:ci`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 1024)))]
+    pub users: Option<Vec<String>>,
+
+    /// Group names, exactly as the cluster authenticates them. `system:authenticated` opens the
+    /// shell to anyone the cluster's RBAC lets connect to pods in its namespace (the behaviour
+    /// of shells without an owner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 1024)))]
+    pub groups: Option<Vec<String>>,
 }
 
 /// Resource names to quantities, e.g. `{cpu: 250m, memory: 64Mi}`.
@@ -136,4 +192,26 @@ pub struct MyOwnShellStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+
+    /// The latest connection into one of the shell's pods that was let in (exec, attach,
+    /// port-forward, cp, debug), as the admission webhook saw it. Written at most once per shell
+    /// every few seconds, so after a burst of connections it names the last of the burst a few
+    /// seconds late. Absent until the first connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_connection: Option<Connection>,
+}
+
+/// One connection into a shell pod.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Connection {
+    /// Who connected (the user name the cluster authenticated).
+    pub user: String,
+    /// When the connection was admitted.
+    pub time: Time,
+    /// The pod connected to.
+    pub pod: String,
+    /// How: `exec` (also `kubectl cp`), `attach`, `portforward`, `proxy` or `debug` (an
+    /// ephemeral container).
+    pub kind: String,
 }

@@ -215,6 +215,7 @@ mod tests {
                 requests: Some([("cpu".to_owned(), Quantity(".5".into()))].into()),
                 limits: None,
             }),
+            ..MyOwnShellSpec::default()
         };
         for (case, spec) in [("default", MyOwnShellSpec::default()), ("custom", custom)] {
             let shell = shell("web", spec);

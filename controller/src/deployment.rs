@@ -208,6 +208,7 @@ mod tests {
             image: Some("registry.example.com/tools:1".into()),
             command: Some(vec!["sleep".into(), "infinity".into()]),
             resources: Some(resources),
+            ..MyOwnShellSpec::default()
         };
         let d = json_of(&desired(&shell("web", spec), None).unwrap());
         let c = &d["spec"]["template"]["spec"]["containers"][0];

@@ -70,6 +70,33 @@ pub enum Error {
     #[error("Deployment {0} is still being deleted")]
     DeploymentTerminating(String),
 
+    /// Not a failure: cleanup waits for the shell's pods to be gone before the finalizer goes.
+    #[error("{pods} pod(s) of shell {name} are still being deleted")]
+    ShellPodsTerminating {
+        /// The shell's name.
+        name: String,
+        /// How many are left.
+        pods: usize,
+    },
+
+    /// Listing the shell's pods during cleanup failed.
+    #[error("reading the pods of shell {name}: {source}")]
+    ReadPods {
+        /// The shell's name.
+        name: String,
+        /// What the apiserver (or the connection) said.
+        source: kube::Error,
+    },
+
+    /// Deleting a shell pod that lost its owner failed during cleanup.
+    #[error("deleting pod {name}: {source}")]
+    DeletePod {
+        /// The pod's name.
+        name: String,
+        /// What the apiserver (or the connection) said.
+        source: kube::Error,
+    },
+
     /// The Deployment watch was dropped before its first full list, so there is no cache to
     /// read; in practice, the controller is stopping.
     #[error("the Deployment cache stopped")]
@@ -92,6 +119,9 @@ impl Error {
             Error::ReadDeployment { .. } => reasons::DEPLOYMENT_READ_FAILED,
             Error::DeleteDeployment { .. } => reasons::DEPLOYMENT_DELETE_FAILED,
             Error::DeploymentTerminating(_) => reasons::DEPLOYMENT_TERMINATING,
+            Error::ShellPodsTerminating { .. } => reasons::SHELL_PODS_TERMINATING,
+            Error::ReadPods { .. } => reasons::POD_READ_FAILED,
+            Error::DeletePod { .. } => reasons::POD_DELETE_FAILED,
             Error::DeploymentConflict(_) => reasons::DEPLOYMENT_CONFLICT,
             Error::SelectorConflict { .. } => reasons::SELECTOR_CONFLICT,
             Error::CacheStopped => reasons::CACHE_STOPPED,
@@ -116,7 +146,7 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self.step() {
             Error::Finalizer(_) => "finalizer",
-            Error::DeploymentTerminating(_) => "waiting",
+            Error::DeploymentTerminating(_) | Error::ShellPodsTerminating { .. } => "waiting",
             Error::DeploymentConflict(_) | Error::SelectorConflict { .. } => "conflict",
             _ => "error",
         }
@@ -124,7 +154,7 @@ impl Error {
 
     /// Whether this is the expected wait during cleanup rather than a failure.
     pub fn is_waiting(&self) -> bool {
-        matches!(self.step(), Error::DeploymentTerminating(_))
+        matches!(self.step(), Error::DeploymentTerminating(_) | Error::ShellPodsTerminating { .. })
     }
 
     /// Whether a foreign Deployment, or another one's selector, is in the way.

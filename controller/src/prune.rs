@@ -89,6 +89,7 @@ mod tests {
             image: Some("registry.example.com/tools:1".into()),
             command: Some(vec!["sleep".into(), "infinity".into()]),
             resources: Some(myownshell_api::defaults::resources()),
+            ..MyOwnShellSpec::default()
         };
         for spec in [MyOwnShellSpec::default(), full] {
             let mut shell = MyOwnShell::new("web", spec);

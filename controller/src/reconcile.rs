@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
@@ -281,7 +282,10 @@ async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
             warn!(shell = %name, "a Deployment of this name exists but is not ours; leaving it alone");
             format!("Left Deployment {name} alone: it is not controlled by this MyOwnShell")
         }
-        None => format!("Deployment {name} is gone"),
+        None => {
+            wait_for_shell_pods(shell, ctx).await?;
+            format!("Deployment {name} and its shell pods are gone")
+        }
         Some(d) if d.metadata.deletion_timestamp.is_some() => {
             debug!(shell = %name, "Deployment still terminating");
             return Err(Error::DeploymentTerminating(name));
@@ -312,6 +316,37 @@ async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     info!(shell = %name, "{note}");
     events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reasons::DELETED, actions::DELETE, note);
     Ok(Action::await_change())
+}
+
+/// Cleanup waits, once the Deployment is gone, until the shell's pods are gone too: the shell's
+/// owner is what keeps strangers out of them (`webhook/src/access.rs`), so its pods must not
+/// outlive it. The garbage collector removes them with the ReplicaSet; a pod that lost its owner
+/// (an orphan no collector will take) is deleted here, with a uid precondition.
+async fn wait_for_shell_pods(shell: &MyOwnShell, ctx: &Context) -> Result<(), Error> {
+    let name = shell.name_any();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
+    let selector = labels::selector_string(&labels::instance_for(&name, None));
+    let read_error = |source| Error::ReadPods { name: name.clone(), source };
+    let pods = api.list_metadata(&ListParams::default().labels(&selector)).await.map_err(read_error)?;
+    if pods.items.is_empty() {
+        return Ok(());
+    }
+    let has_owner = |p: &&kube::core::PartialObjectMeta<Pod>| {
+        p.metadata.owner_references.iter().flatten().any(|r| r.controller == Some(true))
+    };
+    for orphan in pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && !has_owner(p)) {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: orphan.metadata.uid.clone(), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        ctx.metrics.wrote("pod_delete");
+        match api.delete(&orphan.name_any(), &params).await {
+            Ok(_) => info!(shell = %name, pod = %orphan.name_any(), "deleted a shell pod that lost its owner"),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(source) => return Err(Error::DeletePod { name: orphan.name_any(), source }),
+        }
+    }
+    Err(Error::ShellPodsTerminating { name, pods: pods.items.len() })
 }
 
 /// What to do after a failed reconcile: wait during cleanup, look again at a steady pace while a

@@ -33,6 +33,7 @@ pub fn compute(
     let generation = shell.metadata.generation;
     let wanted = shell.spec.size.unwrap_or(defaults::SIZE);
     let observed = Observed::of(deployment);
+    let previous_status = previous;
     let previous = previous.map(|s| s.conditions.as_slice()).unwrap_or_default();
 
     let available = match (deployment, wanted) {
@@ -92,6 +93,9 @@ pub fn compute(
         // `deployment` is ours here (reconcile never passes a foreign one): record its uid, the
         // proof of ownership that survives the loss of its ownerReference (see `ownership`).
         deployment_uid: deployment.and_then(|d| d.metadata.uid.clone()),
+        // The admission webhook's to write (it sees the connections); carried over so that its
+        // writes never look like a difference to correct.
+        last_connection: previous_status.and_then(|s| s.last_connection.clone()),
         conditions: vec![
             condition(AVAILABLE, available),
             condition(PROGRESSING, progressing),
@@ -111,10 +115,15 @@ pub fn now() -> Time {
 /// The merge patch that makes the stored status `status`. Serialising leaves out an unset
 /// `deploymentUID`, and a merge patch keeps what it leaves out, so the recorded uid of a
 /// Deployment that is gone (or no longer ours) is cleared explicitly with `null`.
+/// `lastConnection` is left out: the admission webhook writes it, and a copy the controller read
+/// a moment ago must not overwrite a newer one.
 pub fn merge_patch(status: &MyOwnShellStatus) -> serde_json::Value {
     let mut patch = serde_json::json!({ "status": status });
     if status.deployment_uid.is_none() {
         patch["status"]["deploymentUID"] = serde_json::Value::Null;
+    }
+    if let Some(status) = patch["status"].as_object_mut() {
+        status.remove("lastConnection");
     }
     patch
 }

@@ -1,11 +1,14 @@
-//! Decode + mutate + validate on arbitrary bytes: as a whole AdmissionReview body, and as the
-//! `spec` of an otherwise well-formed review (so the fuzzer reaches the rules, not just the JSON
-//! parser). Any panic is a bug; so is a patch that does not apply to the object it was made for.
+//! Decode + mutate + validate + connect on arbitrary bytes: as a whole AdmissionReview body, and
+//! as the `spec` of an otherwise well-formed review (so the fuzzer reaches the rules, not just the
+//! JSON parser). Any panic is a bug; so is a patch that does not apply to the object it was made
+//! for.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use myownshell_webhook::access::ShellAccess;
 use myownshell_webhook::admission::{Answer, Policy, Webhook, review};
+use myownshell_webhook::shell_index::ShellIndex;
 
 fn review_with_spec(spec: &serde_json::Value, scale: bool) -> Vec<u8> {
     let (kind, object) = if scale {
@@ -35,7 +38,15 @@ fn review_with_spec(spec: &serde_json::Value, scale: bool) -> Vec<u8> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let policy = Policy { max_size: 50, allowed_registries: vec!["docker.io".into(), "ghcr.io/org".into()] };
+    let policy = Policy {
+        max_size: 50,
+        allowed_registries: vec!["docker.io".into(), "ghcr.io/org".into()],
+        admin_groups: vec!["system:masters".into()],
+    };
+    let shells = ShellIndex::of([(
+        "ns".to_owned(),
+        ShellAccess { name: "x".into(), owner: Some("alice".into()), ..ShellAccess::default() },
+    )]);
     // Each body with the object it carries, when the fuzzer's bytes became a spec.
     let mut bodies: Vec<(Vec<u8>, Option<serde_json::Value>)> = vec![(data.to_vec(), None)];
     if let Ok(spec) = serde_json::from_slice::<serde_json::Value>(data) {
@@ -44,12 +55,12 @@ fuzz_target!(|data: &[u8]| {
         bodies.push((review_with_spec(&spec, true), None));
     }
     for (body, object) in &bodies {
-        for webhook in [Webhook::Mutate, Webhook::Validate] {
-            if let Answer::Review { response, .. } = review(webhook, body, &policy) {
+        for webhook in Webhook::ALL {
+            if let Answer::Review { response, .. } = review(webhook, body, &policy, &shells) {
                 // The answer is always JSON.
                 assert!(serde_json::from_slice::<serde_json::Value>(&response.to_review_json()).is_ok());
                 // A patch applies to the object it was made for.
-                if let (Some(object), Some(patch)) = (object, response.patch) {
+                if let (Some(object), Some(patch)) = (object, &response.patch) {
                     let ops: json_patch::Patch =
                         serde_json::from_slice(&patch.json).expect("the patch is a JSON Patch");
                     let mut patched = object.clone();

@@ -15,6 +15,7 @@
 
 pub mod client;
 pub mod duration;
+pub mod events;
 pub mod flags;
 pub mod guard;
 pub mod log;

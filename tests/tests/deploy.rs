@@ -182,12 +182,14 @@ fn webhook_configurations_point_at_what_the_webhook_serves() {
         assert_eq!(&pod_labels[k], v, "service selector {k}");
     }
 
+    // The MyOwnShell webhooks: fail closed, never for DELETE.
     for (kind, name, path) in [
         ("MutatingWebhookConfiguration", "myownshell-mutating-webhook-configuration", names::MUTATE_PATH),
         ("ValidatingWebhookConfiguration", "myownshell-validating-webhook-configuration", names::VALIDATE_PATH),
     ] {
         let cfg = find(&objects, kind, name).unwrap();
-        for hook in cfg["webhooks"].as_array().unwrap() {
+        let hooks = cfg["webhooks"].as_array().unwrap();
+        for hook in hooks.iter().filter(|h| h["name"] != "connect.myownshell.io") {
             let svc = &hook["clientConfig"]["service"];
             assert_eq!(svc["name"], service["metadata"]["name"], "{name}");
             assert_eq!(svc["namespace"], SYSTEM_NAMESPACE, "{name}");
@@ -205,6 +207,32 @@ fn webhook_configurations_point_at_what_the_webhook_serves() {
                 assert_eq!(ops, BTreeSet::from(["CREATE", "UPDATE"]), "{name}: DELETE must never reach the webhook");
             }
         }
+    }
+    // The connect check: its own path, `Ignore` (the policy keeps strangers out while it is
+    // down, and no other pod is held up), side effects skipped on dry runs, no DELETE either.
+    let mutating = find(&objects, "MutatingWebhookConfiguration", "myownshell-mutating-webhook-configuration").unwrap();
+    let connect =
+        mutating["webhooks"].as_array().unwrap().iter().find(|h| h["name"] == "connect.myownshell.io").unwrap();
+    assert_eq!(connect["clientConfig"]["service"]["path"], names::CONNECT_PATH);
+    assert_eq!(connect["clientConfig"]["service"]["name"], service["metadata"]["name"]);
+    assert_eq!(connect["failurePolicy"], "Ignore");
+    assert_eq!(connect["sideEffects"], "NoneOnDryRun");
+    assert!(connect.get("objectSelector").is_none(), "a CONNECT's object is the options: no selector can match it");
+    let ops: BTreeSet<&str> = connect["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["operations"].as_array().unwrap().iter().map(|o| o.as_str().unwrap()))
+        .collect();
+    assert_eq!(ops, BTreeSet::from(["CONNECT", "UPDATE"]));
+    // Its policies: cluster-wide and bound to what they are called after the prefix.
+    for (policy, binding) in
+        [("myownshell-connect", "myownshell-connect"), ("myownshell-shell-workloads", "myownshell-shell-workloads")]
+    {
+        find(&objects, "ValidatingAdmissionPolicy", policy).unwrap();
+        let bound = find(&objects, "ValidatingAdmissionPolicyBinding", binding).unwrap();
+        assert_eq!(bound["spec"]["policyName"], policy);
+        assert_eq!(bound["spec"]["validationActions"], serde_json::json!(["Deny"]));
     }
 }
 
@@ -382,11 +410,29 @@ const CAN_I: &[CanI] = &[
         args: &["create", "deployments.apps", "-n", "team-a"],
         allowed: false,
     },
+    // webhook: who may connect to a shell (every MyOwnShell), and the record of connections
+    // (lastConnection, Events); nothing else of the shells or their pods.
+    CanI { service_account: "myownshell-webhook", args: &["watch", "myownshells.myownshell.io", "-A"], allowed: true },
     CanI {
         service_account: "myownshell-webhook",
-        args: &["get", "myownshells.myownshell.io", "-n", "team-a"],
+        args: &["patch", "myownshells.myownshell.io", "--subresource=status", "-n", "team-a"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["create", "events.events.k8s.io", "-n", "team-a"],
+        allowed: true,
+    },
+    CanI {
+        service_account: "myownshell-webhook",
+        args: &["update", "myownshells.myownshell.io", "-n", "team-a"],
         allowed: false,
     },
+    CanI { service_account: "myownshell-webhook", args: &["get", "pods", "-n", "team-a"], allowed: false },
+    // controller: cleanup waits for a deleted shell's pods (and deletes an orphan).
+    CanI { service_account: "myownshell-controller", args: &["list", "pods", "-n", "team-a"], allowed: true },
+    CanI { service_account: "myownshell-controller", args: &["delete", "pods", "-n", "team-a"], allowed: true },
+    CanI { service_account: "myownshell-controller", args: &["create", "pods/exec", "-n", "team-a"], allowed: false },
     CanI {
         service_account: "myownshell-webhook",
         args: &["get", "leases.coordination.k8s.io", "-n", SYSTEM_NAMESPACE],

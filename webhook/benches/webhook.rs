@@ -1,9 +1,11 @@
 //! `cargo xtask bench webhook` (or `cargo bench -p myownshell-webhook --bench webhook`):
-//! AdmissionReview requests over TLS with keep-alive against the real webhook service, and the
-//! same load against a minimal rustls + hyper server answering a fixed body (the floor), both
-//! in this process and in the same run, at concurrency 1, 8 and 32. Two bodies: a minimal
-//! review, and one captured from kube-apiserver for `kubectl apply`. Prints p50/p99 latency,
-//! requests/s, and `ratio = webhook/floor` for throughput.
+//! AdmissionReview requests over TLS with keep-alive against the real webhook service, the same
+//! decisions made with kube's own review types (`kube_types.rs`: the row that says whether the
+//! webhook's hand-written request/response types earn their keep), and a minimal rustls + hyper
+//! server answering a fixed body (the floor), all in this process and in the same run, at
+//! concurrency 1, 8 and 32. Two bodies: a minimal review, and one captured from kube-apiserver
+//! for `kubectl apply`. Prints p50/p99 latency, requests/s, and `ratio = server/floor` for
+//! throughput.
 //!
 //! Flags after `--`: `--seconds N` per measurement (default 1), `--concurrency 1,8,32`,
 //! `--rounds N` (default 5): webhook and floor are measured back to back N times (alternating
@@ -12,6 +14,9 @@
 //! N fresh processes, summarised as the median over processes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod connect;
+mod kube_types;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -105,13 +110,31 @@ fn review_body() -> Bytes {
 
 /// The webhook: its real service on the real TLS server.
 async fn start_webhook(tls: Arc<rustls::ServerConfig>, shutdown: CancellationToken) -> SocketAddr {
+    start_webhook_with(tls, AppState::new(Policy::default(), Arc::new(Metrics::new())), shutdown).await
+}
+
+/// The webhook's real service with `state` on the real TLS server.
+async fn start_webhook_with(tls: Arc<rustls::ServerConfig>, state: AppState, shutdown: CancellationToken) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let state = AppState { policy: Policy::default(), metrics: Arc::new(Metrics::new()) };
     tokio::spawn(myownshell_runtime::server::serve_tls_with(
         listener,
         tls,
         move |_| admission_service(state.clone()),
+        Default::default(),
+        shutdown,
+    ));
+    addr
+}
+
+/// The same decisions on kube's review types, on the same TLS server.
+async fn start_kube_types(tls: Arc<rustls::ServerConfig>, shutdown: CancellationToken) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(myownshell_runtime::server::serve_tls_with(
+        listener,
+        tls,
+        move |_| kube_types::service(Policy::default()),
         Default::default(),
         shutdown,
     ));
@@ -234,41 +257,54 @@ fn median(sorted: &[f64]) -> f64 {
     sorted[sorted.len() / 2]
 }
 
-/// Paired rounds of the webhook and the floor at each concurrency; prints the figures.
-async fn measure(
-    opts: &Options,
-    tls: &LoopbackTls,
+/// Where the three servers of a run listen.
+#[derive(Clone, Copy)]
+struct Servers {
     webhook: SocketAddr,
+    kube: SocketAddr,
     floor: SocketAddr,
-    body: &Bytes,
-    body_index: usize,
-) {
+}
+
+/// Rounds of the webhook, kube's types and the floor at each concurrency; prints the figures.
+async fn measure(opts: &Options, tls: &LoopbackTls, servers: Servers, body: &Bytes, body_index: usize) {
     let duration = Duration::from_secs(opts.seconds);
     println!("{:>11} {:>8} {:>11} {:>11} {:>11}", "concurrency", "server", "p50", "p99", "req/s");
     let paths = [names::MUTATE_PATH, names::VALIDATE_PATH];
     for &c in &opts.concurrency {
-        let (mut w, mut f) = (Vec::new(), Vec::new());
+        let (mut w, mut k, mut f) = (Vec::new(), Vec::new(), Vec::new());
         for round in 0..opts.rounds {
-            // Each round measures both back to back, in alternating order, so drift and
-            // bursts of other work on the machine fall on both alike.
+            // Each round measures all three back to back, in rotating order, so drift and
+            // bursts of other work on the machine fall on all alike.
             let run = |addr| load(addr, tls.client.clone(), c, duration, paths, body.clone());
-            if round % 2 == 0 {
-                w.push(run(webhook).await);
-                f.push(run(floor).await);
-            } else {
-                f.push(run(floor).await);
-                w.push(run(webhook).await);
+            for turn in 0..3 {
+                match (round + turn) % 3 {
+                    0 => w.push(run(servers.webhook).await),
+                    1 => k.push(run(servers.kube).await),
+                    _ => f.push(run(servers.floor).await),
+                }
             }
         }
-        let mut ratios: Vec<f64> = w.iter().zip(&f).map(|(w, f)| w.rps / f.rps).collect();
-        ratios.sort_by(f64::total_cmp);
-        let (w, f) = (median_round(&w), median_round(&f));
+        let ratios = |of: &[Figures]| {
+            let mut r: Vec<f64> = of.iter().zip(&f).map(|(a, f)| a.rps / f.rps).collect();
+            r.sort_by(f64::total_cmp);
+            r
+        };
+        let (wr, kr) = (ratios(&w), ratios(&k));
+        let (w, k, f) = (median_round(&w), median_round(&k), median_round(&f));
         println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "webhook", ms(w.p50), ms(w.p99), w.rps);
+        println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "kube", ms(k.p50), ms(k.p99), k.rps);
         println!("{c:>11} {:>8} {:>11} {:>11} {:>11.0}", "floor", ms(f.p50), ms(f.p99), f.rps);
-        let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-        println!("{c:>11} ratio = webhook/floor = {:.2} (median of rounds: {})", median(&ratios), each.join(" "));
+        let each = |r: &[f64]| r.iter().map(|r| format!("{r:.2}")).collect::<Vec<_>>().join(" ");
+        println!("{c:>11} ratio = webhook/floor = {:.2} (median of rounds: {})", median(&wr), each(&wr));
+        println!("{c:>11} ratio = kube types/floor = {:.2} (median of rounds: {})", median(&kr), each(&kr));
         // For the parent process's summary.
-        println!("result {body_index} {c} {:.4} {:.4}", median(&ratios), w.p99.as_secs_f64() * 1e3);
+        println!(
+            "result {body_index} {c} {:.4} {:.4} {:.4} {:.4}",
+            median(&wr),
+            w.p99.as_secs_f64() * 1e3,
+            median(&kr),
+            k.p99.as_secs_f64() * 1e3
+        );
     }
 }
 
@@ -278,7 +314,8 @@ async fn measure(
 fn run_trials(options: &Options) {
     let exe = std::env::current_exe().unwrap();
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    let mut results: std::collections::BTreeMap<(usize, usize), Vec<(f64, f64)>> = Default::default();
+    type Run = (f64, f64, f64, f64);
+    let mut results: std::collections::BTreeMap<(usize, usize), Vec<Run>> = Default::default();
     for trial in 1..=options.processes {
         println!("--- process {trial} of {}", options.processes);
         let output = std::process::Command::new(&exe).args(&args).arg("--trial").output().unwrap();
@@ -286,24 +323,60 @@ fn run_trials(options: &Options) {
         for line in String::from_utf8_lossy(&output.stdout).lines() {
             let fields: Vec<&str> = line.split_whitespace().collect();
             match fields.as_slice() {
-                ["result", body, c, ratio, p99] => results
-                    .entry((body.parse().unwrap(), c.parse().unwrap()))
-                    .or_default()
-                    .push((ratio.parse().unwrap(), p99.parse().unwrap())),
+                ["result", body, c, ratio, p99, kube_ratio, kube_p99] => {
+                    results.entry((body.parse().unwrap(), c.parse().unwrap())).or_default().push((
+                        ratio.parse().unwrap(),
+                        p99.parse().unwrap(),
+                        kube_ratio.parse().unwrap(),
+                        kube_p99.parse().unwrap(),
+                    ))
+                }
                 _ => println!("{line}"),
             }
         }
     }
     println!("=== summary over {} processes (median of each process's median ratio)", options.processes);
-    for ((body, c), mut runs) in results {
-        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let each: Vec<String> = runs.iter().map(|r| format!("{:.2}", r.0)).collect();
-        let (ratio, p99) = runs[runs.len() / 2];
+    for ((body, c), runs) in results {
+        let summary = |ratio: fn(&Run) -> f64, p99: fn(&Run) -> f64| {
+            let mut sorted = runs.clone();
+            sorted.sort_by(|a, b| ratio(a).total_cmp(&ratio(b)));
+            let each: Vec<String> = sorted.iter().map(|r| format!("{:.2}", ratio(r))).collect();
+            let mid = &sorted[sorted.len() / 2];
+            (ratio(mid), each.join(" "), p99(mid))
+        };
+        let (ratio, each, p99) = summary(|r| r.0, |r| r.1);
+        let name = BODY_NAMES[body];
         println!(
-            "{:<8} concurrency {c:>2}: ratio = webhook/floor = {ratio:.2} (processes: {}), webhook p99 {p99:.3} ms",
-            BODY_NAMES[body],
-            each.join(" ")
+            "{name:<8} concurrency {c:>2}: ratio = webhook/floor = {ratio:.2} (processes: {each}), webhook p99 {p99:.3} ms"
         );
+        let (ratio, each, p99) = summary(|r| r.2, |r| r.3);
+        println!(
+            "{name:<8} concurrency {c:>2}: ratio = kube types/floor = {ratio:.2} (processes: {each}), kube types p99 {p99:.3} ms"
+        );
+    }
+}
+
+/// The kube-types row must make the webhook's decisions, or the comparison means nothing: both
+/// answers, read back with kube's types, allow alike, patch alike and warn alike. `ours` are the
+/// webhook's answers to `body` on the mutating and the validating path.
+fn same_answers(body: &[u8], ours: [&[u8]; 2]) {
+    use base64::Engine;
+    // (allowed, warnings, patch). kube writes the patch as an array of bytes, the webhook as
+    // base64 text, as the apiserver's Go types read `[]byte` either way.
+    let read = |json: &[u8]| {
+        let review: serde_json::Value = serde_json::from_slice(json).unwrap();
+        let response = &review["response"];
+        let patch: Option<Vec<u8>> = match &response["patch"] {
+            serde_json::Value::String(text) => Some(base64::engine::general_purpose::STANDARD.decode(text).unwrap()),
+            serde_json::Value::Null => None,
+            bytes => Some(serde_json::from_value(bytes.clone()).unwrap()),
+        };
+        let patch = patch.map(|p| serde_json::from_slice::<serde_json::Value>(&p).unwrap());
+        (response["allowed"].clone(), response["warnings"].clone(), patch)
+    };
+    for (path, ours) in [names::MUTATE_PATH, names::VALIDATE_PATH].into_iter().zip(ours) {
+        let theirs = kube_types::answer(path, body, &Policy::default()).unwrap();
+        assert_eq!(read(ours), read(&theirs), "{path}: the two answers differ");
     }
 }
 
@@ -326,6 +399,7 @@ fn main() {
         let tls = myownshell_envtest::tls::loopback("bench-ca").unwrap();
         let shutdown = CancellationToken::new();
         let webhook = start_webhook(tls.server.clone(), shutdown.clone()).await;
+        let kube = start_kube_types(tls.server.clone(), shutdown.clone()).await;
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         let bodies = [
             ("a minimal review", review_body()),
@@ -333,11 +407,14 @@ fn main() {
         ];
         for (body_index, (what, body)) in bodies.into_iter().enumerate() {
             // The floor answers with what the webhook would answer, byte for byte.
-            let sample = {
-                let state = AppState { policy: Policy::default(), metrics: Arc::new(Metrics::new()) };
-                let response = myownshell_webhook::server::answer(Webhook::Mutate, &body, &state, Instant::now());
-                response.into_body().collect().await.unwrap().to_bytes()
+            let state = AppState::new(Policy::default(), Arc::new(Metrics::new()));
+            let answer = |webhook| {
+                let response = myownshell_webhook::server::answer(webhook, &body, &state, Instant::now());
+                response.into_body().collect()
             };
+            let sample = answer(Webhook::Mutate).await.unwrap().to_bytes();
+            let validated = answer(Webhook::Validate).await.unwrap().to_bytes();
+            same_answers(&body, [&sample, &validated]);
             let floor = start_floor(tls.server.clone(), sample, shutdown.clone()).await;
             println!(
                 "webhook bench: {what} ({} bytes, CREATE, alternating mutate/validate), TLS keep-alive, {} paired rounds of {}s, {cores} cores, release={}",
@@ -346,8 +423,9 @@ fn main() {
                 opts.seconds,
                 !cfg!(debug_assertions)
             );
-            measure(&opts, &tls, webhook, floor, &body, body_index).await;
+            measure(&opts, &tls, Servers { webhook, kube, floor }, &body, body_index).await;
         }
+        connect::measure(&tls, opts.seconds, opts.rounds, &shutdown).await;
         shutdown.cancel();
     });
 }

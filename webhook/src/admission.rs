@@ -5,17 +5,22 @@
 //! - [`request`]: what is read of a review, decoded by serde and borrowed from the body; `spec`
 //!   reads its spec into `myownshell_api::MyOwnShellSpec` and names the field of one that does
 //!   not decode;
-//! - [`defaulting`]: the mutating webhook (defaults and the finalizer as a JSON Patch);
+//! - [`defaulting`]: the mutating webhook (defaults, the finalizer and the owner as a JSON Patch);
 //! - [`validation`]: the validating webhook (rules, ratcheting on update, warnings), with
-//!   `resources` and `resource_names` holding `spec.resources` to the apiserver's own rules;
+//!   `resources` and `resource_names` holding `spec.resources` to the apiserver's own rules,
+//!   `sharing` holding `spec.sharedWith` to its, and `ownership` saying who may change a spec;
+//! - [`connect`]: the connect webhook (who may exec, attach, port-forward, debug into a shell);
 //! - [`response`]: the answer and its JSON.
 
+pub mod connect;
 pub mod defaulting;
+mod ownership;
 mod problem;
 pub mod request;
 mod resource_names;
 mod resources;
 pub mod response;
+mod sharing;
 mod spec;
 pub mod validation;
 
@@ -28,21 +33,29 @@ pub use response::{EncodedPatch, Response, Status};
 pub use spec::{ScaleSpec, SetFields};
 pub use validation::{Policy, check_size, check_spec, validate, warnings};
 
+use crate::shell_index::ShellIndex;
+
 /// Which endpoint a review came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Webhook {
-    /// The mutating webhook (defaults and the finalizer).
-    Mutate,
+    /// The mutating webhook (defaults, the finalizer, the owner).
+    Mutate = 0,
     /// The validating webhook (the rules).
-    Validate,
+    Validate = 1,
+    /// The connect webhook (who may connect to a shell's pods).
+    Connect = 2,
 }
 
 impl Webhook {
-    /// The `webhook` label value: `mutate` or `validate`.
+    /// Each webhook, in discriminant order.
+    pub const ALL: [Webhook; 3] = [Webhook::Mutate, Webhook::Validate, Webhook::Connect];
+
+    /// The `webhook` label value: `mutate`, `validate` or `connect`.
     pub fn as_str(self) -> &'static str {
         match self {
             Webhook::Mutate => "mutate",
             Webhook::Validate => "validate",
+            Webhook::Connect => "connect",
         }
     }
 }
@@ -82,26 +95,30 @@ pub enum Answer<'a> {
         operation: Option<Operation>,
         /// How the review ended.
         outcome: Outcome,
+        /// The connections into shells it decided on (connect webhook only), to be recorded.
+        connections: Vec<connect::Connection>,
     },
     /// HTTP 400 with this plain reason: the body is not an AdmissionReview the apiserver sends.
     BadRequest(String),
 }
 
-/// Decode, run `webhook`, and say what to answer. Never panics, whatever the bytes.
-pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy) -> Answer<'a> {
+/// Decode, run `webhook`, and say what to answer. Never panics, whatever the bytes. `shells` is
+/// what the webhook knows of every shell (who may connect, whose it is).
+pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &ShellIndex) -> Answer<'a> {
     let request = match decode(body) {
         Ok(request) => request,
         Err(DecodeError::BadRequest(reason)) => return Answer::BadRequest(reason),
         Err(DecodeError::Undecodable { uid, reason }) => {
             let response = Response::deny(Cow::Owned(uid), 400, "BadRequest", reason);
-            return Answer::Review { response, operation: None, outcome: Outcome::Invalid };
+            return Answer::Review { response, operation: None, outcome: Outcome::Invalid, connections: Vec::new() };
         }
     };
-    let response = match webhook {
-        Webhook::Mutate => mutate(&request),
-        Webhook::Validate => validate(&request, policy),
+    let (response, connections) = match webhook {
+        Webhook::Mutate => (mutate(&request), Vec::new()),
+        Webhook::Validate => (validate(&request, policy, shells), Vec::new()),
+        Webhook::Connect => connect::connect(&request, shells),
     };
-    Answer::Review { outcome: Outcome::of(&response), operation: Some(request.operation), response }
+    Answer::Review { outcome: Outcome::of(&response), operation: Some(request.operation), response, connections }
 }
 
 #[cfg(test)]

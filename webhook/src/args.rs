@@ -90,6 +90,15 @@ pub struct Args {
     /// Registries (or repository prefixes) images must come from, comma-separated; any if unset.
     #[arg(long, value_delimiter = ',')]
     pub allowed_registries: Vec<String>,
+    /// Groups whose members may change any shell's spec (its owner always may), comma-separated.
+    /// Nobody changes `spec.owner`, and nobody connects to a shell without being its owner or
+    /// in its `sharedWith`.
+    #[arg(long, value_delimiter = ',', default_value = "system:masters")]
+    pub admin_groups: Vec<String>,
+    /// Connections into shells are recorded (an Event, `status.lastConnection`) at most once per
+    /// shell, user and kind in this long; more within it are counted into one Event.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub connection_record_interval: Duration,
 
     /// `--log-format`.
     #[command(flatten)]
@@ -133,6 +142,16 @@ impl Args {
     pub fn allowed_registries(&self) -> Vec<String> {
         self.allowed_registries.iter().map(|r| r.trim().to_owned()).filter(|r| !r.is_empty()).collect()
     }
+
+    /// The admission policy of the flags.
+    pub fn policy(&self) -> crate::admission::Policy {
+        let admin_groups = self.admin_groups.iter().map(|g| g.trim().to_owned()).filter(|g| !g.is_empty()).collect();
+        crate::admission::Policy {
+            max_size: self.max_size,
+            allowed_registries: self.allowed_registries(),
+            admin_groups,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -150,6 +169,8 @@ mod tests {
         assert_eq!(args.validating_webhook_configuration, "myownshell-validating-webhook-configuration");
         assert_eq!(args.secret_name, "myownshell-webhook-server-cert");
         assert_eq!(args.max_size, 50);
+        assert_eq!(args.policy().admin_groups, ["system:masters"]);
+        assert_eq!(args.connection_record_interval, Duration::from_secs(5));
         assert_eq!(
             args.dns_names(),
             [

@@ -13,6 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::admission::connect::ConnectKind;
 use crate::admission::{Operation, Outcome, Webhook};
 
 /// How a request ended, as the `result` label says it.
@@ -72,11 +73,20 @@ pub struct RequestLabels {
 /// Labels of the latency histogram.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookLabel {
-    /// `mutate` or `validate`.
+    /// `mutate`, `validate` or `connect`.
     pub webhook: &'static str,
 }
 
-const WEBHOOKS: [Webhook; 2] = [Webhook::Mutate, Webhook::Validate];
+/// Labels of `myownshell_webhook_connections_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConnectionLabels {
+    /// `exec`, `attach`, `portforward`, `proxy` or `debug`.
+    pub kind: &'static str,
+    /// `allowed` or `denied`.
+    pub result: &'static str,
+}
+
+const WEBHOOKS: [Webhook; 3] = Webhook::ALL;
 /// `operation` label slots: none (a request that did not decode), then each [`Operation`].
 const OPERATION_SLOTS: usize = Operation::Connect as usize + 2;
 const REQUEST_SERIES: usize = WEBHOOKS.len() * OPERATION_SLOTS * RequestResult::COUNT;
@@ -97,6 +107,10 @@ pub struct Metrics {
     pub cert_expiry: Gauge<f64, AtomicU64>,
     /// 1 when the injected caBundle trusts the served certificate.
     pub cert_trusted: Gauge,
+    /// Connections into shells by kind and result, one handle per pair.
+    connections: [[Counter; 2]; ConnectKind::COUNT],
+    /// Connections that could not be queued for the record (Event, status).
+    pub connections_unrecorded: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -137,6 +151,23 @@ impl Metrics {
             cert_trusted.clone(),
         );
         let latencies = WEBHOOKS.map(|w| latency.get_or_create(&WebhookLabel { webhook: w.as_str() }).clone());
+        let connections_family = Family::<ConnectionLabels, Counter>::default();
+        registry.register(
+            "connections",
+            "Connections into shell pods (exec, attach, port-forward, cp, debug) by kind and result",
+            connections_family.clone(),
+        );
+        let connections = ConnectKind::ALL.map(|kind| {
+            ["allowed", "denied"].map(|result| {
+                connections_family.get_or_create(&ConnectionLabels { kind: kind.as_str(), result }).clone()
+            })
+        });
+        let connections_unrecorded = Counter::default();
+        registry.register(
+            "connections_unrecorded",
+            "Connections into shells left out of the record (Event, status) because its queue was full",
+            connections_unrecorded.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             requests,
@@ -145,6 +176,15 @@ impl Metrics {
             latencies,
             cert_expiry,
             cert_trusted,
+            connections,
+            connections_unrecorded,
+        }
+    }
+
+    /// Count one connection into a shell.
+    pub fn connection(&self, kind: ConnectKind, allowed: bool) {
+        if let Some(pair) = self.connections.get(kind as usize) {
+            pair[usize::from(!allowed)].inc();
         }
     }
 
@@ -201,6 +241,8 @@ mod tests {
         m.observe(Webhook::Validate, Some(Operation::Create), RequestResult::Denied, Duration::from_micros(300));
         m.observe(Webhook::Mutate, None, RequestResult::BadRequest, Duration::from_micros(30));
         m.set_certificate(Some(SystemTime::now() + Duration::from_secs(100)), true);
+        m.connection(ConnectKind::Exec, false);
+        m.observe(Webhook::Connect, Some(Operation::Connect), RequestResult::Denied, Duration::from_micros(40));
         let text = m.encode().unwrap();
         for want in [
             "myownshell_webhook_requests_total{webhook=\"validate\",operation=\"CREATE\",result=\"denied\"} 2",
@@ -209,6 +251,10 @@ mod tests {
             "myownshell_webhook_request_duration_seconds_bucket{le=\"0.00005\",webhook=\"mutate\"} 1",
             "myownshell_webhook_certificate_trusted 1",
             "myownshell_webhook_certificate_expiry_seconds 9",
+            "myownshell_webhook_connections_total{kind=\"exec\",result=\"denied\"} 1",
+            "myownshell_webhook_connections_total{kind=\"debug\",result=\"allowed\"} 0",
+            "myownshell_webhook_requests_total{webhook=\"connect\",operation=\"CONNECT\",result=\"denied\"} 1",
+            "myownshell_webhook_connections_unrecorded_total 0",
         ] {
             assert!(text.contains(want), "{want} missing from:\n{text}");
         }

@@ -19,10 +19,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::admission::Policy;
 use crate::args::Args;
+use crate::connections;
 use crate::metrics::Metrics;
 use crate::server::{AppState, admission_service};
+use crate::shell_index::{self, ShellIndex};
 
 /// How often `--cert-dir` files are compared for changes.
 const CERT_DIR_POLL: Duration = Duration::from_secs(1);
@@ -51,12 +52,15 @@ async fn serve_probes(
     args: &Args,
     status: watch::Receiver<CertStatus>,
     listening: ReadyFlag,
+    shells: Arc<ShellIndex>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let BindAddress::At(addr) = args.probes.health_probe_bind_address else { return Ok(()) };
     let readiness = Readiness::from_check(move || {
         let s = status.borrow();
-        if !s.serving {
+        if !shells.is_synced() {
+            Err("the MyOwnShells are not listed yet".into())
+        } else if !s.serving {
             Err("no serving certificate yet".into())
         } else if !listening.get() {
             Err("the webhook server is not listening".into())
@@ -74,7 +78,7 @@ async fn serve_probes(
 /// Secret replicas share, caBundle injection, rotation). `None` when shutdown came first.
 async fn certificates(
     args: &Args,
-    client: Option<&kube::Client>,
+    client: &kube::Client,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Option<(Arc<LiveResolver>, watch::Receiver<CertStatus>)>> {
     if let Some(dir) = &args.cert_dir {
@@ -84,7 +88,7 @@ async fn certificates(
         return Ok(Some((source.resolver, source.status)));
     }
     let cert_policy = cert_policy(args)?;
-    let client = client.cloned().context("self-managed certificates need the Kubernetes API")?;
+    let client = client.clone();
     let cfg = SelfManagedConfig {
         policy: cert_policy,
         store: SecretStore::new(client.clone(), &args.namespace, &args.secret_name),
@@ -126,27 +130,24 @@ fn mirror_certificate_status(
 
 /// Run until `shutdown` is cancelled.
 pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let policy = Policy { max_size: args.max_size, allowed_registries: args.allowed_registries() };
+    let policy = args.policy();
     let metrics = Arc::new(Metrics::new());
     let listening = ReadyFlag::default();
+    let shells = Arc::new(ShellIndex::default());
     let (status_tx, status_rx) = watch::channel(CertStatus::default());
-    serve_probes(&args, status_rx, listening.clone(), &shutdown).await?;
+    serve_probes(&args, status_rx, listening.clone(), shells.clone(), &shutdown).await?;
 
-    // One client for everything that talks to the API (self-managed certificates, metrics
-    // auth); `--cert-dir` mode with metrics off needs no API access at all.
-    let needs_api = args.cert_dir.is_none() || matches!(args.metrics_auth.metrics_bind_address, BindAddress::At(_));
-    let client = match needs_api {
-        true => Some(args.client.client().await.context("configuring the Kubernetes client")?),
-        false => None,
-    };
-    if let Some(client) = &client {
-        let service = args.metrics_service();
-        args.metrics_auth
-            .serve(client.clone(), metrics.router(), &service, shutdown.clone())
-            .await
-            .context("serving metrics")?;
-    }
-    let Some((resolver, source_status)) = certificates(&args, client.as_ref(), &shutdown).await? else {
+    // One client for everything that talks to the API: the shells it decides connections to,
+    // the record of those, self-managed certificates, metrics auth.
+    let client = args.client.client().await.context("configuring the Kubernetes client")?;
+    tokio::spawn(shell_index::watch(client.clone(), shells.clone(), shutdown.clone()));
+    let recorder = connections::start(client.clone(), args.connection_record_interval, shutdown.clone());
+    let service = args.metrics_service();
+    args.metrics_auth
+        .serve(client.clone(), metrics.router(), &service, shutdown.clone())
+        .await
+        .context("serving metrics")?;
+    let Some((resolver, source_status)) = certificates(&args, &client, &shutdown).await? else {
         return Ok(());
     };
     mirror_certificate_status(source_status, status_tx, metrics.clone(), shutdown.clone());
@@ -156,7 +157,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the webhook address {addr}"))?;
     tracing::info!(%addr, "webhook listening");
     listening.set(true);
-    let state = AppState { policy, metrics };
+    let state = AppState { policy, metrics, shells, recorder: Some(recorder) };
     server::serve_tls_with(listener, tls, move |_| admission_service(state.clone()), Default::default(), shutdown)
         .await
         .context("webhook server")?;

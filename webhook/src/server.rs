@@ -1,9 +1,11 @@
-//! The thin HTTP layer: route the two webhook paths, read the body (bounded), hand it to
-//! [`crate::admission::review`], write the answer, count it.
+//! The thin HTTP layer: route the three webhook paths, read the body (bounded), hand it to
+//! [`crate::admission::review`], write the answer, count it, and hand connections into shells
+//! to the record ([`crate::connections`]).
 //!
-//! The admission port serves exactly two POST paths, so it is a plain hyper service rather than
-//! a router: the apiserver calls it for every write of a `MyOwnShell`, and a router's per-request
-//! work was a measurable share of the answer time (see `cargo xtask bench webhook`).
+//! The admission port serves exactly three POST paths, so it is a plain hyper service rather
+//! than a router: the apiserver calls it for every write of a `MyOwnShell` and every connection
+//! to a pod that might be a shell's, and a router's per-request work was a measurable share of
+//! the answer time (see `cargo xtask bench webhook`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,8 +19,11 @@ use hyper::body::Body;
 use myownshell_api::names;
 use myownshell_runtime::server::RequestBody;
 
+use crate::admission::connect::Connection;
 use crate::admission::{self, Answer, Outcome, Policy, Webhook};
+use crate::connections::Recorder;
 use crate::metrics::{Metrics, RequestResult};
+use crate::shell_index::ShellIndex;
 
 /// Largest AdmissionReview body read. The apiserver caps objects at 3 MiB and a review holds
 /// the object and the old object; anything bigger is not from the apiserver.
@@ -30,10 +35,21 @@ const DRAIN_BYTES: usize = 64 * 1024 * 1024;
 /// What the admission handlers share.
 #[derive(Clone)]
 pub struct AppState {
-    /// `--max-size` and `--allowed-registries`.
+    /// `--max-size`, `--allowed-registries` and `--admin-groups`.
     pub policy: Policy,
     /// Where each answer is counted.
     pub metrics: Arc<Metrics>,
+    /// What the webhook knows of every shell (who may connect, whose it is).
+    pub shells: Arc<ShellIndex>,
+    /// Where connections into shells go to be recorded; `None`: counted only.
+    pub recorder: Option<Recorder>,
+}
+
+impl AppState {
+    /// The state of a webhook that knows no shell and records nothing (tests, benchmarks).
+    pub fn new(policy: Policy, metrics: Arc<Metrics>) -> Self {
+        Self { policy, metrics, shells: Arc::new(ShellIndex::of([])), recorder: None }
+    }
 }
 
 /// An HTTP response of the admission port.
@@ -54,10 +70,11 @@ fn json(body: Vec<u8>) -> Response {
 
 /// Answer one review body; the pure part is [`admission::review`].
 pub fn answer(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
-    let (response, operation, outcome) = match admission::review(webhook, body, &state.policy) {
-        Answer::BadRequest(reason) => return bad_request(webhook, reason, state, started),
-        Answer::Review { response, operation, outcome } => (response, operation, outcome),
-    };
+    let (response, operation, outcome, connections) =
+        match admission::review(webhook, body, &state.policy, &state.shells) {
+            Answer::BadRequest(reason) => return bad_request(webhook, reason, state, started),
+            Answer::Review { response, operation, outcome, connections } => (response, operation, outcome, connections),
+        };
     if outcome == Outcome::Invalid {
         tracing::warn!(
             webhook = webhook.as_str(),
@@ -67,7 +84,26 @@ pub fn answer(webhook: Webhook, body: &[u8], state: &AppState, started: Instant)
     }
     let answered = json(response.to_review_json());
     state.metrics.observe(webhook, operation, RequestResult::from(outcome), started.elapsed());
+    record(connections, response.allowed, state);
     answered
+}
+
+/// Count each connection into a shell and hand it to the record (after the answer is made: the
+/// record never delays it).
+fn record(connections: Vec<Connection>, allowed: bool, state: &AppState) {
+    if let Some(first) = connections.first() {
+        state.metrics.connection(first.kind, allowed);
+    }
+    for connection in connections {
+        if !allowed {
+            tracing::info!(user = %connection.user, pod = %connection.pod, namespace = %connection.namespace, shell = %connection.shell.name, kind = connection.kind.as_str(), "refused a connection to a shell");
+        }
+        if let Some(recorder) = &state.recorder
+            && !recorder.record(connection)
+        {
+            state.metrics.connections_unrecorded.inc();
+        }
+    }
 }
 
 /// HTTP 400: the body is not an AdmissionReview the apiserver sends. Logged and counted once.
@@ -122,7 +158,8 @@ where
     let webhook = match (request.uri().path(), request.method()) {
         (names::MUTATE_PATH, &Method::POST) => Webhook::Mutate,
         (names::VALIDATE_PATH, &Method::POST) => Webhook::Validate,
-        (names::MUTATE_PATH | names::VALIDATE_PATH, _) => {
+        (names::CONNECT_PATH, &Method::POST) => Webhook::Connect,
+        (names::MUTATE_PATH | names::VALIDATE_PATH | names::CONNECT_PATH, _) => {
             let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
             return response;
@@ -140,7 +177,7 @@ where
     }
 }
 
-/// The service of one connection of the admission port: `POST` on the two webhook paths.
+/// The service of one connection of the admission port: `POST` on the three webhook paths.
 ///
 /// Give each connection its own copy of the state (`state.clone()`): the reference count every
 /// request takes then lives in a cache line no other core writes to.

@@ -116,7 +116,7 @@ async fn answered_while_slots_are_held(trickle: bool) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
-    let state = AppState { policy: Policy::default(), metrics: Arc::new(Metrics::new()) };
+    let state = AppState::new(Policy::default(), Arc::new(Metrics::new()));
     let options = ServeOptions { guard: GUARD, max_connections: SLOTS, ..ServeOptions::default() };
     let server = tokio::spawn(serve_tls_with(
         listener,

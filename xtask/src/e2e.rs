@@ -1,6 +1,6 @@
 //! `cargo xtask e2e`: the suites that need a real node: the harness's node itself
 //! (`tests/tests/node.rs`) and the operator deployed from `config/` onto it
-//! (`tests/tests/e2e.rs`). `cargo xtask test` runs them too whenever the node can run; with
+//! (`tests/tests/e2e/`). `cargo xtask test` runs them too whenever the node can run; with
 //! `CI=true` a node that cannot run is a failure.
 
 use std::path::Path;
@@ -60,6 +60,6 @@ pub fn should_run() -> anyhow::Result<bool> {
         // Whatever is missing, `run_suites` installs or builds it (or fails saying why).
         return Ok(true);
     }
-    eprintln!("xtask: the node suites (tests/tests/node.rs, e2e.rs) do not run here: they need root");
+    eprintln!("xtask: the node suites (tests/tests/node.rs, e2e/) do not run here: they need root");
     Ok(false)
 }

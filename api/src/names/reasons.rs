@@ -88,10 +88,23 @@ reasons! {
     DEPLOYMENT_DELETE_FAILED = "DeploymentDeleteFailed", [Failure];
     /// Cleanup waits for the Deployment to be gone before it releases the finalizer.
     DEPLOYMENT_TERMINATING = "DeploymentTerminating", [Failure];
+    /// Cleanup waits for the shell's pods to be gone before it releases the finalizer: the
+    /// shell's owner is what keeps strangers out of them.
+    SHELL_PODS_TERMINATING = "ShellPodsTerminating", [Failure];
+    /// The shell's pods could not be listed during cleanup.
+    POD_READ_FAILED = "PodReadFailed", [Failure];
+    /// A shell pod that lost its owner could not be deleted during cleanup.
+    POD_DELETE_FAILED = "PodDeleteFailed", [Failure];
     /// The Deployment watch stopped before its first list (the controller is stopping).
     CACHE_STOPPED = "CacheStopped", [Failure];
     /// Adding or removing the finalizer failed.
     FINALIZER_FAILED = "FinalizerFailed", [Failure];
+    /// Someone connected to one of the shell's pods (exec, attach, port-forward, cp, debug);
+    /// the note says who, to which pod, how, and why they may.
+    CONNECTED = "Connected", [NormalEvent];
+    /// Someone was refused a connection to one of the shell's pods: they are neither its owner
+    /// nor among those it is shared with.
+    CONNECTION_DENIED = "ConnectionDenied", [WarningEvent];
 }
 
 #[cfg(test)]
@@ -111,6 +124,6 @@ mod tests {
             assert!(reason.meaning.trim().ends_with('.'), "{r}: a sentence of meaning");
             assert!(!reason.uses.is_empty(), "{r}: used somewhere");
         }
-        assert_eq!(ALL.len(), 24);
+        assert_eq!(ALL.len(), 29);
     }
 }

@@ -8,6 +8,8 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod access;
+
 use std::time::{Duration, Instant};
 
 use myownshell_envtest::assets::workspace_root;
@@ -102,6 +104,7 @@ async fn the_operator_from_config_end_to_end() {
     phase("install from config/overlays/local until both Deployments are Ready", install(&e2e)).await;
     phase("webhook certificate and admission through the Service", admission_through_the_service(&e2e)).await;
     phase("shells: pods, exec, resize, repair", shells_run_as_real_pods(&e2e)).await;
+    phase("access: the owner and those shared with get in, nobody else", access::access(&e2e)).await;
     phase("metrics from pods: 200 / 403 / 401 on both Services", metrics_from_inside_the_cluster(&e2e)).await;
     phase("leader failover", leader_failover(&e2e)).await;
     phase("deleting a shell and a namespace of shells", deletion(&e2e)).await;

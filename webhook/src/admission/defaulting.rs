@@ -1,14 +1,17 @@
-//! The mutating webhook: fill unset spec fields with [`defaults`] and add the finalizer, as an
-//! RFC 6902 JSON Patch of exactly the changes.
+//! The mutating webhook: fill unset spec fields with [`defaults`], add the finalizer, and stamp
+//! the owner, as an RFC 6902 JSON Patch of exactly the changes.
 //!
-//! The patch depends only on which of a handful of things the object lacks ([`Needs`]), so
-//! each distinct patch is built once (with the `json-patch` types), encoded once (JSON, then
-//! base64 as the AdmissionReview wants it) and reused for every request that needs it.
+//! The defaults depend only on which of a handful of things the object lacks ([`Needs`]), so
+//! each distinct patch of them is built once (with the `json-patch` types), encoded once (JSON,
+//! then base64 as the AdmissionReview wants it) and reused for every request that needs it.
+//! The owner ([`owner_operations`]) is the requester, so a patch that stamps it is encoded per
+//! request, after the defaults.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, Patch, PatchOperation};
+use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use myownshell_api::{defaults, names};
 use serde_json::{Value, json};
 
@@ -147,9 +150,62 @@ pub fn patch_for(needs: &Needs) -> Option<&'static EncodedPatch> {
     TABLE.get(needs.key()).map(|slot| slot.get_or_init(|| encode(needs)))
 }
 
-/// The mutating webhook: defaults and the finalizer, as a JSON Patch (or no patch). It reads
-/// only which spec fields are set: a value of the wrong type is left for the schema check that
-/// follows mutation (and for the validating webhook) to name.
+/// The operations that make the requester the owner. On CREATE, `spec.owner` becomes the
+/// requester's user name and `spec.ownerUID` their uid, whatever the object said (a uid given
+/// for a requester without one is removed). On UPDATE, an owner the new object lacks is put back
+/// from the old one: a `kubectl apply` whose manifest never named the owner must not drop it (a
+/// different owner is the validating webhook's to refuse). Runs after [`operations`], so `/spec`
+/// exists by then.
+pub fn owner_operations(request: &Request<'_>, spec: Option<&SetFields>) -> Vec<PatchOperation> {
+    let set = |field: &str| spec.is_some_and(|s| s.contains(field));
+    let mut ops = Vec::new();
+    match request.operation {
+        Operation::Create => {
+            let user = &request.user_info;
+            if user.username.is_empty() {
+                return ops;
+            }
+            ops.push(add(&["spec", "owner"], json!(user.username)));
+            match user.uid() {
+                Some(uid) => ops.push(add(&["spec", "ownerUID"], json!(uid))),
+                None if set("ownerUID") => ops.push(PatchOperation::Remove(RemoveOperation {
+                    path: PointerBuf::from_tokens(["spec", "ownerUID"]),
+                })),
+                None => {}
+            }
+        }
+        Operation::Update => {
+            let old = request.old_object.as_ref().and_then(|o| o.spec().ok().flatten()).unwrap_or_default();
+            if let Some(owner) = old.owner.filter(|_| !set("owner")) {
+                ops.push(add(&["spec", "owner"], json!(owner)));
+            }
+            if let Some(uid) = old.owner_uid.filter(|_| !set("ownerUID")) {
+                ops.push(add(&["spec", "ownerUID"], json!(uid)));
+            }
+        }
+        Operation::Delete | Operation::Connect => {}
+    }
+    ops
+}
+
+/// `defaults` followed by `more`, as one patch; `None` when both are empty.
+fn combined(defaults: Option<&'static EncodedPatch>, more: Vec<PatchOperation>) -> Option<Cow<'static, EncodedPatch>> {
+    if more.is_empty() {
+        return defaults.map(Cow::Borrowed);
+    }
+    // A Vec of plain JSON values always serializes.
+    let more = serde_json::to_vec(&Patch(more)).unwrap_or_default();
+    let json = match defaults {
+        // `[a,b]` and `[c]` make `[a,b,c]`.
+        Some(defaults) => [&defaults.json[..defaults.json.len() - 1], b",", &more[1..]].concat(),
+        None => more,
+    };
+    Some(Cow::Owned(EncodedPatch::new(json)))
+}
+
+/// The mutating webhook: defaults, the finalizer and the owner, as a JSON Patch (or no patch).
+/// It reads only which spec fields are set: a value of the wrong type is left for the schema
+/// check that follows mutation (and for the validating webhook) to name.
 pub fn mutate<'a>(request: &Request<'a>) -> Response<'a> {
     let allowed = Response::allow(request);
     if !matches!(request.operation, Operation::Create | Operation::Update) || request.sub_resource.is_some() {
@@ -163,7 +219,8 @@ pub fn mutate<'a>(request: &Request<'a>) -> Response<'a> {
         Ok(spec) => spec,
         Err(reason) => return Response::invalid(request, reason),
     };
-    match patch_for(&Needs::of(object, spec.as_ref())) {
+    let owner = owner_operations(request, spec.as_ref());
+    match combined(patch_for(&Needs::of(object, spec.as_ref())), owner) {
         Some(patch) => allowed.with_patch(patch),
         None => allowed,
     }

@@ -76,6 +76,18 @@ pub struct Request<'a> {
     pub sub_resource: Option<Cow<'a, str>>,
     /// What the request does.
     pub operation: Operation,
+    /// The object's name (for CONNECT, the pod's; empty on a CREATE with `generateName`).
+    #[serde(default, borrow)]
+    pub name: Cow<'a, str>,
+    /// The object's namespace.
+    #[serde(default, borrow)]
+    pub namespace: Cow<'a, str>,
+    /// Who is asking, as the apiserver authenticated them.
+    #[serde(default, borrow)]
+    pub user_info: UserInfo<'a>,
+    /// Whether the request is a dry run (nothing it leads to may be recorded).
+    #[serde(default)]
+    pub dry_run: Option<bool>,
     /// The object as it will be (absent for DELETE).
     #[serde(default, borrow)]
     pub object: Option<Object<'a>>,
@@ -102,10 +114,37 @@ impl<'a> Request<'a> {
         self.sub_resource.as_deref() == Some("scale") && self.kind.kind == "Scale"
     }
 
-    fn describe_kind(&self) -> String {
+    /// `group/version Kind (subresource s)`, for messages.
+    pub(crate) fn describe_kind(&self) -> String {
         let k = &self.kind;
         let sub = self.sub_resource.as_deref().map(|s| format!(" (subresource {s})")).unwrap_or_default();
         format!("{}/{} {}{sub}", k.group, k.version, k.kind)
+    }
+}
+
+/// `request.userInfo`: the requester as the apiserver authenticated (or impersonated) them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct UserInfo<'a> {
+    /// The user name (`alice@example.com`, `system:serviceaccount:team:ci`).
+    #[serde(default, borrow)]
+    pub username: Cow<'a, str>,
+    /// The uid the authenticator gave, if any (none for client certificates).
+    #[serde(default, borrow)]
+    pub uid: Option<Cow<'a, str>>,
+    /// The user's groups.
+    #[serde(default, borrow)]
+    pub groups: Vec<Cow<'a, str>>,
+}
+
+impl UserInfo<'_> {
+    /// The uid, if the authenticator gave a non-empty one.
+    pub fn uid(&self) -> Option<&str> {
+        self.uid.as_deref().filter(|u| !u.is_empty())
+    }
+
+    /// Whether the user is in `group`.
+    pub fn in_group(&self, group: &str) -> bool {
+        self.groups.iter().any(|g| g == group)
     }
 }
 

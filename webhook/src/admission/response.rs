@@ -9,9 +9,9 @@ use serde_json::value::RawValue;
 
 use super::request::{REVIEW_API_VERSION, REVIEW_KIND, Request};
 
-/// A JSON Patch encoded for an answer, once: the mutating webhook reuses each one for every
-/// request that needs it.
-#[derive(Debug)]
+/// A JSON Patch encoded for an answer: the defaults are encoded once and reused for every
+/// request that needs them; a patch that names the requester is encoded per request.
+#[derive(Debug, Clone)]
 pub struct EncodedPatch {
     /// The RFC 6902 JSON Patch.
     pub json: Vec<u8>,
@@ -57,7 +57,7 @@ pub struct Response<'a> {
     /// Set when the request is refused.
     pub status: Option<Status>,
     /// The JSON Patch to apply (mutating webhook only).
-    pub patch: Option<&'static EncodedPatch>,
+    pub patch: Option<Cow<'static, EncodedPatch>>,
     /// Shown by kubectl as `Warning: …`.
     pub warnings: Vec<String>,
 }
@@ -84,7 +84,7 @@ impl<'a> Response<'a> {
     }
 
     /// The same answer, carrying `patch`.
-    pub fn with_patch(mut self, patch: &'static EncodedPatch) -> Self {
+    pub fn with_patch(mut self, patch: Cow<'static, EncodedPatch>) -> Self {
         self.patch = Some(patch);
         self
     }
@@ -100,12 +100,12 @@ impl<'a> Response<'a> {
             // Nearly every answer: an allow, perhaps with a patch, for a UUID. Written directly
             // into a buffer of exactly its size (so it becomes the response body without another
             // allocation); a test holds it byte for byte to what the serializer writes.
-            let patch_len = self.patch.map_or(0, |p| PATCH_FIELDS.len() + p.base64_json.get().len());
+            let patch_len = self.patch.as_ref().map_or(0, |p| PATCH_FIELDS.len() + p.base64_json.get().len());
             let mut out = Vec::with_capacity(ALLOW_PREFIX.len() + self.uid.len() + ALLOWED.len() + patch_len + 2);
             out.extend_from_slice(ALLOW_PREFIX);
             out.extend_from_slice(self.uid.as_bytes());
             out.extend_from_slice(ALLOWED);
-            if let Some(patch) = self.patch {
+            if let Some(patch) = &self.patch {
                 out.extend_from_slice(PATCH_FIELDS);
                 out.extend_from_slice(patch.base64_json.get().as_bytes());
             }
@@ -157,7 +157,7 @@ impl Serialize for Response<'_> {
             Some(status) => r.serialize_field("status", &WireStatus(status))?,
             None => r.skip_field("status")?,
         }
-        match self.patch {
+        match &self.patch {
             Some(patch) => {
                 r.serialize_field("patchType", "JSONPatch")?;
                 r.serialize_field("patch", &patch.base64_json)?;
@@ -200,8 +200,8 @@ mod tests {
             br#"[{"op":"add","path":"/spec/size","value":1},{"op":"add","path":"/metadata/finalizers/-","value":"myownshell.io/finalizer"}]"#.to_vec(),
         )));
         for uid in ["705ab4f5-6393-11e8-b7cc-42010a800002", "", "a.b_c:d"] {
-            for patch in [None, Some(patch)] {
-                let response = Response { patch, ..Response::allow_uid(uid.into()) };
+            for patch in [None, Some(Cow::Borrowed(patch))] {
+                let response = Response { patch: patch.clone(), ..Response::allow_uid(uid.into()) };
                 let mut via_serde = Vec::new();
                 response.write_with_serde(&mut via_serde);
                 let direct = response.to_review_json();

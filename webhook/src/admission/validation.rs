@@ -1,26 +1,32 @@
 //! The validating webhook: every rule a spec must meet, each denial naming the field, the rule
-//! and the value; warnings for values that pass but are risky.
+//! and the value; who may change a spec ([`super::ownership`]); warnings for values that pass but
+//! are risky.
 
 use myownshell_api::MyOwnShellSpec;
 
+use super::ownership;
 use super::problem::Problem;
 use super::request::{Operation, Request};
 use super::resources;
 use super::response::Response;
+use super::sharing;
 use crate::image;
+use crate::shell_index::ShellIndex;
 
-/// The operator's admission settings (`--max-size`, `--allowed-registries`).
+/// The operator's admission settings (`--max-size`, `--allowed-registries`, `--admin-groups`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// Largest `spec.size` admitted.
     pub max_size: i32,
     /// Registries or repository prefixes images may come from; empty means any.
     pub allowed_registries: Vec<String>,
+    /// Groups whose members may change any shell's spec, besides its owner.
+    pub admin_groups: Vec<String>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { max_size: 50, allowed_registries: Vec::new() }
+        Self { max_size: 50, allowed_registries: Vec::new(), admin_groups: vec!["system:masters".to_owned()] }
     }
 }
 
@@ -95,6 +101,9 @@ fn examine(spec: &MyOwnShellSpec, policy: &Policy) -> (Vec<Problem>, Option<Stri
     if let Some(resources) = &spec.resources {
         resources::check(resources.requests.as_ref(), resources.limits.as_ref(), &mut problems);
     }
+    if let Some(shared) = &spec.shared_with {
+        sharing::check(shared, &mut problems);
+    }
     (problems, warning)
 }
 
@@ -103,10 +112,14 @@ pub fn check_spec(spec: &MyOwnShellSpec, policy: &Policy) -> Vec<Problem> {
     examine(spec, policy).0
 }
 
-/// Admission warnings for values that pass but are risky.
-pub fn warnings(spec: &MyOwnShellSpec) -> Vec<String> {
-    let Some(reference) = &spec.image else { return Vec::new() };
-    image::parse(reference).ok().and_then(|parsed| image_warning(reference, &parsed)).into_iter().collect()
+/// Admission warnings for values that pass but are risky: a moving image tag, a share wider
+/// than it seems (in `namespace`).
+pub fn warnings(spec: &MyOwnShellSpec, namespace: &str) -> Vec<String> {
+    let image = spec
+        .image
+        .as_ref()
+        .and_then(|reference| image::parse(reference).ok().and_then(|parsed| image_warning(reference, &parsed)));
+    image.into_iter().chain(sharing::warnings(spec, namespace)).collect()
 }
 
 fn deny<'a>(request: &Request<'a>, problems: &[Problem]) -> Response<'a> {
@@ -130,12 +143,12 @@ fn leaves_a_deleting_spec_alone(request: &Request<'_>) -> bool {
 /// On UPDATE only fields that change are held to the rules ("ratcheting"): an object that
 /// became invalid because the policy tightened (say `--max-size` lowered) can still get its
 /// finalizer removed or its labels changed, and fixing one field is not blocked by another.
-pub fn validate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
+pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex) -> Response<'a> {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return Response::allow(request);
     }
     if request.is_scale() {
-        return validate_scale(request, policy);
+        return validate_scale(request, policy, shells);
     }
     let object = match request.shell_object() {
         Ok(object) => object,
@@ -148,17 +161,23 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
         Ok(spec) => spec.unwrap_or_default(),
         Err(reason) => return Response::invalid(request, reason),
     };
-    let (mut problems, warning) = examine(&spec, policy);
-    if request.operation == Operation::Update
-        && !problems.is_empty()
-        && let Some(old) = request.old_object.as_ref().and_then(|o| o.spec().ok())
+    let old = match request.operation {
+        Operation::Update => request.old_object.as_ref().and_then(|o| o.spec().ok()).map(Option::unwrap_or_default),
+        _ => None,
+    };
+    if let Some(old) = &old
+        && let Some(message) = ownership::refusal(old, &spec, &request.user_info, &policy.admin_groups)
     {
-        let old = old.unwrap_or_default();
+        return ownership::forbid(request, message);
+    }
+    let (mut problems, image_warning) = examine(&spec, policy);
+    if let Some(old) = old.as_ref().filter(|_| !problems.is_empty()) {
         let unchanged = |top: &str| match top {
             "size" => spec.size == old.size,
             "image" => spec.image == old.image,
             "command" => spec.command == old.command,
             "resources" => spec.resources == old.resources,
+            "sharedWith" => spec.shared_with == old.shared_with,
             _ => false,
         };
         problems.retain(|p| !unchanged(p.top));
@@ -167,15 +186,21 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
         return deny(request, &problems);
     }
     let mut response = Response::allow(request);
-    response.warnings.extend(warning);
+    response.warnings.extend(image_warning);
+    response.warnings.extend(sharing::warnings(&spec, &request.namespace));
     response
 }
 
-/// `kubectl scale`: an `autoscaling/v1` `Scale` whose `spec.replicas` becomes `spec.size`.
-fn validate_scale<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
+/// `kubectl scale`: an `autoscaling/v1` `Scale` whose `spec.replicas` becomes `spec.size`, by
+/// the shell's owner (the `Scale` does not say whose it is: `shells` does).
+fn validate_scale<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex) -> Response<'a> {
     let Some(object) = &request.object else {
         return Response::invalid(request, "the request has no object".into());
     };
+    let shell = shells.get(&request.namespace, &request.name);
+    if let Some(message) = ownership::scale_refusal(shell.as_deref(), &request.user_info, &policy.admin_groups) {
+        return ownership::forbid(request, message);
+    }
     let replicas = match object.scale_spec() {
         Ok(spec) => spec.replicas,
         Err(reason) => return Response::invalid(request, reason),

@@ -1,7 +1,8 @@
 //! What `cargo xtask dev` puts into its control plane before starting the binaries: the
 //! namespace and RBAC from `config/default` (so each binary runs as its own ServiceAccount, with
 //! exactly the production permissions), the webhook configurations pointed at the local webhook,
-//! and a ServiceAccount bound to `metrics-reader` whose token reads the metrics.
+//! the admission policies (who may get into a shell), and a ServiceAccount bound to
+//! `metrics-reader` whose token reads the metrics.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,7 @@ const METRICS_READER_ROLE: &str = "myownshell-metrics-reader";
 const TOKEN_SECONDS: i64 = 86_400;
 const RBAC_KINDS: [&str; 6] =
     ["Namespace", "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"];
+const POLICY_KINDS: [&str; 2] = ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"];
 
 /// Credentials written for the run.
 pub struct Identities {
@@ -69,6 +71,9 @@ pub async fn install(cp: &ControlPlane, state_dir: &Path, webhook_port: u16) -> 
         .map(|o| local_webhook_configuration(o.clone(), webhook_port))
         .collect::<anyhow::Result<Vec<_>>>()?;
     kubectl_apply(cp, &webhooks.iter().collect::<Vec<_>>()).await.context("installing webhook configurations")?;
+    let policies: Vec<&Value> =
+        objects.iter().filter(|o| POLICY_KINDS.contains(&o["kind"].as_str().unwrap_or_default())).collect();
+    kubectl_apply(cp, &policies).await.context("installing the admission policies")?;
 
     let admin = cp.client()?;
     let kubeconfig_for = |sa: &str| -> anyhow::Result<PathBuf> { Ok(state_dir.join(format!("{sa}.kubeconfig"))) };

@@ -1,4 +1,5 @@
-//! The mutating webhook ([`super::super::defaulting`]): defaults and the finalizer as a JSON Patch.
+//! The mutating webhook ([`super::super::defaulting`]): defaults, the finalizer and the owner as
+//! a JSON Patch.
 
 use myownshell_api::{defaults, names};
 use serde_json::{Value, json};
@@ -33,6 +34,7 @@ fn mutation_fills_exactly_what_is_missing() {
         assert_eq!(spec["command"], pick("command", json!(defaults::command())), "{what}");
         assert_eq!(spec["resources"], pick("resources", defaults_resources.clone()), "{what}");
         assert_eq!(patched["metadata"]["finalizers"], json!([names::FINALIZER]), "{what}");
+        assert_eq!(spec["owner"], json!("admin"), "{what}: the requester owns it");
         // Nothing else changed.
         let mut rest = patched.clone();
         let mut orig = object.clone();
@@ -49,13 +51,97 @@ fn mutation_patch_is_minimal_and_ordered() {
     let response = mutate(&request("CREATE", shell(json!({"size": 2, "image": "busybox:1"})), Value::Null));
     let ops: Value = serde_json::from_slice(&response.patch.unwrap().json).unwrap();
     let paths: Vec<&str> = ops.as_array().unwrap().iter().map(|o| o["path"].as_str().unwrap()).collect();
-    assert_eq!(paths, ["/spec/command", "/spec/resources", "/metadata/finalizers"]);
+    assert_eq!(paths, ["/spec/command", "/spec/resources", "/metadata/finalizers", "/spec/owner"]);
     assert!(ops.as_array().unwrap().iter().all(|o| o["op"] == "add"));
 
     // No spec: the parent is created first.
     let response = mutate(&request("CREATE", json!({"metadata": {"name": "x"}}), Value::Null));
     let ops: Value = serde_json::from_slice(&response.patch.unwrap().json).unwrap();
     assert_eq!(ops[0], json!({"op": "add", "path": "/spec", "value": {}}));
+}
+
+/// An AdmissionReview body of `operation` by `user` (with `uid`, if any).
+fn by(user: &str, uid: Option<&str>, operation: &str, object: Value, old: Value) -> Request<'static> {
+    let mut review: Value = serde_json::from_slice(&body(operation, object, old, None)).unwrap();
+    review["request"]["userInfo"] = json!({"username": user, "groups": ["system:authenticated"]});
+    if let Some(uid) = uid {
+        review["request"]["userInfo"]["uid"] = json!(uid);
+    }
+    decode(Box::leak(serde_json::to_vec(&review).unwrap().into_boxed_slice())).unwrap()
+}
+
+#[test]
+fn the_owner_is_the_requester() {
+    let spec_with = |extra: Value| {
+        let mut spec = full_spec();
+        spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        shell(spec)
+    };
+    let owned = |owner: &str, uid: Option<&str>| match uid {
+        Some(uid) => spec_with(json!({"owner": owner, "ownerUID": uid})),
+        None => spec_with(json!({"owner": owner})),
+    };
+    // (what, the request, spec.owner and spec.ownerUID after mutation)
+    type Case = (&'static str, Request<'static>, Option<&'static str>, Option<&'static str>);
+    let cases: Vec<Case> = vec![
+        ("create", by("alice", None, "CREATE", shell(full_spec()), Value::Null), Some("alice"), None),
+        (
+            "create with a uid",
+            by("alice", Some("u-1"), "CREATE", shell(full_spec()), Value::Null),
+            Some("alice"),
+            Some("u-1"),
+        ),
+        ("a spoofed create", by("bob", None, "CREATE", owned("alice", Some("u-1")), Value::Null), Some("bob"), None),
+        (
+            "a spoofed create with a uid",
+            by("bob", Some("u-2"), "CREATE", owned("alice", Some("u-1")), Value::Null),
+            Some("bob"),
+            Some("u-2"),
+        ),
+        (
+            "no spec at all",
+            by("alice", None, "CREATE", json!({"metadata": {"name": "x"}}), Value::Null),
+            Some("alice"),
+            None,
+        ),
+        (
+            "an update keeps the owner",
+            by("bob", None, "UPDATE", owned("alice", Some("u-1")), owned("alice", Some("u-1"))),
+            Some("alice"),
+            Some("u-1"),
+        ),
+        (
+            "an update that dropped it gets it back",
+            by("bob", None, "UPDATE", shell(full_spec()), owned("alice", Some("u-1"))),
+            Some("alice"),
+            Some("u-1"),
+        ),
+        (
+            "an update that changes it is the validating webhook's",
+            by("bob", None, "UPDATE", owned("bob", None), owned("alice", None)),
+            Some("bob"),
+            None,
+        ),
+        (
+            "an old shell stays unowned",
+            by("bob", Some("u-2"), "UPDATE", shell(full_spec()), shell(full_spec())),
+            None,
+            None,
+        ),
+    ];
+    for (what, request, owner, uid) in cases {
+        let object =
+            request.object.as_ref().map(|o| serde_json::from_str::<Value>(o.raw_spec().unwrap_or("{}")).unwrap());
+        let response = mutate(&request);
+        assert!(response.allowed, "{what}");
+        let mut doc = json!({"metadata": {}, "spec": object.unwrap_or(Value::Null)});
+        if doc["spec"].is_null() {
+            doc.as_object_mut().unwrap().remove("spec");
+        }
+        let patched = apply_patch(&doc, &response);
+        assert_eq!(patched["spec"]["owner"].as_str(), owner, "{what}");
+        assert_eq!(patched["spec"]["ownerUID"].as_str(), uid, "{what}");
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Table tests of the admission functions, on AdmissionReview JSON shaped like the apiserver's:
 //! one file per module under test, sharing the helpers below.
 
+mod connect;
 mod defaulting;
 mod review;
 mod spec;
@@ -9,6 +10,13 @@ mod validation;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::shell_index::ShellIndex;
+
+/// An index that knows no shell (the MyOwnShell webhooks consult it only for `kubectl scale`).
+fn no_shells() -> &'static ShellIndex {
+    static NONE: std::sync::LazyLock<ShellIndex> = std::sync::LazyLock::new(|| ShellIndex::of([]));
+    &NONE
+}
 
 /// An AdmissionReview body as kube-apiserver sends it.
 pub(crate) fn body(operation: &str, object: Value, old: Value, sub_resource: Option<&str>) -> Vec<u8> {
@@ -47,7 +55,7 @@ fn request(operation: &str, object: Value, old: Value) -> Request<'static> {
 
 fn apply_patch(object: &Value, response: &Response<'_>) -> Value {
     let mut doc = object.clone();
-    if let Some(patch) = response.patch {
+    if let Some(patch) = &response.patch {
         let patch: json_patch::Patch = serde_json::from_slice(&patch.json).unwrap();
         json_patch::patch(&mut doc, &patch).unwrap();
     }

@@ -7,7 +7,7 @@ use super::*;
 
 #[test]
 fn bad_input_gets_a_plain_reason() {
-    let bad_request = |b: &[u8]| match review(Webhook::Validate, b, &Policy::default()) {
+    let bad_request = |b: &[u8]| match review(Webhook::Validate, b, &Policy::default(), no_shells()) {
         Answer::BadRequest(reason) => reason,
         other => panic!("{other:?}"),
     };
@@ -28,7 +28,7 @@ fn bad_input_gets_a_plain_reason() {
     // (code 400); the mutating one fills only what is unset and leaves the bad value for the
     // schema check that follows mutation.
     let undecodable = body("CREATE", shell(json!({"size": "three"})), Value::Null, None);
-    match review(Webhook::Validate, &undecodable, &Policy::default()) {
+    match review(Webhook::Validate, &undecodable, &Policy::default(), no_shells()) {
         Answer::Review { response, outcome, .. } => {
             assert!(!response.allowed);
             assert_eq!(outcome, Outcome::Invalid);
@@ -37,7 +37,7 @@ fn bad_input_gets_a_plain_reason() {
         }
         other => panic!("{other:?}"),
     }
-    match review(Webhook::Mutate, &undecodable, &Policy::default()) {
+    match review(Webhook::Mutate, &undecodable, &Policy::default(), no_shells()) {
         Answer::Review { response, outcome, .. } => {
             assert_eq!(outcome, Outcome::Patched);
             let patched = apply_patch(&shell(json!({"size": "three"})), &response);
@@ -50,7 +50,7 @@ fn bad_input_gets_a_plain_reason() {
         // Broken request fields (operation unknown) with a uid: denied too.
         let mut v: Value = serde_json::from_slice(&body("CREATE", shell(json!({})), Value::Null, None)).unwrap();
         v["request"]["operation"] = json!("EXPLODE");
-        match review(webhook, &serde_json::to_vec(&v).unwrap(), &Policy::default()) {
+        match review(webhook, &serde_json::to_vec(&v).unwrap(), &Policy::default(), no_shells()) {
             Answer::Review { response, .. } => assert!(!response.allowed),
             other => panic!("{other:?}"),
         }
@@ -60,8 +60,8 @@ fn bad_input_gets_a_plain_reason() {
 #[test]
 fn review_answers_carry_uid_type_and_outcome() {
     let b = body("CREATE", shell(json!({})), Value::Null, None);
-    let answer = review(Webhook::Mutate, &b, &Policy::default());
-    let Answer::Review { response, operation, outcome } = answer else { panic!() };
+    let answer = review(Webhook::Mutate, &b, &Policy::default(), no_shells());
+    let Answer::Review { response, operation, outcome, .. } = answer else { panic!() };
     assert_eq!((operation, outcome), (Some(Operation::Create), Outcome::Patched));
     let json: Value = serde_json::from_slice(&response.to_review_json()).unwrap();
     assert_eq!(json["apiVersion"], "admission.k8s.io/v1");
@@ -112,7 +112,7 @@ mod no_panics {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
             for webhook in [Webhook::Mutate, Webhook::Validate] {
-                let _ = review(webhook, &bytes, &Policy::default());
+                let _ = review(webhook, &bytes, &Policy::default(), no_shells());
             }
         }
 
@@ -122,7 +122,7 @@ mod no_panics {
             let object = if scale { json!({"spec": {"replicas": spec.clone()}}) } else { shell(spec.clone()) };
             let b = body(op, object.clone(), object.clone(), sub);
             for webhook in [Webhook::Mutate, Webhook::Validate] {
-                let _ = review(webhook, &b, &Policy::default());
+                let _ = review(webhook, &b, &Policy::default(), no_shells());
             }
             // Whatever the mutating webhook returns applies cleanly, and a spec that decoded
             // comes out complete.
@@ -148,7 +148,7 @@ mod no_panics {
     fn the_defaults_themselves_validate() {
         let req = request("CREATE", shell(json!({})), Value::Null);
         let patched = apply_patch(&shell(json!({})), &mutate(&req));
-        let response = validate(&request("CREATE", patched, Value::Null), &Policy::default());
+        let response = validate(&request("CREATE", patched, Value::Null), &Policy::default(), no_shells());
         assert!(response.allowed, "{}", response.message());
         assert!(response.warnings.is_empty(), "the default image is pinned");
     }
@@ -178,7 +178,8 @@ fn answers_read_back_as_kubes_admission_review() {
     let patch = base64::engine::general_purpose::STANDARD.decode(wire["response"]["patch"].as_str().unwrap()).unwrap();
     assert_eq!(patch, patched.patch.unwrap().json, "base64 of the JSON Patch");
 
-    let denied = validate(&request("CREATE", shell(json!({"size": 500})), Value::Null), &Policy::default());
+    let denied =
+        validate(&request("CREATE", shell(json!({"size": 500})), Value::Null), &Policy::default(), no_shells());
     let theirs = read(&denied);
     assert!(!theirs.allowed);
     assert_eq!((theirs.result.code, theirs.result.reason.as_str()), (422, "Invalid"));
@@ -187,7 +188,8 @@ fn answers_read_back_as_kubes_admission_review() {
 
     // (kube's type wants a `status` in every answer; the apiserver does not, so allowed answers
     // leave it out and are checked as JSON.)
-    let warned = validate(&request("CREATE", shell(json!({"image": "busybox"})), Value::Null), &Policy::default());
+    let warned =
+        validate(&request("CREATE", shell(json!({"image": "busybox"})), Value::Null), &Policy::default(), no_shells());
     let wire: Value = serde_json::from_slice(&warned.to_review_json()).unwrap();
     assert_eq!(wire["response"]["warnings"], json!(warned.warnings));
     assert!(!warned.warnings.is_empty());

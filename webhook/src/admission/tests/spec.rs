@@ -13,15 +13,18 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
     let mut in_crd: Vec<&str> = properties.keys().map(String::as_str).collect();
     in_crd.sort_unstable();
 
-    // Mutating an empty spec fills exactly the fields of the CRD.
+    // Mutating an empty spec fills exactly the fields of the CRD, but those left unset on purpose:
+    // a shell is shared with nobody, and the uid comes only from an authenticator that gives one.
     let patched = apply_patch(&shell(json!({})), &mutate(&request("CREATE", shell(json!({})), Value::Null)));
     let mut defaulted: Vec<&str> = patched["spec"].as_object().unwrap().keys().map(String::as_str).collect();
+    defaulted.extend(["ownerUID", "sharedWith"]);
     defaulted.sort_unstable();
     assert_eq!(defaulted, in_crd, "a field added to MyOwnShellSpec must get a default from admission too");
 
     // A value of the wrong type in any of them is named, with what the field must be.
     for field in &in_crd {
-        let response = validate(&request("CREATE", shell(json!({*field: true})), Value::Null), &Policy::default());
+        let response =
+            validate(&request("CREATE", shell(json!({*field: true})), Value::Null), &Policy::default(), no_shells());
         let want = format!("spec does not decode: spec.{field}: must be ");
         assert!(response.message().starts_with(&want), "{field}: {}", response.message());
     }
@@ -32,6 +35,12 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
         image: Some("busybox:1".into()),
         command: Some(vec!["sh".into()]),
         resources: Some(defaults::resources()),
+        owner: Some("alice".into()),
+        owner_uid: Some("u-1".into()),
+        shared_with: Some(myownshell_api::SharedWith {
+            users: Some(vec!["bob".into()]),
+            groups: Some(vec!["devs".into()]),
+        }),
     };
     let read = request("CREATE", shell(serde_json::to_value(&full).unwrap()), Value::Null);
     assert_eq!(read.object.unwrap().spec().unwrap(), Some(full));
@@ -72,7 +81,7 @@ fn a_spec_that_does_not_decode_is_denied_naming_the_field_and_let_through_by_mut
     ];
     for (spec, want) in cases {
         let req = request("CREATE", shell(spec.clone()), Value::Null);
-        let denied = validate(&req, &Policy::default());
+        let denied = validate(&req, &Policy::default(), no_shells());
         assert!(!denied.allowed, "{spec}");
         assert_eq!(code(&denied), 400, "{spec}");
         assert_eq!(denied.message(), format!("spec does not decode: {want}"), "{spec}");
@@ -93,7 +102,7 @@ fn a_spec_that_is_not_an_object_is_refused_by_both_webhooks() {
         [(json!([]), "an array"), (json!("x"), "a string"), (json!(3), "a number"), (json!(true), "a boolean")]
     {
         let req = request("CREATE", shell(spec.clone()), Value::Null);
-        for response in [mutate(&req), validate(&req, &Policy::default())] {
+        for response in [mutate(&req), validate(&req, &Policy::default(), no_shells())] {
             assert!(!response.allowed, "{spec}");
             assert_eq!(code(&response), 400);
             assert_eq!(response.message(), format!("spec does not decode: expected an object, got {kind}"));
@@ -107,7 +116,7 @@ fn strings_with_escapes_decode_like_plain_ones() {
     let escaped = br#"{"apiVersion":"admission.k8s.io\/v1","kind":"AdmissionReview","request":{"uid":"u\u0031","kind":{"group":"myownshell.io","version":"v1alpha1","kind":"MyOwnShell"},"operation":"CREATE","object":{"metadata":{"finalizers":["myownshell.io\/finalizer"]},"spec":{"size":60,"image":"busybox:1\u002e2","resources":{"limits":{"cpu":"1\u0030"}}}}}}"#;
     let req = decode(escaped).unwrap();
     assert_eq!(req.uid, "u1");
-    let response = validate(&req, &Policy::default());
+    let response = validate(&req, &Policy::default(), no_shells());
     assert_eq!(response.message(), "spec.size: must be between 0 and 50, got 60");
     let spec = req.object.as_ref().unwrap().spec().unwrap().unwrap();
     assert_eq!(spec.image.as_deref(), Some("busybox:1.2"));

@@ -7,7 +7,7 @@ use super::*;
 
 #[test]
 fn validation_table() {
-    let policy = Policy { max_size: 50, allowed_registries: vec![] };
+    let policy = Policy { max_size: 50, allowed_registries: vec![], ..Policy::default() };
     let digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
     let ok: &[Value] = &[
         json!({}),
@@ -20,7 +20,7 @@ fn validation_table() {
         json!({"resources": {"limits": {"example.com/dongle": "1", "hugepages-2Mi": "4Mi", "memory": "64Mi"}}}),
     ];
     for spec in ok {
-        let response = validate(&request("CREATE", shell(spec.clone()), Value::Null), &policy);
+        let response = validate(&request("CREATE", shell(spec.clone()), Value::Null), &policy, no_shells());
         assert!(response.allowed, "{spec}: {}", response.message());
     }
     let bad: &[(Value, &str)] = &[
@@ -57,7 +57,7 @@ fn validation_table() {
         (json!({"resources": {"limits": {"cpus": "1"}}}), "spec.resources.limits[cpus]: must be cpu, memory"),
     ];
     for (spec, want) in bad {
-        let response = validate(&request("CREATE", shell(spec.clone()), Value::Null), &policy);
+        let response = validate(&request("CREATE", shell(spec.clone()), Value::Null), &policy, no_shells());
         assert!(!response.allowed, "{spec} was allowed");
         assert!(response.message().starts_with(want), "{spec}: {}", response.message());
         assert_eq!(code(&response), 422);
@@ -90,7 +90,8 @@ fn resources_follow_the_apiservers_rules_for_containers() {
         json!({"limits": {"a.b-c.example.com/x_y.z": "1"}}),
     ];
     for resources in ok {
-        let response = validate(&request("CREATE", shell(json!({"resources": resources})), Value::Null), &policy);
+        let response =
+            validate(&request("CREATE", shell(json!({"resources": resources})), Value::Null), &policy, no_shells());
         assert!(response.allowed, "{resources}: {}", response.message());
     }
     let long_domain = format!("{}.com/gpu", "a".repeat(241));
@@ -167,7 +168,8 @@ fn resources_follow_the_apiservers_rules_for_containers() {
         ),
     ];
     for (resources, want) in bad {
-        let response = validate(&request("CREATE", shell(json!({"resources": resources})), Value::Null), &policy);
+        let response =
+            validate(&request("CREATE", shell(json!({"resources": resources})), Value::Null), &policy, no_shells());
         assert!(!response.allowed, "{resources} was allowed");
         assert!(response.message().contains(want), "{resources}:\n got {}\nwant {want}", response.message());
         assert_eq!(code(&response), 422);
@@ -178,14 +180,18 @@ fn resources_follow_the_apiservers_rules_for_containers() {
 fn several_problems_are_reported_together() {
     let policy = Policy::default();
     let spec = json!({"size": 99, "image": "UPPER", "command": [""], "resources": {"requests": {"cpu": "3"}, "limits": {"cpu": "2"}}});
-    let response = validate(&request("CREATE", shell(spec), Value::Null), &policy);
+    let response = validate(&request("CREATE", shell(spec), Value::Null), &policy, no_shells());
     let fields: Vec<&str> = response.message().split("; ").map(|p| p.split(':').next().unwrap()).collect();
     assert_eq!(fields, ["spec.size", "spec.image", "spec.command[0]", "spec.resources.requests[cpu]"]);
 }
 
 #[test]
 fn allowed_registries() {
-    let policy = Policy { max_size: 50, allowed_registries: vec!["docker.io".into(), "ghcr.io/my-org".into()] };
+    let policy = Policy {
+        max_size: 50,
+        allowed_registries: vec!["docker.io".into(), "ghcr.io/my-org".into()],
+        ..Policy::default()
+    };
     for (image, allowed) in [
         ("busybox:1.37.0", true),
         ("docker.io/library/busybox:1", true),
@@ -193,7 +199,7 @@ fn allowed_registries() {
         ("ghcr.io/other/shell:1", false),
         ("quay.io/shell:1", false),
     ] {
-        let response = validate(&request("CREATE", shell(json!({"image": image})), Value::Null), &policy);
+        let response = validate(&request("CREATE", shell(json!({"image": image})), Value::Null), &policy, no_shells());
         assert_eq!(response.allowed, allowed, "{image}: {}", response.message());
         if !allowed {
             assert!(response.message().contains("must come from an allowed registry (docker.io, ghcr.io/my-org)"));
@@ -209,7 +215,8 @@ fn moving_tags_pass_with_a_warning() {
         ("busybox:1.37.0", false),
         ("busybox:latest@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", false),
     ] {
-        let response = validate(&request("CREATE", shell(json!({"image": image})), Value::Null), &Policy::default());
+        let response =
+            validate(&request("CREATE", shell(json!({"image": image})), Value::Null), &Policy::default(), no_shells());
         assert!(response.allowed, "{image}");
         let w = response.warnings;
         assert_eq!(!w.is_empty(), warned, "{image}: {w:?}");
@@ -226,12 +233,18 @@ fn updates_only_answer_for_what_changes() {
     // Size was fine under an older policy; a label change still passes.
     let mut relabelled = old.clone();
     relabelled["metadata"]["labels"] = json!({"team": "a"});
-    assert!(validate(&request("UPDATE", relabelled, old.clone()), &strict).allowed);
+    assert!(validate(&request("UPDATE", relabelled, old.clone()), &strict, no_shells()).allowed);
     // Changing the image to a valid one passes too; changing size to another bad one does not.
     assert!(
-        validate(&request("UPDATE", shell(json!({"size": 10, "image": "busybox:2"})), old.clone()), &strict).allowed
+        validate(
+            &request("UPDATE", shell(json!({"size": 10, "image": "busybox:2"})), old.clone()),
+            &strict,
+            no_shells()
+        )
+        .allowed
     );
-    let bigger = validate(&request("UPDATE", shell(json!({"size": 11, "image": "busybox:1"})), old), &strict);
+    let bigger =
+        validate(&request("UPDATE", shell(json!({"size": 11, "image": "busybox:1"})), old), &strict, no_shells());
     assert!(!bigger.allowed);
     assert!(bigger.message().contains("must be between 0 and 5, got 11"));
 }
@@ -244,9 +257,9 @@ fn removing_finalizers_from_a_deleting_object_is_always_allowed() {
     old["metadata"]["finalizers"] = json!([names::FINALIZER, "other.io/x"]);
     let mut new = old.clone();
     new["metadata"]["finalizers"] = json!(["other.io/x"]);
-    assert!(validate(&request("UPDATE", new.clone(), old.clone()), &strict).allowed);
+    assert!(validate(&request("UPDATE", new.clone(), old.clone()), &strict, no_shells()).allowed);
     new["metadata"]["finalizers"] = json!([]);
-    assert!(validate(&request("UPDATE", new, old), &strict).allowed);
+    assert!(validate(&request("UPDATE", new, old), &strict, no_shells()).allowed);
 }
 
 #[test]
@@ -272,7 +285,7 @@ fn a_deleting_object_takes_any_metadata_change_but_its_spec_changes_are_validate
     // nothing about a spec can hold up a deletion.
     for old in [deleting(json!({"size": 10, "image": "BAD"})), deleting(json!({"size": "three"}))] {
         for change in [&relabel as &dyn Fn(&mut Value), &release] {
-            let response = validate(&request("UPDATE", with_metadata(&old, change), old.clone()), &policy);
+            let response = validate(&request("UPDATE", with_metadata(&old, change), old.clone()), &policy, no_shells());
             assert!(response.allowed, "{old}: {}", response.message());
         }
     }
@@ -285,20 +298,26 @@ fn a_deleting_object_takes_any_metadata_change_but_its_spec_changes_are_validate
             "spec.image: must be a valid image reference (contains whitespace)",
         ),
     ] {
-        let response = validate(&request("UPDATE", deleting(spec.clone()), old.clone()), &policy);
+        let response = validate(&request("UPDATE", deleting(spec.clone()), old.clone()), &policy, no_shells());
         assert!(!response.allowed && response.message().starts_with(want), "{spec}: {}", response.message());
     }
-    let fine = validate(&request("UPDATE", deleting(json!({"size": 2, "image": "busybox:1"})), old), &policy);
+    let fine =
+        validate(&request("UPDATE", deleting(json!({"size": 2, "image": "busybox:1"})), old), &policy, no_shells());
     assert!(fine.allowed, "{}", fine.message());
 }
 
 #[test]
 fn scale_subresource_is_checked_as_size() {
     let scale = |n: i64| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "x", "namespace": "ns"}, "spec": {"replicas": n}, "status": {"replicas": 1}});
+    // Shell ns/x belongs to the requester of `body` ("admin").
+    let shells = ShellIndex::of([(
+        "ns".to_owned(),
+        crate::access::ShellAccess { name: "x".into(), owner: Some("admin".into()), ..Default::default() },
+    )]);
     let run = |n: i64| {
         let b = body("UPDATE", scale(n), scale(1), Some("scale"));
         let req = decode(&b).unwrap();
-        let response = validate(&req, &Policy::default());
+        let response = validate(&req, &Policy::default(), &shells);
         (response.allowed, response.message().to_owned())
     };
     assert!(run(50).0);
@@ -306,9 +325,20 @@ fn scale_subresource_is_checked_as_size() {
     assert_eq!(run(500), (false, "spec.size: must be between 0 and 50, got 500".to_owned()));
     let (allowed, message) = run(i64::from(i32::MAX) + 1);
     assert!(!allowed && message.contains("spec.replicas must be a 32-bit integer, got 2147483648"), "{message}");
+    // Only the owner scales: someone else's shell, or one the webhook does not know yet.
+    let someone_elses = ShellIndex::of([(
+        "ns".to_owned(),
+        crate::access::ShellAccess { name: "x".into(), owner: Some("alice".into()), ..Default::default() },
+    )]);
+    let b = body("UPDATE", scale(2), scale(1), Some("scale"));
+    let response =
+        validate(&decode(&b).unwrap(), &Policy { admin_groups: vec![], ..Policy::default() }, &someone_elses);
+    assert_eq!(response.message(), "spec: only the shell's owner alice may change it, not admin");
+    let response = validate(&decode(&b).unwrap(), &Policy::default(), no_shells());
+    assert!(response.message().contains("try again"), "{}", response.message());
     // Not a number at all: named too.
     let b = body("UPDATE", json!({"spec": {"replicas": "x"}}), scale(1), Some("scale"));
-    let response = validate(&decode(&b).unwrap(), &Policy::default());
+    let response = validate(&decode(&b).unwrap(), &Policy::default(), &shells);
     assert_eq!(
         response.message(),
         r#"spec does not decode: spec.replicas: must be a 32-bit integer (invalid type: string "x", expected a JSON number)"#
@@ -328,16 +358,21 @@ fn quantities_may_be_numbers_as_the_schema_allows() {
             Value::Null,
         ),
         &policy,
+        no_shells(),
     );
     assert!(ok.allowed, "{}", ok.message());
     let bad = validate(
         &request("CREATE", shell(json!({"resources": {"requests": {"cpu": 2}, "limits": {"cpu": 1}}})), Value::Null),
         &policy,
+        no_shells(),
     );
     assert_eq!(bad.message(), "spec.resources.requests[cpu]: must be less than or equal to the limit \"1\", got \"2\"");
     // Not a quantity at all: named with its type.
-    let wrong =
-        validate(&request("CREATE", shell(json!({"resources": {"limits": {"cpu": true}}})), Value::Null), &policy);
+    let wrong = validate(
+        &request("CREATE", shell(json!({"resources": {"limits": {"cpu": true}}})), Value::Null),
+        &policy,
+        no_shells(),
+    );
     assert_eq!(code(&wrong), 400);
     assert!(
         wrong.message().contains("spec does not decode") && wrong.message().contains("quantity"),

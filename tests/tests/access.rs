@@ -1,0 +1,438 @@
+//! Who may get into a shell, through the real kube-apiserver and real kubectl: the webhook's
+//! connect check (a `myownshell-webhook` process per test, its configurations scoped to the
+//! test's namespace), the admission policies of `config/policy` (shared by the tests of this
+//! binary), owner stamping, and who may change a shell.
+//!
+//! No pod runs on the API-only plane, so a connection the admission chain lets through ends at
+//! the apiserver with "does not have a host assigned": what matters here is that it got that far.
+//! The real node's e2e connects for real (`tests/tests/e2e/`, the access phase).
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use myownshell_api::MyOwnShell;
+use myownshell_api::names::reasons;
+use myownshell_envtest::kubectl::KubectlOutput;
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, eventually, shared};
+use myownshell_tests::access::{Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest};
+use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
+use myownshell_webhook::access::DECISION_TABLE;
+use serde_json::json;
+use tokio::sync::OnceCell;
+
+const READY: Duration = Duration::from_secs(60);
+const TIMEOUT: Duration = Duration::from_secs(30);
+const AUTH: &[&str] = &["system:authenticated"];
+/// A pod named as shell `web`'s Deployment names its pods.
+const WEB_POD: &str = "web-7d9f8c6b4-x2x4z";
+
+/// The admission chain let the connection through (it failed later, for want of a node).
+fn admitted(out: &KubectlOutput) -> bool {
+    out.success || out.stderr.contains("does not have a host assigned") || out.stderr.contains("is not running")
+}
+
+struct World {
+    client: Client,
+    kubectl: Kubectl,
+    ns: String,
+    installed: InstalledWebhooks,
+    webhook: WebhookProcess,
+}
+
+/// The policies, once per test binary.
+async fn policies(cp: &ControlPlane) {
+    static INSTALLED: OnceCell<()> = OnceCell::const_new();
+    INSTALLED.get_or_init(|| async { install_policies(&cp.kubectl()).await.unwrap() }).await;
+}
+
+impl World {
+    /// A namespace whose editors are alice, bob, carol and the group devs, the policies, and a
+    /// ready webhook with its configurations for the namespace.
+    async fn start(prefix: &str) -> World {
+        let cp = shared();
+        policies(cp).await;
+        let client = cp.client().unwrap();
+        let ns = create_namespace(&client, prefix).await.unwrap();
+        namespace_editors(&client, &ns, &["alice", "bob", "carol"], &["devs"]).await.unwrap();
+        let port = free_port().unwrap();
+        let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.clone() };
+        let installed = InstalledWebhooks::install(&client, &ns, &target).await.unwrap();
+        let mut options = WebhookOptions::for_installed(&installed, &ns, port);
+        options.args = vec!["--connection-record-interval=1s".into()];
+        let mut webhook = WebhookProcess::spawn(cp, &options).unwrap();
+        webhook.wait_ready(READY).await.unwrap();
+        World { client, kubectl: cp.kubectl(), ns, installed, webhook }
+    }
+
+    async fn as_user(&self, user: &str, groups: &[&str], args: &[&str]) -> KubectlOutput {
+        let mut all = vec!["-n", &self.ns];
+        all.extend_from_slice(args);
+        kubectl_as(&self.kubectl, user, groups, &all).await
+    }
+
+    /// `user` applies shell `name` with `spec`; the output.
+    async fn apply_shell(&self, user: &str, name: &str, spec: &str) -> KubectlOutput {
+        let manifest = shell_manifest(name, spec);
+        let mut args: Vec<String> = myownshell_tests::access::as_user(user, AUTH);
+        args.extend(["apply", "-n", &self.ns, "-f", "-"].map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.kubectl.run_with_stdin(&args, Some(&manifest)).await.unwrap()
+    }
+
+    /// A pod named `name` with no labels (on this plane it never runs).
+    async fn pod(&self, name: &str) {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"containers": [{"name": "shell", "image": "busybox:1.37.0"}]}
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(self.client.clone(), &self.ns).create(&PostParams::default(), &pod).await.unwrap();
+    }
+
+    fn shells(&self) -> Api<MyOwnShell> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Poll `exec` as `user` into `pod` until the answer is `want` (the webhook's configuration
+    /// and the policy's binding reach the apiserver through informers).
+    async fn exec_until(&self, user: &str, groups: &[&str], pod: &str, want: Option<Refusal>) -> KubectlOutput {
+        eventually(&format!("{user}'s exec into {pod} to be {want:?}"), TIMEOUT, || async {
+            let out = self.as_user(user, groups, &["exec", pod, "--", "true"]).await;
+            let got = refusal(&out);
+            if got == want && (want.is_some() || admitted(&out)) {
+                Ok(out)
+            } else {
+                Err(format!("{got:?}: {}", out.stderr))
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n--- webhook ---\n{}", self.webhook.log_tail(20)))
+    }
+}
+
+#[tokio::test]
+async fn the_owner_and_those_shared_with_get_in_and_nobody_else() {
+    let w = World::start("access-who").await;
+    let created = w.apply_shell("alice", "web", "{size: 1}").await;
+    assert!(created.success, "{}", created.stderr);
+    let web = w.shells().get("web").await.unwrap();
+    assert_eq!(web.spec.owner.as_deref(), Some("alice"), "stamped from the request");
+    w.pod(WEB_POD).await;
+    w.pod("api-7d9f8c6b4-x2x4z").await;
+
+    w.exec_until("alice", AUTH, WEB_POD, None).await;
+    let refused = w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
+    assert!(
+        refused.stderr.contains(&format!(
+            "bob may not exec (or cp) into pod {WEB_POD}: it runs shell {}/web (a MyOwnShell), which only its owner alice may connect to",
+            w.ns
+        )),
+        "{}",
+        refused.stderr
+    );
+    // Every way in: attach, cp (an exec), port-forward, a proxied request, debug (kubectl wants
+    // the pod Running before it tries some of them).
+    let pods: Api<Pod> = Api::namespaced(w.client.clone(), &w.ns);
+    let running = json!({"status": {"phase": "Running"}});
+    pods.patch_status(WEB_POD, &PatchParams::default(), &Patch::Merge(&running)).await.unwrap();
+    let attach = w.as_user("bob", AUTH, &["attach", WEB_POD]).await;
+    assert_eq!(refusal(&attach), Some(Refusal::Webhook), "attach: {}", attach.stderr);
+    let cp = w.as_user("bob", AUTH, &["cp", "/etc/hostname", &format!("{WEB_POD}:/tmp/x")]).await;
+    assert_eq!(refusal(&cp), Some(Refusal::Webhook), "cp: {}", cp.stderr);
+    let forward = w.as_user("bob", AUTH, &["port-forward", WEB_POD, "18080:80"]).await;
+    assert_eq!(refusal(&forward), Some(Refusal::Webhook), "port-forward: {}", forward.stderr);
+    let proxy =
+        w.as_user("bob", AUTH, &["get", "--raw", &format!("/api/v1/namespaces/{}/pods/{WEB_POD}/proxy/", w.ns)]).await;
+    assert_eq!(refusal(&proxy), Some(Refusal::Webhook), "proxy: {}", proxy.stderr);
+    let debug = w
+        .as_user("bob", AUTH, &["debug", WEB_POD, "--image=busybox:1.37.0", "--attach=false", "--profile=general"])
+        .await;
+    assert_eq!(refusal(&debug), Some(Refusal::Webhook), "debug: {}", debug.stderr);
+    let owner_debug = w
+        .as_user("alice", AUTH, &["debug", WEB_POD, "--image=busybox:1.37.0", "--attach=false", "--profile=general"])
+        .await;
+    assert!(owner_debug.success, "the owner may add a debug container: {}", owner_debug.stderr);
+
+    // Pods that are no shell's are never affected.
+    assert!(admitted(&w.as_user("bob", AUTH, &["exec", "api-7d9f8c6b4-x2x4z", "--", "true"]).await));
+
+    // Sharing takes effect for the next connection.
+    let shared = w.apply_shell("alice", "web", "{size: 1, sharedWith: {users: [bob], groups: [devs]}}").await;
+    assert!(shared.success, "{}", shared.stderr);
+    w.exec_until("bob", AUTH, WEB_POD, None).await;
+    w.exec_until("carol", &["devs", "system:authenticated"], WEB_POD, None).await;
+    w.exec_until("carol", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
+    w.installed.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_the_webhook_down_strangers_stay_out_and_other_pods_are_untouched() {
+    let mut w = World::start("access-down").await;
+    assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
+    w.pod(WEB_POD).await;
+    w.pod("api-7d9f8c6b4-x2x4z").await;
+    w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
+
+    w.webhook.stop(Duration::from_secs(5)).unwrap();
+    // failurePolicy Ignore: the apiserver goes on without the webhook, and the policy decides.
+    let refused = w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Policy)).await;
+    assert!(refused.stderr.contains("it runs shell"), "{}", refused.stderr);
+    w.exec_until("alice", AUTH, WEB_POD, None).await;
+    let other = w.as_user("bob", AUTH, &["exec", "api-7d9f8c6b4-x2x4z", "--", "true"]).await;
+    assert!(admitted(&other), "a pod that is no shell's: {}", other.stderr);
+    let debug = w
+        .as_user("bob", AUTH, &["debug", WEB_POD, "--image=busybox:1.37.0", "--attach=false", "--profile=general"])
+        .await;
+    assert_eq!(refusal(&debug), Some(Refusal::Policy), "debug: {}", debug.stderr);
+    w.installed.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_connection_leaves_an_event_a_count_and_the_last_one_in_the_status() {
+    let w = World::start("access-record").await;
+    assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
+    w.pod(WEB_POD).await;
+    w.exec_until("alice", AUTH, WEB_POD, None).await;
+    w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
+
+    let last = eventually("status.lastConnection", TIMEOUT, || async {
+        let shell = w.shells().get("web").await.map_err(|e| e.to_string())?;
+        shell.status.and_then(|s| s.last_connection).ok_or("none yet".to_owned())
+    })
+    .await
+    .unwrap();
+    assert_eq!((last.user.as_str(), last.pod.as_str(), last.kind.as_str()), ("alice", WEB_POD, "exec"));
+
+    let events: Api<Event> = Api::namespaced(w.client.clone(), &w.ns);
+    let notes = eventually("a Connected and a ConnectionDenied Event", TIMEOUT, || async {
+        let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let about_web = |reason: &str| {
+            list.items.iter().find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("web")
+            })
+        };
+        match (about_web(reasons::CONNECTED), about_web(reasons::CONNECTION_DENIED)) {
+            (Some(allowed), Some(denied)) => Ok((allowed.clone(), denied.clone())),
+            _ => Err(format!("{} events", list.items.len())),
+        }
+    })
+    .await
+    .unwrap();
+    let (allowed, denied) = notes;
+    assert!(
+        allowed.note.as_deref().unwrap_or_default().starts_with(&format!("alice connected to pod {WEB_POD} (exec)"))
+    );
+    assert_eq!((allowed.type_.as_deref(), allowed.action.as_deref()), (Some("Normal"), Some("Exec")));
+    assert!(
+        denied.note.as_deref().unwrap_or_default().starts_with(&format!("bob was refused exec into pod {WEB_POD}"))
+    );
+    assert_eq!(denied.type_.as_deref(), Some("Warning"));
+    assert_eq!(denied.related.and_then(|r| r.name).as_deref(), Some(WEB_POD));
+
+    let metrics = w.webhook.metrics(&w.client).await.unwrap();
+    for want in [
+        "myownshell_webhook_connections_total{kind=\"exec\",result=\"allowed\"}",
+        "myownshell_webhook_connections_total{kind=\"exec\",result=\"denied\"}",
+    ] {
+        let count = metrics.lines().find(|l| l.starts_with(want)).and_then(|l| l.rsplit(' ').next()).unwrap_or("0");
+        assert!(count.parse::<f64>().unwrap_or(0.0) >= 1.0, "{want} {count}\n{metrics}");
+    }
+    w.installed.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn only_the_owner_changes_a_shell_and_nobody_its_owner() {
+    let w = &World::start("access-spec").await;
+    assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
+    let patch = |user: &'static str, body: &'static str| async move {
+        w.as_user(user, AUTH, &["patch", "mos", "web", "--type=merge", "-p", body]).await
+    };
+    let bob = patch("bob", r#"{"spec":{"sharedWith":{"users":["bob"]}}}"#).await;
+    assert!(
+        !bob.success
+            && bob
+                .stderr
+                .contains("spec: only the shell's owner alice (or a member of system:masters) may change it, not bob"),
+        "{}",
+        bob.stderr
+    );
+    let command = patch("bob", r#"{"spec":{"command":["sh","-c","steal"]}}"#).await;
+    assert!(!command.success && command.stderr.contains("only the shell's owner alice"), "{}", command.stderr);
+    let scale = w.as_user("bob", AUTH, &["scale", "mos/web", "--replicas=3"]).await;
+    assert!(!scale.success && scale.stderr.contains("only the shell's owner alice"), "{}", scale.stderr);
+    let labels = w.as_user("bob", AUTH, &["label", "mos/web", "team=a"]).await;
+    assert!(labels.success, "metadata stays with RBAC: {}", labels.stderr);
+
+    assert!(patch("alice", r#"{"spec":{"sharedWith":{"users":["bob"]}}}"#).await.success);
+    assert!(w.as_user("alice", AUTH, &["scale", "mos/web", "--replicas=2"]).await.success);
+    let handover = patch("alice", r#"{"spec":{"owner":"bob"}}"#).await;
+    // (The schema's own rule refuses it before the webhook hears of it.)
+    assert!(!handover.success && handover.stderr.contains("cannot be changed"), "{}", handover.stderr);
+    // An administrator (system:masters, --admin-groups) may change the spec, not the owner.
+    let admin = w
+        .kubectl
+        .run(&["-n", &w.ns, "patch", "mos", "web", "--type=merge", "-p", r#"{"spec":{"size":3}}"#])
+        .await
+        .unwrap();
+    assert!(admin.success, "{}", admin.stderr);
+    let web = w.shells().get("web").await.unwrap();
+    assert_eq!((web.spec.owner.as_deref(), web.spec.size), (Some("alice"), Some(3)));
+    // A server-side apply whose manifest never named the owner drops the field its manager owns
+    // (the owner was stamped into its first apply); the webhook puts it back.
+    let ssa = |spec: &'static str| async move {
+        let mut args = myownshell_tests::access::as_user("alice", AUTH);
+        args.extend(["apply", "--server-side", "-n", &w.ns, "-f", "-"].map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        w.kubectl.run_with_stdin(&args, Some(&shell_manifest("ssa", spec))).await.unwrap()
+    };
+    assert!(ssa("{size: 1}").await.success);
+    let again = ssa("{size: 2}").await;
+    assert!(again.success, "{}", again.stderr);
+    let ssa_shell = w.shells().get("ssa").await.unwrap();
+    assert_eq!((ssa_shell.spec.owner.as_deref(), ssa_shell.spec.size), (Some("alice"), Some(2)));
+
+    // A create that names someone else is stamped with the requester.
+    let spoofed = w.apply_shell("bob", "spoof", "{owner: alice}").await;
+    assert!(spoofed.success, "{}", spoofed.stderr);
+    assert_eq!(w.shells().get("spoof").await.unwrap().spec.owner.as_deref(), Some("bob"));
+    // Sharing with requests nobody signed is refused; wide shares pass with a warning.
+    let anonymous = w.apply_shell("alice", "open", "{sharedWith: {groups: [system:unauthenticated]}}").await;
+    assert!(!anonymous.success && anonymous.stderr.contains("spec.sharedWith.groups[0]"), "{}", anonymous.stderr);
+    let wide = w.apply_shell("alice", "wide", "{sharedWith: {groups: [system:authenticated]}}").await;
+    assert!(
+        wide.success && wide.stderr.contains("Warning: spec.sharedWith.groups[0]: system:authenticated opens"),
+        "{}",
+        wide.stderr
+    );
+    w.installed.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn editors_cannot_plant_a_lookalike_or_change_a_shells_pods_and_deployment() {
+    let w = &World::start("access-guard").await;
+    let instance = "web";
+    let labels = json!({"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": instance});
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+               "spec": {"containers": [{"name": "shell", "image": "busybox:1.37.0"}]}})
+        .to_string()
+    };
+    let create_as = |user: &'static str, manifest: String| async move {
+        let mut args = myownshell_tests::access::as_user(user, AUTH);
+        args.extend(["create", "-n", &w.ns, "-f", "-"].map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        w.kubectl.run_with_stdin(&args, Some(&manifest)).await.unwrap()
+    };
+    let policy_refusal =
+        |out: &KubectlOutput| !out.success && out.stderr.contains("ValidatingAdmissionPolicy 'shell-workloads'");
+
+    // A lookalike: refused to an editor and to an administrator alike.
+    let lookalike = create_as("bob", pod("web-7d9f8c6b4-b2c4d")).await;
+    assert!(
+        policy_refusal(&lookalike) && lookalike.stderr.contains("a lookalike would be picked"),
+        "{}",
+        lookalike.stderr
+    );
+    let admin =
+        w.kubectl.run_with_stdin(&["create", "-n", &w.ns, "-f", "-"], Some(&pod("web-7d9f8c6b4-b2c4e"))).await.unwrap();
+    assert!(policy_refusal(&admin), "{admin:?}");
+    // The ReplicaSet controller makes them (impersonated here: this plane runs no controllers).
+    let made = create_as("system:serviceaccount:kube-system:replicaset-controller", pod(WEB_POD)).await;
+    assert!(made.success, "{}", made.stderr);
+
+    // Relabel, re-own or re-image a shell's pod: refused.
+    for args in [
+        vec!["label", "pod", WEB_POD, "app.kubernetes.io/instance-"],
+        vec!["label", "pod", WEB_POD, "--overwrite", "app.kubernetes.io/instance=mine"],
+        vec!["patch", "pod", WEB_POD, "--type=merge", "-p", r#"{"metadata":{"ownerReferences":[]}}"#],
+        vec!["set", "image", &format!("pod/{WEB_POD}"), "shell=evil:1"],
+        vec!["annotate", "pod", WEB_POD, "x=y"],
+    ] {
+        let out = w.as_user("bob", AUTH, &args).await;
+        assert!(
+            policy_refusal(&out) && out.stderr.contains("changed only by Kubernetes' controllers"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // Relabelling one's own pod into a shell's: refused too.
+    assert!(create_as("bob", pod("plain").replace("myownshell", "other")).await.success);
+    let adopt =
+        w.as_user("bob", AUTH, &["label", "pod", "plain", "--overwrite", "app.kubernetes.io/name=myownshell"]).await;
+    assert!(policy_refusal(&adopt), "{}", adopt.stderr);
+
+    // A Deployment or ReplicaSet whose pods would look like a shell's: the operator's alone.
+    let template =
+        json!({"metadata": {"labels": labels}, "spec": {"containers": [{"name": "shell", "image": "evil:1"}]}});
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "planted"},
+        "spec": {"selector": {"matchLabels": labels}, "template": template}});
+    let planted = create_as("bob", deployment.to_string()).await;
+    assert!(
+        policy_refusal(&planted) && planted.stderr.contains("only by the MyOwnShell operator"),
+        "{}",
+        planted.stderr
+    );
+    let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "planted"},
+        "spec": {"selector": {"matchLabels": labels}, "template": template}});
+    let planted_rs = create_as("bob", rs.to_string()).await;
+    assert!(policy_refusal(&planted_rs), "{}", planted_rs.stderr);
+    // The operator's capability (writing shells' status) makes one; an editor cannot change it.
+    let ours =
+        w.kubectl.run_with_stdin(&["create", "-n", &w.ns, "-f", "-"], Some(&deployment.to_string())).await.unwrap();
+    assert!(ours.success, "{}", ours.stderr);
+    let edit = w.as_user("bob", AUTH, &["set", "image", "deployment/planted", "shell=worse:1"]).await;
+    assert!(policy_refusal(&edit), "{}", edit.stderr);
+    w.installed.remove().await.unwrap();
+}
+
+/// The policy makes the webhook's decisions: every row of the webhook's decision table, asked of
+/// the apiserver with no webhook in the way.
+#[tokio::test]
+async fn the_policy_decides_as_the_webhook_does() {
+    let w = World::start("access-table").await;
+    w.installed.remove().await.unwrap();
+    for (i, case) in DECISION_TABLE.iter().enumerate() {
+        let name = format!("t{i}");
+        let mut spec = json!({});
+        if let Some(owner) = case.owner {
+            spec["owner"] = json!(owner);
+        }
+        if let Some(uid) = case.owner_uid {
+            spec["ownerUID"] = json!(uid);
+        }
+        spec["sharedWith"] = json!({"users": case.users, "groups": case.groups});
+        let shell: MyOwnShell = serde_json::from_value(json!({
+            "apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": name}, "spec": spec
+        }))
+        .unwrap();
+        // Created as the administrator with no webhook to stamp it: the row's owner stands.
+        w.shells().create(&PostParams::default(), &shell).await.unwrap();
+        let pod = format!("{name}-7d9f8c6b4-x2x4z");
+        w.pod(&pod).await;
+        let mut args = vec!["exec".to_owned(), pod.clone(), "--".to_owned(), "true".to_owned()];
+        if let Some(uid) = case.user_uid {
+            args.insert(0, format!("--as-uid={uid}"));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let want = case.grant.map_or(Some(Refusal::Policy), |_| None);
+        let seen = eventually(&format!("row {:?}", case.what), TIMEOUT, || async {
+            let out = w.as_user(case.user, case.user_groups, &args).await;
+            let got = refusal(&out);
+            if got == want && (want.is_some() || admitted(&out)) {
+                Ok(())
+            } else {
+                Err(format!("{got:?}: {}", out.stderr))
+            }
+        })
+        .await;
+        seen.unwrap_or_else(|e| panic!("the policy and the webhook disagree on {:?}: {e}", case.what));
+    }
+}
