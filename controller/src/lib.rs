@@ -6,8 +6,10 @@
 
 #![warn(missing_docs)]
 
+pub mod apply_deployment;
 pub mod args;
 pub mod cached_deployment;
+pub mod cleanup;
 pub mod deployment;
 pub mod error;
 pub mod events;

@@ -3,22 +3,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use myownshell_api::names::reasons;
-use myownshell_api::{MyOwnShell, defaults, names};
-use tracing::{debug, info, instrument, warn};
+use myownshell_api::{MyOwnShell, names};
+use tracing::{debug, instrument, warn};
 
-use crate::deployment;
+use crate::apply_deployment::{ensure_deployment, find_deployment, instance_free};
+use crate::cleanup::cleanup;
 use crate::error::{Error, api_message};
 use crate::events::{self, actions};
-use crate::labels;
 use crate::memo::{self, DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
 use crate::object_map::ObjectMap;
@@ -193,160 +191,6 @@ fn failure_message(e: &Error) -> String {
         Error::ApplyDeployment { name, source } => format!("applying Deployment {name}: {}", api_message(source)),
         other => other.to_string(),
     }
-}
-
-/// The Deployment named like `shell`: from the cache, which holds only Deployments carrying our
-/// managed-by label; else from the apiserver, because a Deployment without that label (someone
-/// else's) may be in the way, and applying over it would take it over.
-///
-/// Between a 404 here and the apply that creates the Deployment, only someone allowed to create
-/// Deployments in the namespace could slip one in; such a Deployment is theirs to lose.
-async fn find_deployment(shell: &MyOwnShell, ctx: &Context) -> Result<Option<Arc<Deployment>>, Error> {
-    let (name, namespace) = (shell.name_any(), shell.namespace().unwrap_or_default());
-    if let Some(cached) = ctx.deployments.get(&namespace, &name) {
-        return Ok(Some(cached));
-    }
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name, source })?;
-    Ok(live.map(|mut d| {
-        crate::prune::prune_deployment(&mut d);
-        Arc::new(d)
-    }))
-}
-
-/// Before the Deployment of `shell` is created: that no other Deployment already selects pods by
-/// the instance label it would use. Asked of the apiserver (one metadata list) only for names
-/// whose label can be shared at all (`labels::may_share_instance`), so creating a shell of an
-/// ordinary name costs nothing more.
-async fn instance_free(shell: &MyOwnShell, live: Option<&Arc<Deployment>>, ctx: &Context) -> Result<(), Error> {
-    let name = shell.name_any();
-    if live.is_some() || !labels::may_share_instance(&name) {
-        return Ok(());
-    }
-    let instance = labels::instance_value(&name);
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
-    let holders = api
-        .list_metadata(&ListParams::default().labels(&labels::selector_string(&instance)))
-        .await
-        .map_err(|source| Error::ReadDeployment { name: name.clone(), source })?;
-    match holders.items.into_iter().map(|d| d.name_any()).find(|holder| *holder != name) {
-        Some(deployment) => Err(Error::SelectorConflict { deployment, instance }),
-        None => Ok(()),
-    }
-}
-
-/// Server-side apply the desired Deployment unless the live one already matches it. Returns the
-/// Deployment as it is now.
-async fn ensure_deployment(
-    shell: &MyOwnShell,
-    live: Option<&Arc<Deployment>>,
-    ctx: &Context,
-) -> Result<Option<Arc<Deployment>>, Error> {
-    let desired = deployment::desired(shell, live.map(|d| &**d))?;
-    if !deployment::needs_apply(&desired, live.map(|d| &**d)) {
-        debug!(shell = %shell.name_any(), "Deployment up to date; nothing to write");
-        return Ok(live.cloned());
-    }
-    let name = shell.name_any();
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
-    ctx.metrics.wrote("deployment");
-    let applied = api
-        .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
-        .await
-        .map_err(|source| Error::ApplyDeployment { name: name.clone(), source })?;
-    let wanted = shell.spec.size.unwrap_or(defaults::SIZE);
-    let (reason, note) = match live.and_then(|d| d.spec.as_ref()).map(|s| s.replicas.unwrap_or(1)) {
-        None => (reasons::CREATED, format!("Created Deployment {name} with {wanted} shell pod(s)")),
-        Some(before) if before != wanted => {
-            (reasons::SCALED, format!("Scaled Deployment {name} from {before} to {wanted} shell pod(s)"))
-        }
-        Some(_) => (reasons::UPDATED, format!("Updated Deployment {name} to match the spec")),
-    };
-    info!(shell = %name, reason, "{note}");
-    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reason, actions::APPLY, note);
-    Ok(Some(ctx.deployments.record_applied(applied)))
-}
-
-/// Delete the Deployment and wait until it is gone; then the finalizer helper removes the
-/// finalizer. Idempotent: a Deployment already gone, a restart half-way, a second delete of the
-/// `MyOwnShell` all end the same way.
-async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
-    let name = shell.name_any();
-    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
-    // Read from the API server, not the cache: after a restart the cache may be behind, and
-    // deleting is the one step where acting on stale data would hurt.
-    let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name: name.clone(), source })?;
-    let owned = live.as_ref().filter(|d| ownership::of(d, shell).is_ours());
-    let note = match owned {
-        None if live.is_some() => {
-            warn!(shell = %name, "a Deployment of this name exists but is not ours; leaving it alone");
-            format!("Left Deployment {name} alone: it is not controlled by this MyOwnShell")
-        }
-        None => {
-            wait_for_shell_pods(shell, ctx).await?;
-            format!("Deployment {name} and its shell pods are gone")
-        }
-        Some(d) if d.metadata.deletion_timestamp.is_some() => {
-            debug!(shell = %name, "Deployment still terminating");
-            return Err(Error::DeploymentTerminating(name));
-        }
-        Some(d) => {
-            // Background propagation: the Deployment goes at once; a garbage collector (if the
-            // cluster runs one) removes its ReplicaSets and pods after. Foreground would hang
-            // on a cluster without one. The uid precondition keeps us from deleting a newer
-            // Deployment of the same name.
-            let params = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                preconditions: Some(Preconditions { uid: d.metadata.uid.clone(), resource_version: None }),
-                ..DeleteParams::default()
-            };
-            ctx.metrics.wrote("deployment_delete");
-            match api.delete(&name, &params).await {
-                Ok(either) if either.is_left() => {
-                    // Someone else's finalizer holds it: wait for the deletion event.
-                    return Err(Error::DeploymentTerminating(name));
-                }
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(source) => return Err(Error::DeleteDeployment { name, source }),
-            }
-            format!("Deleted Deployment {name} and its shell pods")
-        }
-    };
-    info!(shell = %name, "{note}");
-    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reasons::DELETED, actions::DELETE, note);
-    Ok(Action::await_change())
-}
-
-/// Cleanup waits, once the Deployment is gone, until the shell's pods are gone too: the shell's
-/// owner is what keeps strangers out of them (`webhook/src/access.rs`), so its pods must not
-/// outlive it. The garbage collector removes them with the ReplicaSet; a pod that lost its owner
-/// (an orphan no collector will take) is deleted here, with a uid precondition.
-async fn wait_for_shell_pods(shell: &MyOwnShell, ctx: &Context) -> Result<(), Error> {
-    let name = shell.name_any();
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
-    let selector = labels::selector_string(&labels::instance_for(&name, None));
-    let read_error = |source| Error::ReadPods { name: name.clone(), source };
-    let pods = api.list_metadata(&ListParams::default().labels(&selector)).await.map_err(read_error)?;
-    if pods.items.is_empty() {
-        return Ok(());
-    }
-    let has_owner = |p: &&kube::core::PartialObjectMeta<Pod>| {
-        p.metadata.owner_references.iter().flatten().any(|r| r.controller == Some(true))
-    };
-    for orphan in pods.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && !has_owner(p)) {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions { uid: orphan.metadata.uid.clone(), resource_version: None }),
-            ..DeleteParams::default()
-        };
-        ctx.metrics.wrote("pod_delete");
-        match api.delete(&orphan.name_any(), &params).await {
-            Ok(_) => info!(shell = %name, pod = %orphan.name_any(), "deleted a shell pod that lost its owner"),
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-            Err(source) => return Err(Error::DeletePod { name: orphan.name_any(), source }),
-        }
-    }
-    Err(Error::ShellPodsTerminating { name, pods: pods.items.len() })
 }
 
 /// What to do after a failed reconcile: wait during cleanup, look again at a steady pace while a

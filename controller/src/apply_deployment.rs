@@ -1,0 +1,94 @@
+//! Finding a shell's Deployment (cache first, then the apiserver), checking its instance label is
+//! free, and server-side applying it when it differs from what the spec asks.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Api, ResourceExt};
+use myownshell_api::names::reasons;
+use myownshell_api::{MyOwnShell, defaults, names};
+use tracing::{debug, info};
+
+use crate::deployment;
+use crate::error::Error;
+use crate::events::{self, actions};
+use crate::labels;
+use crate::reconcile::Context;
+
+/// The Deployment named like `shell`: from the cache, which holds only Deployments carrying our
+/// managed-by label; else from the apiserver, because a Deployment without that label (someone
+/// else's) may be in the way, and applying over it would take it over.
+///
+/// Between a 404 here and the apply that creates the Deployment, only someone allowed to create
+/// Deployments in the namespace could slip one in; such a Deployment is theirs to lose.
+pub(crate) async fn find_deployment(shell: &MyOwnShell, ctx: &Context) -> Result<Option<Arc<Deployment>>, Error> {
+    let (name, namespace) = (shell.name_any(), shell.namespace().unwrap_or_default());
+    if let Some(cached) = ctx.deployments.get(&namespace, &name) {
+        return Ok(Some(cached));
+    }
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &namespace);
+    let live = api.get_opt(&name).await.map_err(|source| Error::ReadDeployment { name, source })?;
+    Ok(live.map(|mut d| {
+        crate::prune::prune_deployment(&mut d);
+        Arc::new(d)
+    }))
+}
+
+/// Before the Deployment of `shell` is created: that no other Deployment already selects pods by
+/// the instance label it would use. Asked of the apiserver (one metadata list) only for names
+/// whose label can be shared at all (`labels::may_share_instance`), so creating a shell of an
+/// ordinary name costs nothing more.
+pub(crate) async fn instance_free(
+    shell: &MyOwnShell,
+    live: Option<&Arc<Deployment>>,
+    ctx: &Context,
+) -> Result<(), Error> {
+    let name = shell.name_any();
+    if live.is_some() || !labels::may_share_instance(&name) {
+        return Ok(());
+    }
+    let instance = labels::instance_value(&name);
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
+    let holders = api
+        .list_metadata(&ListParams::default().labels(&labels::selector_string(&instance)))
+        .await
+        .map_err(|source| Error::ReadDeployment { name: name.clone(), source })?;
+    match holders.items.into_iter().map(|d| d.name_any()).find(|holder| *holder != name) {
+        Some(deployment) => Err(Error::SelectorConflict { deployment, instance }),
+        None => Ok(()),
+    }
+}
+
+/// Server-side apply the desired Deployment unless the live one already matches it. Returns the
+/// Deployment as it is now.
+pub(crate) async fn ensure_deployment(
+    shell: &MyOwnShell,
+    live: Option<&Arc<Deployment>>,
+    ctx: &Context,
+) -> Result<Option<Arc<Deployment>>, Error> {
+    let desired = deployment::desired(shell, live.map(|d| &**d))?;
+    if !deployment::needs_apply(&desired, live.map(|d| &**d)) {
+        debug!(shell = %shell.name_any(), "Deployment up to date; nothing to write");
+        return Ok(live.cloned());
+    }
+    let name = shell.name_any();
+    let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
+    ctx.metrics.wrote("deployment");
+    let applied = api
+        .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
+        .await
+        .map_err(|source| Error::ApplyDeployment { name: name.clone(), source })?;
+    let wanted = shell.spec.size.unwrap_or(defaults::SIZE);
+    let (reason, note) = match live.and_then(|d| d.spec.as_ref()).map(|s| s.replicas.unwrap_or(1)) {
+        None => (reasons::CREATED, format!("Created Deployment {name} with {wanted} shell pod(s)")),
+        Some(before) if before != wanted => {
+            (reasons::SCALED, format!("Scaled Deployment {name} from {before} to {wanted} shell pod(s)"))
+        }
+        Some(_) => (reasons::UPDATED, format!("Updated Deployment {name} to match the spec")),
+    };
+    info!(shell = %name, reason, "{note}");
+    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reason, actions::APPLY, note);
+    Ok(Some(ctx.deployments.record_applied(applied)))
+}
