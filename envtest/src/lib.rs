@@ -6,14 +6,18 @@
 //! under test ([`tls`]) and polling with a deadline
 //! ([`wait`]); and a real single-node cluster ([`node`]): containerd, kubelet, kube-proxy,
 //! kube-controller-manager and kube-scheduler, with locally built images. The integration tests, the benchmarks and `cargo xtask dev` all run on it.
+//! For load at scale, a cluster of fake nodes ([`kwok`]) runs pods with no kubelet at all; both
+//! start kube-controller-manager and kube-scheduler through [`components`].
 
 #![warn(missing_docs)]
 
 pub mod assets;
+pub mod components;
 pub mod control_plane;
 pub mod http;
 pub mod kubectl;
 pub mod kustomize;
+pub mod kwok;
 pub mod namespace;
 pub mod node;
 pub mod ports;

@@ -214,6 +214,16 @@ pub fn is_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// CPU time `pid` has used so far, user plus system (`utime` + `stime` of `/proc/<pid>/stat`,
+/// in the kernel's fixed 100 ticks per second); `None` if it cannot be read.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    Some(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+}
+
 /// The last `lines` lines of a log file (empty if unreadable).
 pub fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();

@@ -92,7 +92,7 @@ fn set_executable(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn go_command(work_dir: &Path) -> Command {
+pub(crate) fn go_command(work_dir: &Path) -> Command {
     let mut cmd = Command::new("go");
     cmd.current_dir(work_dir)
         // Never try to download another toolchain: the proxy serves modules, not Go itself.
@@ -102,7 +102,7 @@ fn go_command(work_dir: &Path) -> Command {
     cmd
 }
 
-fn run_go(work_dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+pub(crate) fn run_go(work_dir: &Path, args: &[&str]) -> anyhow::Result<String> {
     let out = go_command(work_dir)
         .args(args)
         .stderr(Stdio::inherit())

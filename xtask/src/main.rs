@@ -8,6 +8,7 @@ mod dev;
 mod docs;
 mod e2e;
 mod envtest;
+mod kwok;
 mod node;
 mod progress;
 mod readme;
@@ -45,6 +46,10 @@ enum Command {
         #[arg(long)]
         node: bool,
     },
+    /// Make sure a kwok cluster can run: kwok (built once from the Go module proxy) with its
+    /// configuration, kube-controller-manager and kube-scheduler; print, as the last line, the
+    /// directory holding kwok (for MYOWNSHELL_KWOK).
+    Kwok,
     /// Benchmarks (release build): figures and a ratio against a floor measured in the same run.
     Bench {
         #[command(subcommand)]
@@ -82,6 +87,7 @@ fn main() -> std::process::ExitCode {
             println!("{}", dir.display());
             Ok(())
         }),
+        Command::Kwok => kwok::ensure().map(|dir| println!("{}", dir.display())),
         Command::Dev(args) => dev::run(args),
         Command::Bench { target } => bench::run(target),
         Command::E2e { cargo_test_args } => e2e::run(&cargo_test_args),

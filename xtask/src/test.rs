@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the one test command (README, CI). Runs, in order: the kubectl check, the
-//! envtest binaries, `crdgen --check`, `cargo fmt --check`, `cargo clippy -D warnings`, a check
-//! of the fuzz target, and `cargo test` for the whole workspace with `KUBEBUILDER_ASSETS`
-//! pointing at the binaries.
+//! envtest binaries, kwok and what a kwok cluster runs (`cargo xtask kwok`), `crdgen --check`,
+//! `cargo fmt --check`, `cargo clippy -D warnings`, a check of the fuzz target, and `cargo test`
+//! for the whole workspace with `KUBEBUILDER_ASSETS` and `MYOWNSHELL_KWOK` pointing at the
+//! binaries.
 
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -39,6 +40,9 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
 
     let assets = crate::envtest::ensure()?;
     eprintln!("xtask: KUBEBUILDER_ASSETS={}", assets.display());
+    // The kwok test runs a cluster of fake nodes: kwok and the two components it needs.
+    let kwok = crate::kwok::ensure()?;
+    eprintln!("xtask: {}={}", myownshell_envtest::kwok::KWOK_ENV, kwok.display());
     // Before any test: `cargo xtask dev` (which a test runs) uses the node when it is there.
     let node_suites = crate::e2e::should_run()?;
     if node_suites {
@@ -87,6 +91,7 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
         .args(locked)
         .args(extra_args)
         .env("KUBEBUILDER_ASSETS", &assets)
+        .env(myownshell_envtest::kwok::KWOK_ENV, &kwok)
         .stdout(Stdio::piped());
     let mut totals = run_tests(test)?;
     step.done();

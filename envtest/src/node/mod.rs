@@ -27,8 +27,8 @@ use k8s_openapi::api::core::v1::{Node, ServiceAccount};
 use kube::Api;
 use myownshell_certs::pki::LeafSpec;
 
-use crate::control_plane::{ControlPlane, HarnessError, Options, io_err, new_run_dir, write_kubeconfig};
-use crate::ports::free_port;
+use crate::components;
+use crate::control_plane::{ControlPlane, HarnessError, Options, io_err, new_run_dir};
 use crate::process::{ManagedProcess, ProcessSpec};
 use crate::wait::eventually;
 use config::{NODE_NAME, NodeConfig};
@@ -115,12 +115,7 @@ impl Cluster {
     }
 
     fn kubeconfig_file(&self, name: &str, user: &str, groups: &[&str]) -> Result<PathBuf, HarnessError> {
-        let path = self.config.dir.join("kubeconfigs").join(format!("{name}.kubeconfig"));
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io_err("creating the kubeconfigs directory"))?;
-        }
-        write_kubeconfig(&path, &self.control_plane.kubeconfig_for_user(user, groups)?)?;
-        Ok(path)
+        components::kubeconfig_file(&self.control_plane, &self.config.dir, name, user, groups)
     }
 
     fn write_files(&self) -> Result<(), HarnessError> {
@@ -143,42 +138,16 @@ impl Cluster {
     }
 
     /// kube-controller-manager and kube-scheduler, on the host like the apiserver, each as its
-    /// own identity (the bootstrap RBAC roles exist for both; the controller-manager's
-    /// controllers act as their own ServiceAccounts, as kubeadm sets it up).
+    /// own identity (see [`components`]).
     fn start_components(&mut self, node_assets: &assets::NodeAssets) -> Result<(), HarnessError> {
-        let pki = self.control_plane.pki_dir().to_path_buf();
-        let kcm = self.kubeconfig_file("kube-controller-manager", "system:kube-controller-manager", &[])?;
-        let scheduler = self.kubeconfig_file("kube-scheduler", "system:kube-scheduler", &[])?;
-        let log_dir = self.control_plane.layout().dir.clone();
-        let kcm_port = free_port().map_err(io_err("free port"))?;
-        let kcm_spec = ProcessSpec::new(
-            "kube-controller-manager",
-            &node_assets.controller_manager,
-            log_dir.join("kube-controller-manager.log"),
-        )
-        .args([
-            format!("--kubeconfig={}", kcm.display()),
-            format!("--authentication-kubeconfig={}", kcm.display()),
-            format!("--authorization-kubeconfig={}", kcm.display()),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={kcm_port}"),
-            format!("--root-ca-file={}", pki.join("serving-ca.crt").display()),
-            format!("--service-account-private-key-file={}", pki.join("sa.key").display()),
-            "--use-service-account-credentials=true".into(),
-            "--leader-elect=false".into(),
-            "--v=1".into(),
-        ]);
-        let scheduler_port = free_port().map_err(io_err("free port"))?;
-        let scheduler_spec =
-            ProcessSpec::new("kube-scheduler", &node_assets.scheduler, log_dir.join("kube-scheduler.log")).args([
-                format!("--kubeconfig={}", scheduler.display()),
-                format!("--authentication-kubeconfig={}", scheduler.display()),
-                format!("--authorization-kubeconfig={}", scheduler.display()),
-                "--bind-address=127.0.0.1".into(),
-                format!("--secure-port={scheduler_port}"),
-                "--leader-elect=false".into(),
-                "--v=1".into(),
-            ]);
+        let kcm = self.kubeconfig_file("kube-controller-manager", components::CONTROLLER_MANAGER_USER, &[])?;
+        let scheduler = self.kubeconfig_file("kube-scheduler", components::SCHEDULER_USER, &[])?;
+        let kcm_spec = components::controller_manager(&self.control_plane, &node_assets.controller_manager, &kcm, &[])?;
+        let scheduler_spec = components::scheduler(
+            &self.control_plane,
+            &node_assets.scheduler,
+            components::SchedulerConnection::Kubeconfig(&scheduler),
+        )?;
         for spec in [kcm_spec, scheduler_spec] {
             let name = spec.name.clone();
             self.components.push(ManagedProcess::spawn(spec).map_err(io_err(format!("starting {name}")))?);
