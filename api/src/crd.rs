@@ -81,6 +81,8 @@ mod tests {
                 ("Ready", "integer", ".status.readyReplicas"),
                 ("Available", "string", ".status.conditions[?(@.type==\"Available\")].status"),
                 ("Owner", "string", ".spec.owner"),
+                ("State", "string", ".status.state"),
+                ("Stops", "string", ".status.nextStop.at"),
                 ("Age", "date", ".metadata.creationTimestamp"),
             ]
         );

@@ -11,5 +11,6 @@ pub mod quantity;
 mod types;
 
 pub use types::{
-    Connection, MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, ResourceList, SIZE_SCHEMA_MAX, SharedWith, ShellResources,
+    Connection, Lifetime, MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, NextStop, ResourceList, SIZE_SCHEMA_MAX,
+    SharedWith, ShellResources, Stop,
 };

@@ -58,9 +58,12 @@ pub mod conditions {
     pub const AVAILABLE: &str = "Available";
     /// `True` while the Deployment is being created, rolled out or scaled.
     pub const PROGRESSING: &str = "Progressing";
-    /// `True` when the last reconcile failed, or the Deployment gave up on its rollout or cannot
-    /// create its pods; the reason says which.
+    /// `True` when the last reconcile failed, the shell's pods cannot run (the reason says why:
+    /// a bad image, a crash loop, …), or the Deployment cannot create them.
     pub const DEGRADED: &str = "Degraded";
+    /// `True` when the shell's lifetime stops it within `warnBefore`: the reason says why
+    /// (`Idle`, `MaxRunTime`), the message when.
+    pub const STOPPING: &str = "Stopping";
 }
 
 pub mod reasons;

@@ -53,6 +53,18 @@ pub const SIZE_SCHEMA_MAX: i32 = 1000;
         json_path = ".spec.owner",
         description = "Who created the shell (empty for shells made before owners existed)"
     ),
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".status.state",
+        description = "Running, Stopped (by its lifetime or on request) or Paused (size 0)"
+    ),
+    printcolumn(
+        name = "Stops",
+        type_ = "string",
+        json_path = ".status.nextStop.at",
+        description = "When its lifetime stops it next, if it has one"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -111,6 +123,56 @@ pub struct MyOwnShellSpec {
     /// restarting the shell.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared_with: Option<SharedWith>,
+
+    /// When the shell stops by itself: after a while without a new connection, or after running
+    /// for a while. A stop removes the pods and keeps the shell (and its `size`);
+    /// `kubectl myownshell start` brings them back. Unset: the shell runs until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime: Option<Lifetime>,
+
+    /// `true` stops the shell now (`kubectl myownshell stop`): its pods go, the shell and its
+    /// `size` stay. `false` or unset: it runs (unless its lifetime stopped it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<bool>,
+}
+
+/// When a shell stops by itself. Durations are written as Kubernetes writes them: `40s`, `30m`,
+/// `1h30m`, `168h`. Changing them never restarts a running shell.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Lifetime {
+    /// Stop after this long without a new connection (exec, attach, port-forward, cp, debug),
+    /// counted from the last one, or from the start if there was none. A connection that stays
+    /// open does not count as a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub idle_timeout: Option<String>,
+
+    /// Stop after running this long since the last start, whatever the connections.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub max_run_time: Option<String>,
+
+    /// Warn this long before a stop (an Event and the `Stopping` condition), so the owner can
+    /// extend it. Shorter than the timeouts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub warn_before: Option<String>,
+
+    /// Delete a stopped shell after it has been stopped this long. Unset: stopped shells stay
+    /// until deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub delete_paused_after: Option<String>,
+
+    /// No idle or run-time stop before this time (`kubectl myownshell extend` sets it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_until: Option<Time>,
+
+    /// When the owner last started the shell (`kubectl myownshell start` sets it): a stop from
+    /// before it no longer holds, and the clocks run from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<Time>,
 }
 
 /// Users and groups who may connect to a shell besides its owner.
@@ -199,6 +261,50 @@ pub struct MyOwnShellStatus {
     /// seconds late. Absent until the first connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_connection: Option<Connection>,
+
+    /// `Running`, `Stopped` (by its lifetime or on request: see `stopped`) or `Paused` (`size` 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+
+    /// When the shell last started running (created, started again, or resized from 0): the
+    /// clock of `lifetime.maxRunTime`, and of `lifetime.idleTimeout` until a first connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+
+    /// Why and when the shell was stopped; absent while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stop>,
+
+    /// When its lifetime stops the shell next, and why; absent without a lifetime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_stop: Option<NextStop>,
+}
+
+/// A stop.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Stop {
+    /// `Idle` (no new connection for `idleTimeout`), `MaxRunTime`, or `Requested`
+    /// (`spec.stopped`).
+    pub reason: String,
+    /// When.
+    pub at: Time,
+    /// In words, for people.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// The next stop a lifetime has in store.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NextStop {
+    /// When.
+    pub at: Time,
+    /// `Idle` or `MaxRunTime`.
+    pub reason: String,
+    /// Whether the warning (`warnBefore` ahead) has been given for this stop.
+    #[serde(default)]
+    pub warned: bool,
 }
 
 /// One connection into a shell pod.

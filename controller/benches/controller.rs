@@ -212,7 +212,7 @@ async fn send(kind: Request, client: &Client, recorder: &Recorder, shell: &MyOwn
                 .map(|_| ())
         }
         Request::Status => {
-            let status = status::compute(shell, None, None, None, &Time(Timestamp::now()));
+            let status = status::compute(shell, None, &status::Inputs::default(), &Time(Timestamp::now()));
             let patch = Patch::Merge(serde_json::json!({ "status": status }));
             shells.patch_status(&name, &PatchParams::default(), &patch).await.map(|_| ())
         }

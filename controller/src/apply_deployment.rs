@@ -5,15 +5,14 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use myownshell_api::names::reasons;
-use myownshell_api::{MyOwnShell, defaults, names};
+use myownshell_api::{MyOwnShell, names};
 use tracing::{debug, info};
 
 use crate::deployment;
 use crate::error::Error;
-use crate::events::{self, actions};
+use crate::events::{self, EventType, actions};
 use crate::labels;
 use crate::reconcile::Context;
 
@@ -61,14 +60,15 @@ pub(crate) async fn instance_free(
     }
 }
 
-/// Server-side apply the desired Deployment unless the live one already matches it. Returns the
-/// Deployment as it is now.
+/// Server-side apply the desired Deployment, running `replicas` pods, unless the live one already
+/// matches it. Returns the Deployment as it is now.
 pub(crate) async fn ensure_deployment(
     shell: &MyOwnShell,
     live: Option<&Arc<Deployment>>,
+    replicas: i32,
     ctx: &Context,
 ) -> Result<Option<Arc<Deployment>>, Error> {
-    let desired = deployment::desired(shell, live.map(|d| &**d))?;
+    let desired = deployment::desired_with(shell, live.map(|d| &**d), replicas)?;
     if !deployment::needs_apply(&desired, live.map(|d| &**d)) {
         debug!(shell = %shell.name_any(), "Deployment up to date; nothing to write");
         return Ok(live.cloned());
@@ -80,11 +80,10 @@ pub(crate) async fn ensure_deployment(
         .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
         .await
         .map_err(|source| Error::ApplyDeployment { name: name.clone(), source })?;
-    let wanted = shell.spec.size.unwrap_or(defaults::SIZE);
     let (reason, note) = match live.and_then(|d| d.spec.as_ref()).map(|s| s.replicas.unwrap_or(1)) {
-        None => (reasons::CREATED, format!("Created Deployment {name} with {wanted} shell pod(s)")),
-        Some(before) if before != wanted => {
-            (reasons::SCALED, format!("Scaled Deployment {name} from {before} to {wanted} shell pod(s)"))
+        None => (reasons::CREATED, format!("Created Deployment {name} with {replicas} shell pod(s)")),
+        Some(before) if before != replicas => {
+            (reasons::SCALED, format!("Scaled Deployment {name} from {before} to {replicas} shell pod(s)"))
         }
         Some(_) => (reasons::UPDATED, format!("Updated Deployment {name} to match the spec")),
     };

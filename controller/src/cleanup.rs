@@ -5,14 +5,13 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
-use myownshell_api::MyOwnShell;
 use myownshell_api::names::reasons;
+use myownshell_api::{MyOwnShell, Stop};
 use tracing::{debug, info, warn};
 
 use crate::error::Error;
-use crate::events::{self, actions};
+use crate::events::{self, EventType, actions};
 use crate::labels;
 use crate::ownership;
 use crate::reconcile::Context;
@@ -97,4 +96,43 @@ async fn wait_for_shell_pods(shell: &MyOwnShell, ctx: &Context) -> Result<(), Er
         }
     }
     Err(Error::ShellPodsTerminating { name, pods: pods.items.len() })
+}
+
+/// Delete `shell`, stopped (`stop`) longer than `lifetime.deletePausedAfter`; its finalizer then
+/// cleans up as after any deletion. The uid precondition keeps a newer shell of the same name
+/// safe.
+pub(crate) async fn delete_stopped(
+    shell: &MyOwnShell,
+    stop: &Stop,
+    api: &Api<MyOwnShell>,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = shell.name_any();
+    let params = DeleteParams {
+        preconditions: Some(Preconditions { uid: shell.metadata.uid.clone(), resource_version: None }),
+        ..DeleteParams::default()
+    };
+    ctx.metrics.wrote("shell_delete");
+    match api.delete(&name, &params).await {
+        Ok(_) => {}
+        // Gone already, or replaced by a newer shell of the name: nothing of ours to delete.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(Action::await_change()),
+        Err(source) => return Err(Error::DeleteShell { name, source }),
+    }
+    let after = shell.spec.lifetime.as_ref().and_then(|l| l.delete_paused_after.as_deref()).unwrap_or_default();
+    let note = format!(
+        "Deleted: stopped since {} ({}), longer than lifetime.deletePausedAfter ({after})",
+        stop.at.0, stop.reason
+    );
+    info!(shell = %name, "{note}");
+    events::publish(
+        &ctx.recorder,
+        &ctx.metrics,
+        shell,
+        EventType::Normal,
+        reasons::DELETED_AFTER_STOP,
+        actions::DELETE_SHELL,
+        note,
+    );
+    Ok(Action::await_change())
 }

@@ -40,6 +40,13 @@ pub enum BuildError {
 /// fields that are unset take `myownshell_api::defaults`; the selector is the one `live` already
 /// has, since a selector cannot change (see `labels::instance_for`).
 pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployment, BuildError> {
+    desired_with(shell, live, shell.spec.size.unwrap_or(defaults::SIZE))
+}
+
+/// [`desired`] running `replicas` pods (0 while the shell's lifetime has it stopped: its
+/// `spec.size` stays, and nothing but the count changes, so the pod template, and with it every
+/// running pod, is left as it is).
+pub fn desired_with(shell: &MyOwnShell, live: Option<&Deployment>, replicas: i32) -> Result<Deployment, BuildError> {
     let name = shell.metadata.name.clone().ok_or(BuildError::MissingMetadata("name"))?;
     let namespace = shell.metadata.namespace.clone().ok_or(BuildError::MissingMetadata("namespace"))?;
     let mut owner = shell.controller_owner_ref(&()).ok_or(BuildError::MissingMetadata("uid"))?;
@@ -58,7 +65,7 @@ pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployme
             ..ObjectMeta::default()
         },
         spec: Some(DeploymentSpec {
-            replicas: Some(spec.size.unwrap_or(defaults::SIZE)),
+            replicas: Some(replicas),
             selector: LabelSelector { match_labels: Some(labels::selector_labels(&instance)), match_expressions: None },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),

@@ -97,6 +97,15 @@ pub enum Error {
         source: kube::Error,
     },
 
+    /// Deleting a shell stopped longer than `lifetime.deletePausedAfter` failed.
+    #[error("deleting shell {name}, stopped longer than lifetime.deletePausedAfter: {source}")]
+    DeleteShell {
+        /// The shell's name.
+        name: String,
+        /// What the apiserver (or the connection) said.
+        source: kube::Error,
+    },
+
     /// The Deployment watch was dropped before its first full list, so there is no cache to
     /// read; in practice, the controller is stopping.
     #[error("the Deployment cache stopped")]
@@ -124,6 +133,7 @@ impl Error {
             Error::DeletePod { .. } => reasons::POD_DELETE_FAILED,
             Error::DeploymentConflict(_) => reasons::DEPLOYMENT_CONFLICT,
             Error::SelectorConflict { .. } => reasons::SELECTOR_CONFLICT,
+            Error::DeleteShell { .. } => reasons::SHELL_DELETE_FAILED,
             Error::CacheStopped => reasons::CACHE_STOPPED,
             Error::Finalizer(_) => reasons::FINALIZER_FAILED,
         }
@@ -155,6 +165,17 @@ impl Error {
     /// Whether this is the expected wait during cleanup rather than a failure.
     pub fn is_waiting(&self) -> bool {
         matches!(self.step(), Error::DeploymentTerminating(_) | Error::ShellPodsTerminating { .. })
+    }
+
+    /// Whether the apiserver refused a write because the namespace is being deleted (the
+    /// shell's own deletion follows: nothing to retry or report).
+    pub fn is_namespace_terminating(&self) -> bool {
+        match self.step() {
+            Error::ApplyDeployment { source, .. } | Error::WriteStatus(source) => {
+                crate::namespaces::is_terminating_refusal(source)
+            }
+            _ => false,
+        }
     }
 
     /// Whether a foreign Deployment, or another one's selector, is in the way.

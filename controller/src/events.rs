@@ -1,12 +1,16 @@
 //! Kubernetes Events on `MyOwnShell` objects. Their reasons are `myownshell_api::names::reasons`:
 //! users filter on them (`kubectl get events --field-selector reason=Scaled`).
 
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use std::sync::Arc;
+
 use kube::{Client, Resource};
 use myownshell_api::MyOwnShell;
+use myownshell_runtime::events::{self, Occurrence};
+pub use myownshell_runtime::events::{EventType, Reporter};
 use tracing::warn;
 
 use crate::metrics::Metrics;
+use crate::namespaces::TerminatingNamespaces;
 
 /// Actions (what the controller did), as the events.k8s.io API asks for.
 pub mod actions {
@@ -18,50 +22,32 @@ pub mod actions {
     /// A failed reconcile: the Warning events `ReconcileFailed`, `DeploymentConflict` and
     /// `SelectorConflict`.
     pub const RECONCILE: &str = "Reconcile";
+    /// The lifetime started, warned of or stopped the shell (`Started`, `StoppingSoon`, `Stopped`).
+    pub const LIFETIME: &str = "Lifetime";
+    /// The shell's pods were found unable to run (`ImagePullFailed`, `CrashLooping`, …).
+    pub const CHECK_PODS: &str = "CheckPods";
+    /// A shell stopped longer than `lifetime.deletePausedAfter` was deleted.
+    pub const DELETE_SHELL: &str = "DeleteShell";
 }
 
-/// The events.k8s.io API refuses notes longer than 1 kB; an apiserver error can be longer.
-const MAX_NOTE_BYTES: usize = 1024;
-
-/// `text` cut to at most `max` bytes on a character boundary, marked with `…` when cut.
-fn truncate(mut text: String, max: usize) -> String {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max - '…'.len_utf8();
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text.truncate(end);
-    text.push('…');
-    text
-}
-
-/// Where events go. kube's [`Recorder`] keeps every event it published for six minutes (until
-/// its next publish after that), so that a repeat within them becomes a count on the first
-/// event (a series) rather than a new Event. Warnings repeat (a failure persisting through the
-/// backoff) and go through one shared recorder that folds them; the other events report one
-/// change each, and go through a recorder of their own, so that no cache holds an entry per
-/// object: at 10,000 objects those entries were 24 MiB, and each publish scanned all of them.
+/// Where events go: one new Event per occurrence, named so that a shell of any name gets its
+/// Events (`myownshell_runtime::events`), and none into a namespace being deleted (the apiserver
+/// would refuse it).
+///
+/// Nothing here folds repeats: the reconcile writes a Warning once per cause (when the status's
+/// `Degraded` condition changes), not once per retry, so no cache of past events is kept (kube's
+/// `Recorder` kept one entry per object for six minutes: 24 MiB at 10,000 objects).
 #[derive(Clone)]
 pub struct Publisher {
-    warnings: Recorder,
     client: Client,
     reporter: Reporter,
+    terminating: Arc<TerminatingNamespaces>,
 }
 
 impl Publisher {
-    /// Events sent with `client`, reported by `reporter`.
-    pub fn new(client: Client, reporter: Reporter) -> Self {
-        Self { warnings: Recorder::new(client.clone(), reporter.clone()), client, reporter }
-    }
-
-    /// The recorder for an event of `type_`.
-    fn recorder(&self, type_: EventType) -> Recorder {
-        match type_ {
-            EventType::Warning => self.warnings.clone(),
-            EventType::Normal => Recorder::new(self.client.clone(), self.reporter.clone()),
-        }
+    /// Events sent with `client`, reported by `reporter`, none into the namespaces in `terminating`.
+    pub fn new(client: Client, reporter: Reporter, terminating: Arc<TerminatingNamespaces>) -> Self {
+        Self { client, reporter, terminating }
     }
 }
 
@@ -77,31 +63,16 @@ pub fn publish(
     action: &'static str,
     note: String,
 ) {
-    let reference = shell.object_ref(&());
-    let note = truncate(note, MAX_NOTE_BYTES);
-    let event =
-        Event { type_, reason: reason.to_owned(), note: Some(note), action: action.to_owned(), secondary: None };
+    if shell.metadata.namespace.as_deref().is_some_and(|ns| publisher.terminating.contains(ns)) {
+        return;
+    }
+    let occurrence = Occurrence { regarding: shell.object_ref(&()), related: None, type_, reason, action, note };
     metrics.wrote("event");
-    let recorder = publisher.recorder(type_);
+    let publisher = publisher.clone();
     tokio::spawn(async move {
-        if let Err(e) = recorder.publish(&event, &reference).await {
-            warn!(error = %e, reason, object = ?reference.name, "could not publish an event");
+        let object = occurrence.regarding.name.clone();
+        if let Err(e) = events::publish(&publisher.client, occurrence, &publisher.reporter).await {
+            warn!(error = %e, reason, object = ?object, "could not publish an event");
         }
     });
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn notes_fit_the_api_limit() {
-        let cases = [("short", 10, "short"), ("exactly10!", 10, "exactly10!"), ("0123456789abc", 10, "0123456…")];
-        for (text, max, want) in cases {
-            assert_eq!(truncate(text.to_owned(), max), want);
-        }
-        let long = "é".repeat(2000);
-        let cut = truncate(long, MAX_NOTE_BYTES);
-        assert!(cut.len() <= MAX_NOTE_BYTES && cut.ends_with('…'), "{}", cut.len());
-    }
 }

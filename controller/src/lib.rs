@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod announce;
 pub mod apply_deployment;
 pub mod args;
 pub mod cached_deployment;
@@ -13,13 +14,18 @@ pub mod cleanup;
 pub mod deployment;
 pub mod error;
 pub mod events;
+pub mod health;
 pub mod labels;
 pub mod leader;
+pub mod lifetime;
 pub mod memo;
 pub mod metrics;
+pub mod namespaces;
+pub mod nodes;
 pub mod object_map;
 pub mod ownership;
 pub mod pending_events;
+pub mod pods;
 pub mod prune;
 pub mod reconcile;
 pub mod run;

@@ -3,25 +3,32 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use myownshell_api::names::reasons;
-use myownshell_api::{MyOwnShell, names};
-use tracing::{debug, instrument, warn};
+use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults, names};
+use tracing::{debug, info, instrument, warn};
 
+use crate::announce;
 use crate::apply_deployment::{ensure_deployment, find_deployment, instance_free};
-use crate::cleanup::cleanup;
+use crate::cleanup::{cleanup, delete_stopped};
 use crate::error::{Error, api_message};
-use crate::events::{self, actions};
+use crate::events::{self, EventType, actions};
+use crate::health;
+use crate::lifetime::{self, Phase};
 use crate::memo::{self, DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
+use crate::namespaces::TerminatingNamespaces;
+use crate::nodes::NodeIndex;
 use crate::object_map::ObjectMap;
 use crate::ownership;
 use crate::pending_events::PendingEvents;
+use crate::pods::PodIndex;
 use crate::status::{self, Failure};
 
 /// Everything a reconcile needs, shared by all of them.
@@ -32,6 +39,12 @@ pub struct Context {
     pub(crate) deployments: DeploymentCache,
     /// The `MyOwnShell` watch cache: its size is the `managed_objects` gauge.
     pub(crate) shells: Store<MyOwnShell>,
+    /// The health of the shells' pods.
+    pub(crate) pods: Arc<PodIndex>,
+    /// Which nodes are not ready.
+    pub(crate) nodes: Arc<NodeIndex>,
+    /// Which namespaces are being deleted (nothing is written there).
+    pub(crate) terminating: Arc<TerminatingNamespaces>,
     /// Publishes the events on `MyOwnShell` objects.
     pub(crate) recorder: events::Publisher,
     /// The controller's metrics (reconciles, writes, managed objects).
@@ -44,21 +57,39 @@ pub struct Context {
     failures: ObjectMap<MyOwnShell, u32>,
 }
 
+/// What the watches keep, as reconciles read it.
+#[derive(Clone)]
+pub struct Caches {
+    /// Our Deployments (watch cache plus our own recent applies).
+    pub deployments: DeploymentCache,
+    /// The `MyOwnShell`s.
+    pub shells: Store<MyOwnShell>,
+    /// The health of the shells' pods.
+    pub pods: Arc<PodIndex>,
+    /// Which nodes are not ready.
+    pub nodes: Arc<NodeIndex>,
+    /// Which namespaces are being deleted.
+    pub terminating: Arc<TerminatingNamespaces>,
+}
+
 impl Context {
     /// The shared state of all reconciles, with no failures counted yet.
     pub fn new(
         client: Client,
-        deployments: DeploymentCache,
-        shells: Store<MyOwnShell>,
+        caches: Caches,
         recorder: events::Publisher,
         metrics: Metrics,
         statuses: StatusMemo,
         pending_events: PendingEvents,
     ) -> Self {
+        let Caches { deployments, shells, pods, nodes, terminating } = caches;
         Self {
             client,
             deployments,
             shells,
+            pods,
+            nodes,
+            terminating,
             recorder,
             metrics,
             statuses,
@@ -131,59 +162,119 @@ async fn reconcile_inner(shell: Arc<MyOwnShell>, ctx: &Context) -> Result<Action
     }
 }
 
-/// Bring the Deployment and the status in line with the spec.
+/// Bring the Deployment and the status in line with the spec and the shell's lifetime.
 async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Result<Action, Error> {
     if !ctx.deployments.wait_until_ready().await {
         return Err(Error::CacheStopped);
     }
-    let name = shell.name_any();
-    let (current, error) = match find_deployment(shell, ctx).await {
+    let namespace = shell.namespace().unwrap_or_default();
+    if ctx.terminating.contains(&namespace) {
+        debug!(shell = %shell.name_any(), "the namespace is being deleted: the shell's deletion follows");
+        return Ok(Action::await_change());
+    }
+    let now = Timestamp::now();
+    let previous = ctx.statuses.latest(shell);
+    let plan = lifetime::plan(shell, previous.as_ref(), now);
+    if let (true, Phase::Stopped(stop)) = (plan.delete, &plan.phase) {
+        return delete_stopped(shell, stop, api, ctx).await;
+    }
+    let replicas = plan.replicas(shell.spec.size.unwrap_or(defaults::SIZE));
+    let (current, error) = write_deployment(shell, replicas, ctx).await;
+    if error.as_ref().is_some_and(Error::is_namespace_terminating) {
+        ctx.terminating.insert(&namespace);
+        debug!(shell = %shell.name_any(), "the namespace is being deleted: the shell's deletion follows");
+        return Ok(Action::await_change());
+    }
+    // A shell meant to run no pods has none to diagnose (its last ones are on their way out).
+    let diagnosis = (replicas > 0)
+        .then(|| health::diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
+        .flatten();
+    let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
+    let inputs = status::Inputs {
+        deployment: current.as_deref(),
+        failure: failure.as_ref(),
+        plan: Some(&plan),
+        diagnosis: diagnosis.as_ref(),
+    };
+    let status = status::compute(shell, previous.as_ref(), &inputs, &lifetime::time(now));
+    let written = write_status(shell, api, previous.as_ref(), &status, ctx).await;
+    let told_as = match (&error, &diagnosis) {
+        (Some(e), _) if e.is_conflict() => Some((e.reason(), actions::RECONCILE)),
+        (Some(_), _) => Some((reasons::RECONCILE_FAILED, actions::RECONCILE)),
+        (None, Some(d)) => Some((d.reason, actions::CHECK_PODS)),
+        (None, None) => None,
+    };
+    let mut told = announce::trouble_event(previous.as_ref(), &status, told_as).into_iter().collect::<Vec<_>>();
+    // What the lifetime did is told once it is recorded: a reconcile that could not write the
+    // status does it again, and tells it then.
+    if written.is_ok() {
+        told.extend(announce::lifetime_events(&shell.name_any(), &plan, replicas));
+    }
+    for a in told {
+        if a.type_ == EventType::Warning {
+            warn!(shell = %shell.name_any(), reason = a.reason, "{}", a.note);
+        } else {
+            info!(shell = %shell.name_any(), reason = a.reason, "{}", a.note);
+        }
+        events::publish(&ctx.recorder, &ctx.metrics, shell, a.type_, a.reason, a.action, a.note);
+    }
+    if let Some(e) = error {
+        return Err(e);
+    }
+    written?;
+    Ok(next_look(plan.wake_at, diagnosis.and_then(|d| d.until), now))
+}
+
+/// Look up the Deployment, make sure it is ours, and apply it with `replicas` pods. Returns the
+/// Deployment as it is now (the live one if the write failed) and the failure, if any.
+async fn write_deployment(
+    shell: &MyOwnShell,
+    replicas: i32,
+    ctx: &Context,
+) -> (Option<Arc<Deployment>>, Option<Error>) {
+    match find_deployment(shell, ctx).await {
         Err(e) => (None, Some(e)),
         // Never write what is not ours, and never report its pods as our shells.
-        Ok(Some(d)) if !ownership::of(&d, shell).is_ours() => (None, Some(Error::DeploymentConflict(name.clone()))),
+        Ok(Some(d)) if !ownership::of(&d, shell).is_ours() => (None, Some(Error::DeploymentConflict(shell.name_any()))),
         Ok(live) => {
             let written = async {
                 instance_free(shell, live.as_ref(), ctx).await?;
-                ensure_deployment(shell, live.as_ref(), ctx).await
+                ensure_deployment(shell, live.as_ref(), replicas, ctx).await
             };
             match written.await {
                 Ok(current) => (current, None),
                 Err(e) => (live, Some(e)),
             }
         }
-    };
-    let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
-    let previous = ctx.statuses.latest(shell);
-    let status = status::compute(shell, previous.as_ref(), current.as_deref(), failure.as_ref(), &status::now());
-    let status_written = if previous.as_ref() != Some(&status) {
-        ctx.metrics.wrote("status");
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status::merge_patch(&status))).await {
-            Ok(written) => {
-                ctx.statuses.record(shell, status, memo::echo_version(shell, &written));
-                Ok(())
-            }
-            Err(e) => Err(Error::WriteStatus(e)),
-        }
-    } else {
-        Ok(())
-    };
-    if let Some(e) = error {
-        // The recorder folds repeats of the same event into one series, so a failure that
-        // persists through the backoff does not flood the namespace with events.
-        let note = failure_message(&e);
-        let reason = if e.is_conflict() {
-            if !previous.as_ref().is_some_and(|s| status::degraded_by(s, e.reason())) {
-                warn!(shell = %name, "{note}");
-            }
-            e.reason()
-        } else {
-            reasons::RECONCILE_FAILED
-        };
-        events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Warning, reason, actions::RECONCILE, note);
-        return Err(e);
     }
-    status_written?;
-    Ok(Action::await_change())
+}
+
+/// Patch the status to `status` unless `previous` (the latest known) is it already.
+async fn write_status(
+    shell: &MyOwnShell,
+    api: &Api<MyOwnShell>,
+    previous: Option<&MyOwnShellStatus>,
+    status: &MyOwnShellStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
+    if previous == Some(status) {
+        return Ok(());
+    }
+    ctx.metrics.wrote("status");
+    let patch = Patch::Merge(status::merge_patch(status));
+    let written =
+        api.patch_status(&shell.name_any(), &PatchParams::default(), &patch).await.map_err(Error::WriteStatus)?;
+    ctx.statuses.record(shell, status.clone(), memo::echo_version(shell, &written));
+    Ok(())
+}
+
+/// When to reconcile again without a change: at the lifetime's next deadline or when a pod
+/// problem lapses by itself, whichever is first; else only on a change.
+fn next_look(wake_at: Option<Timestamp>, lapses_at: Option<Timestamp>, now: Timestamp) -> Action {
+    match wake_at.into_iter().chain(lapses_at).min() {
+        Some(at) => Action::requeue(lifetime::until(at, now)),
+        None => Action::await_change(),
+    }
 }
 
 fn failure_message(e: &Error) -> String {

@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::Reporter;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::{Api, Client, ResourceExt};
 use myownshell_api::MyOwnShell;
@@ -20,11 +19,15 @@ use tracing::{error, info, warn};
 
 use crate::args::Args;
 use crate::cached_deployment::CachedDeployment;
+use crate::events::Reporter;
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::memo::{DeploymentCache, StatusMemo};
 use crate::metrics::Metrics;
+use crate::namespaces::TerminatingNamespaces;
+use crate::nodes::NodeIndex;
 use crate::pending_events::PendingEvents;
-use crate::reconcile::{self, Context};
+use crate::pods::{CachedPod, PodIndex};
+use crate::reconcile::{self, Caches, Context};
 use crate::synced::Synced;
 use crate::watch;
 
@@ -173,10 +176,15 @@ async fn reconcile_until(
     readiness: ReadyFlag,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (shells_api, deployments_api): (Api<MyOwnShell>, Api<CachedDeployment>) = match &args.namespace {
-        Some(ns) => (Api::namespaced(client.clone(), ns), Api::namespaced(client.clone(), ns)),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let (shells_api, deployments_api, pods_api): (Api<MyOwnShell>, Api<CachedDeployment>, Api<CachedPod>) =
+        match &args.namespace {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (Api::all(client.clone()), Api::all(client.clone()), Api::all(client.clone())),
+        };
     let (shells, shell_writer) = reflector::store();
     let (deployments, deployment_writer) = reflector::store();
     let (shells_synced_tx, shells_synced) = Synced::new();
@@ -184,17 +192,25 @@ async fn reconcile_until(
     let deployment_cache = DeploymentCache::new(deployments, deployments_synced.clone());
     let statuses = StatusMemo::new(shells.clone());
     let pending_events = PendingEvents::default();
-    let recorder =
-        crate::events::Publisher::new(client.clone(), Reporter { controller: REPORTER.to_owned(), instance: None });
-    let ctx = Arc::new(Context::new(
-        client,
-        deployment_cache.clone(),
-        shells.clone(),
-        recorder,
-        metrics,
-        statuses.clone(),
-        pending_events.clone(),
-    ));
+    let (pods, nodes, terminating) =
+        (Arc::new(PodIndex::default()), Arc::new(NodeIndex::default()), Arc::new(TerminatingNamespaces::default()));
+    let recorder = crate::events::Publisher::new(client.clone(), Reporter::new(REPORTER), terminating.clone());
+    let namespaces =
+        tokio::spawn(watch::follow_namespaces(Api::all(client.clone()), args.namespace.clone(), terminating.clone()));
+    let caches = Caches {
+        deployments: deployment_cache.clone(),
+        shells: shells.clone(),
+        pods: pods.clone(),
+        nodes: nodes.clone(),
+        terminating,
+    };
+    let pod_triggers = {
+        let pending = pending_events.clone();
+        let node_triggers = watch::node_triggers(Api::all(client.clone()), nodes, pods.clone());
+        futures::stream::select(watch::pod_triggers(pods_api, pods), node_triggers)
+            .inspect(move |shell| pending.arrived(shell.clone(), Instant::now()))
+    };
+    let ctx = Arc::new(Context::new(client, caches, recorder, metrics, statuses.clone(), pending_events.clone()));
     let ready_when_synced =
         ready_when_synced(readiness, [shells_synced, deployments_synced], shells.clone(), deployment_cache.clone());
 
@@ -219,6 +235,8 @@ async fn reconcile_until(
         // A Deployment event goes to the `MyOwnShell` of the same name, not through the
         // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
         .watches_stream(deployment_events, |d| Some(shell_of(&d)))
+        // A pod that cannot run, or a node going down under one, is told in the shell's status.
+        .reconcile_on(pod_triggers)
         // The Controller backs its trigger streams off on errors too, by default up to 30 s.
         .trigger_backoff(watch::watch_backoff())
         .with_config(controller::Config::default().concurrency(args.concurrency))
@@ -232,6 +250,7 @@ async fn reconcile_until(
         })
         .await;
     ready_when_synced.abort();
+    namespaces.abort();
 }
 
 /// Mark the process ready once both watch caches hold their first list.

@@ -1,15 +1,17 @@
-//! `MyOwnShell` status as a pure function of the object, its Deployment and the outcome of the
-//! reconcile. Conditions follow the Kubernetes API conventions: one entry per type, CamelCase
+//! `MyOwnShell` status as a pure function of the object, its Deployment, its lifetime's plan,
+//! what is wrong with its pods, and the outcome of the reconcile. Conditions follow the Kubernetes API conventions: one entry per type, CamelCase
 //! reasons, human messages, and `lastTransitionTime` that moves only when `status` flips.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING};
+use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING, STOPPING};
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
 
+use crate::health::Diagnosis;
 use crate::labels;
+use crate::lifetime::{Phase, Plan};
 
 /// A failed reconcile, shown as `Degraded=True` with this reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,58 +22,107 @@ pub struct Failure {
     pub message: String,
 }
 
-/// The status `shell` should have, given its Deployment (if any) and the reconcile outcome.
-/// `previous` is the latest status known (condition transition times carry over from it).
+/// What a reconcile learned, for the status.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Inputs<'a> {
+    /// The shell's Deployment (ours), if it exists.
+    pub deployment: Option<&'a Deployment>,
+    /// The reconcile's failure, if it failed.
+    pub failure: Option<&'a Failure>,
+    /// The lifetime's plan (`None`: reckoned as running, with no lifetime).
+    pub plan: Option<&'a Plan>,
+    /// What is wrong with the shell's pods, if anything.
+    pub diagnosis: Option<&'a Diagnosis>,
+}
+
+/// A condition's value: status, reason, message.
+type Value = (bool, &'static str, String);
+
+fn available(inputs: &Inputs<'_>, wanted: i32, observed: &Observed) -> Value {
+    if let Some(Phase::Stopped(stop)) = inputs.plan.map(|p| &p.phase) {
+        return (false, reasons::STOPPED, format!("stopped at {} ({}): {}", stop.at.0, stop.reason, stop.message));
+    }
+    match (inputs.deployment, wanted, inputs.diagnosis) {
+        (None, _, _) => (false, reasons::DEPLOYMENT_MISSING, "the shell Deployment does not exist yet".to_owned()),
+        (Some(_), 0, _) => (false, reasons::PAUSED, "size is 0: no shell pods run".to_owned()),
+        (Some(_), _, Some(d)) => (false, d.reason, d.message.clone()),
+        (Some(_), _, None) if observed.ready >= wanted => {
+            (true, reasons::SHELLS_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
+        }
+        (Some(_), _, None) => {
+            (false, reasons::SHELLS_NOT_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
+        }
+    }
+}
+
+fn progressing(inputs: &Inputs<'_>, wanted: i32, observed: &Observed) -> Value {
+    let stopped = matches!(inputs.plan.map(|p| &p.phase), Some(Phase::Stopped(_)));
+    if let Some(message) = &observed.deadline_exceeded {
+        (false, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
+    } else if stopped && observed.replicas == 0 && inputs.deployment.is_some() {
+        (false, reasons::STOPPED, "stopped: nothing to roll out".to_owned())
+    } else if wanted == 0 && observed.replicas == 0 && inputs.deployment.is_some() {
+        (false, reasons::PAUSED, "size is 0: nothing to roll out".to_owned())
+    } else if inputs.deployment.is_some() && observed.settled(wanted) {
+        (false, reasons::ROLLOUT_COMPLETE, format!("all {wanted} shell pods are up to date and ready"))
+    } else {
+        let up = observed.ready.min(observed.updated);
+        (true, reasons::ROLLING_OUT, format!("{up} of {wanted} shell pods are up to date and ready"))
+    }
+}
+
+fn degraded(inputs: &Inputs<'_>, observed: &Observed) -> Value {
+    if let Some(f) = inputs.failure {
+        (true, f.reason, f.message.clone())
+    } else if let Some(d) = inputs.diagnosis {
+        (true, d.reason, d.message.clone())
+    } else if let Some(message) = &observed.replica_failure {
+        (true, reasons::REPLICA_FAILURE, message.clone())
+    } else if let Some(message) = &observed.deadline_exceeded {
+        (true, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
+    } else {
+        (false, reasons::AS_EXPECTED, "the shells run as specified".to_owned())
+    }
+}
+
+/// `Stopping`, for shells with a lifetime or a stop: whether one is due within `warnBefore`.
+fn stopping(shell: &MyOwnShell, plan: &Plan) -> Option<Value> {
+    let name = shell.metadata.name.as_deref().unwrap_or_default();
+    match (&plan.phase, &plan.next_stop) {
+        (Phase::Stopped(stop), _) => {
+            Some((false, reasons::STOPPED, format!("stopped at {} ({})", stop.at.0, stop.reason)))
+        }
+        (_, Some(next)) if next.warned => Some((
+            true,
+            if next.reason == reasons::IDLE { reasons::IDLE } else { reasons::MAX_RUN_TIME },
+            format!("stops at {} ({}); `kubectl myownshell extend {name}` pushes it back", next.at.0, next.reason),
+        )),
+        (_, Some(next)) => {
+            Some((false, reasons::NO_STOP_DUE, format!("the next stop is at {} ({})", next.at.0, next.reason)))
+        }
+        (_, None) if shell.spec.lifetime.is_some() => Some((false, reasons::NO_STOP_DUE, "no stop is due".to_owned())),
+        (_, None) => None,
+    }
+}
+
+/// The status `shell` should have, given what the reconcile learned. `previous` is the latest
+/// status known (condition transition times carry over from it).
 pub fn compute(
     shell: &MyOwnShell,
     previous: Option<&MyOwnShellStatus>,
-    deployment: Option<&Deployment>,
-    failure: Option<&Failure>,
+    inputs: &Inputs<'_>,
     now: &Time,
 ) -> MyOwnShellStatus {
     let name = shell.metadata.name.as_deref().unwrap_or_default();
     let generation = shell.metadata.generation;
-    let wanted = shell.spec.size.unwrap_or(defaults::SIZE);
+    let size = shell.spec.size.unwrap_or(defaults::SIZE);
+    let wanted = inputs.plan.map_or(size, |p| p.replicas(size));
+    let deployment = inputs.deployment;
     let observed = Observed::of(deployment);
-    let previous_status = previous;
-    let previous = previous.map(|s| s.conditions.as_slice()).unwrap_or_default();
-
-    let available = match (deployment, wanted) {
-        (None, _) => (false, reasons::DEPLOYMENT_MISSING, "the shell Deployment does not exist yet".to_owned()),
-        (Some(_), 0) => (false, reasons::PAUSED, "size is 0: no shell pods run".to_owned()),
-        (Some(_), _) if observed.ready >= wanted => {
-            (true, reasons::SHELLS_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
-        }
-        (Some(_), _) => {
-            (false, reasons::SHELLS_NOT_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
-        }
-    };
-    let progressing = if let Some(message) = &observed.deadline_exceeded {
-        (false, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
-    } else if wanted == 0 && observed.replicas == 0 && deployment.is_some() {
-        (false, reasons::PAUSED, "size is 0: nothing to roll out".to_owned())
-    } else if deployment.is_some() && observed.settled(wanted) {
-        (false, reasons::ROLLOUT_COMPLETE, format!("all {wanted} shell pods are up to date and ready"))
-    } else {
-        (
-            true,
-            reasons::ROLLING_OUT,
-            format!("{} of {wanted} shell pods are up to date and ready", observed.ready.min(observed.updated)),
-        )
-    };
-    let degraded = if let Some(f) = failure {
-        (true, f.reason, f.message.clone())
-    } else if let Some(message) = &observed.deadline_exceeded {
-        (true, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
-    } else if let Some(message) = &observed.replica_failure {
-        (true, reasons::REPLICA_FAILURE, message.clone())
-    } else {
-        (false, reasons::AS_EXPECTED, "the shells run as specified".to_owned())
-    };
-
-    let condition = |type_: &str, (status, reason, message): (bool, &str, String)| {
+    let previous_conditions = previous.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let condition = |type_: &str, (status, reason, message): Value| {
         let status = if status { "True" } else { "False" }.to_owned();
-        let last_transition_time = previous
+        let last_transition_time = previous_conditions
             .iter()
             .find(|c| c.type_ == type_ && c.status == status)
             .map(|c| c.last_transition_time.clone())
@@ -85,6 +136,18 @@ pub fn compute(
             last_transition_time,
         }
     };
+    let mut conditions = vec![
+        condition(AVAILABLE, available(inputs, wanted, &observed)),
+        condition(PROGRESSING, progressing(inputs, wanted, &observed)),
+        condition(DEGRADED, degraded(inputs, &observed)),
+    ];
+    conditions.extend(inputs.plan.and_then(|p| stopping(shell, p)).map(|v| condition(STOPPING, v)));
+    let (state, started_at, stopped) = match inputs.plan.map(|p| &p.phase) {
+        Some(Phase::Running { started_at }) => (Some("Running"), Some(crate::lifetime::time(*started_at)), None),
+        Some(Phase::Paused) => (Some("Paused"), None, None),
+        Some(Phase::Stopped(stop)) => (Some("Stopped"), None, Some(stop.clone())),
+        None => (None, None, None),
+    };
     MyOwnShellStatus {
         replicas: observed.replicas,
         ready_replicas: observed.ready,
@@ -95,12 +158,12 @@ pub fn compute(
         deployment_uid: deployment.and_then(|d| d.metadata.uid.clone()),
         // The admission webhook's to write (it sees the connections); carried over so that its
         // writes never look like a difference to correct.
-        last_connection: previous_status.and_then(|s| s.last_connection.clone()),
-        conditions: vec![
-            condition(AVAILABLE, available),
-            condition(PROGRESSING, progressing),
-            condition(DEGRADED, degraded),
-        ],
+        last_connection: previous.and_then(|s| s.last_connection.clone()),
+        conditions,
+        state: state.map(str::to_owned),
+        started_at,
+        stopped,
+        next_stop: inputs.plan.and_then(|p| p.next_stop.clone()),
     }
 }
 
@@ -113,17 +176,17 @@ pub fn now() -> Time {
 }
 
 /// The merge patch that makes the stored status `status`. Serialising leaves out an unset
-/// `deploymentUID`, and a merge patch keeps what it leaves out, so the recorded uid of a
-/// Deployment that is gone (or no longer ours) is cleared explicitly with `null`.
+/// field, and a merge patch keeps what it leaves out, so a field that no longer holds (the uid of
+/// a Deployment that is gone, a stop that was undone) is cleared explicitly with `null`.
 /// `lastConnection` is left out: the admission webhook writes it, and a copy the controller read
 /// a moment ago must not overwrite a newer one.
 pub fn merge_patch(status: &MyOwnShellStatus) -> serde_json::Value {
     let mut patch = serde_json::json!({ "status": status });
-    if status.deployment_uid.is_none() {
-        patch["status"]["deploymentUID"] = serde_json::Value::Null;
-    }
-    if let Some(status) = patch["status"].as_object_mut() {
-        status.remove("lastConnection");
+    if let Some(fields) = patch["status"].as_object_mut() {
+        for cleared in ["deploymentUID", "state", "startedAt", "stopped", "nextStop"] {
+            fields.entry(cleared).or_insert(serde_json::Value::Null);
+        }
+        fields.remove("lastConnection");
     }
     patch
 }
@@ -207,6 +270,10 @@ mod tests {
             ready_replicas: Some(ready),
             ..DeploymentStatus::default()
         })
+    }
+
+    fn of<'a>(deployment: Option<&'a Deployment>, failure: Option<&'a Failure>) -> Inputs<'a> {
+        Inputs { deployment, failure, ..Inputs::default() }
     }
 
     fn summary(status: &MyOwnShellStatus) -> Vec<(String, String, String)> {
@@ -324,7 +391,7 @@ mod tests {
             ),
         ];
         for (case, size, deployment, failure, want) in cases {
-            let status = compute(&shell(size), None, deployment.as_ref(), failure, &time(100));
+            let status = compute(&shell(size), None, &of(deployment.as_ref(), failure), &time(100));
             let want: Vec<_> = want.iter().map(|(t, s, r)| triple(t, s, r)).collect();
             assert_eq!(summary(&status), want, "{case}");
             assert!(status.conditions.iter().all(|c| !c.message.is_empty()), "{case}: every condition explains itself");
@@ -334,7 +401,7 @@ mod tests {
 
     #[test]
     fn counts_selector_and_generation() {
-        let status = compute(&shell(2), None, Some(&deployment(1, rolled(2, 2, 1))), None, &time(100));
+        let status = compute(&shell(2), None, &of(Some(&deployment(1, rolled(2, 2, 1))), None), &time(100));
         assert_eq!((status.replicas, status.ready_replicas), (2, 1));
         assert_eq!(status.observed_generation, Some(3));
         assert_eq!(
@@ -363,29 +430,29 @@ mod tests {
     fn the_deployment_uid_is_recorded_while_the_deployment_exists() {
         let mut ours = deployment(1, rolled(1, 1, 1));
         ours.metadata.uid = Some("deploy-uid".into());
-        let status = compute(&shell(1), None, Some(&ours), None, &time(100));
+        let status = compute(&shell(1), None, &of(Some(&ours), None), &time(100));
         assert_eq!(status.deployment_uid.as_deref(), Some("deploy-uid"));
-        let gone = compute(&shell(1), Some(&status), None, None, &time(101));
+        let gone = compute(&shell(1), Some(&status), &of(None, None), &time(101));
         assert_eq!(gone.deployment_uid, None, "a Deployment that is gone is no proof of anything");
     }
 
     #[test]
     fn last_transition_time_moves_only_on_a_transition() {
         let ready = Some(deployment(1, rolled(2, 2, 2)));
-        let first = compute(&shell(2), None, None, None, &time(100));
+        let first = compute(&shell(2), None, &of(None, None), &time(100));
         assert!(first.conditions.iter().all(|c| c.last_transition_time == time(100)));
 
         // Same statuses later (a message may change): times stay.
-        let again = compute(&shell(2), Some(&first), Some(&deployment(1, rolled(2, 2, 1))), None, &time(200));
+        let again = compute(&shell(2), Some(&first), &of(Some(&deployment(1, rolled(2, 2, 1))), None), &time(200));
         let times: Vec<_> = again.conditions.iter().map(|c| c.last_transition_time.clone()).collect();
         assert_eq!(times, vec![time(100), time(100), time(100)]);
 
         // Available and Progressing flip; Degraded does not.
-        let flipped = compute(&shell(2), Some(&again), ready.as_ref(), None, &time(300));
+        let flipped = compute(&shell(2), Some(&again), &of(ready.as_ref(), None), &time(300));
         let times: Vec<_> = flipped.conditions.iter().map(|c| c.last_transition_time.clone()).collect();
         assert_eq!(times, vec![time(300), time(300), time(100)]);
 
         // Nothing changed at all: the status is equal, so the controller writes nothing.
-        assert_eq!(compute(&shell(2), Some(&flipped), ready.as_ref(), None, &time(400)), flipped);
+        assert_eq!(compute(&shell(2), Some(&flipped), &of(ready.as_ref(), None), &time(400)), flipped);
     }
 }

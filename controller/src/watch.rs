@@ -1,5 +1,7 @@
-//! The controller's two watches and what they keep: pruned objects in the reflector stores, the
-//! echoes of its own writes filtered out, a signal once each has its first list.
+//! The controller's watches and what they keep: pruned `MyOwnShell`s and Deployments in the
+//! reflector stores (the echoes of its own writes filtered out, a signal once each has its first
+//! list); the shells' pods' health, the nodes' readiness and the namespaces being deleted in
+//! indexes of their own, each read from the watch's JSON into the little it needs.
 //!
 //! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
 //! are dropped before objects reach the stores. Deployments are watched only if they carry the
@@ -8,16 +10,25 @@
 
 use std::time::Duration;
 
-use futures::{Stream, TryStreamExt};
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use myownshell_api::MyOwnShell;
 use tokio::sync::watch;
+use tracing::warn;
 
 use crate::cached_deployment::CachedDeployment;
 use crate::labels;
 use crate::memo::{DeploymentCache, StatusMemo};
+use crate::namespaces::TerminatingNamespaces;
+use crate::nodes::{CachedNode, NodeIndex};
+use crate::pods::{CachedPod, PodIndex};
 use crate::prune::prune_shell;
 
 /// Delays between watch retries: 250 ms doubling to 5 s with jitter, back to the start after any
@@ -80,6 +91,64 @@ pub fn deployment_stream(
         // The echo of our own apply: the reconcile that made it already used its response.
         .try_filter_map(skip_own_writes(synced, move |event| cache.observe(event)))
         .touched_objects()
+}
+
+/// The watch of the shells' pods (those carrying our managed-by label) into `index`; out come
+/// the shells whose pods' problems changed.
+pub fn pod_triggers(
+    api: Api<CachedPod>,
+    index: Arc<PodIndex>,
+) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
+    let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
+    logged(watcher(api, config).backoff(watch_backoff()), "pods")
+        .flat_map(move |event| futures::stream::iter(index.apply(&event)))
+}
+
+/// The watch of the nodes into `nodes`; out come the shells with a pod on a node whose
+/// readiness changed.
+pub fn node_triggers(
+    api: Api<CachedNode>,
+    nodes: Arc<NodeIndex>,
+    pods: Arc<PodIndex>,
+) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
+    logged(watcher(api, watcher::Config::default().any_semantic()).backoff(watch_backoff()), "nodes").flat_map(
+        move |event| futures::stream::iter(nodes.apply(&event).map(|node| pods.shells_on(&node)).unwrap_or_default()),
+    )
+}
+
+/// Keep `terminating` up to date from the watch of the namespaces' metadata (`only`: of that one
+/// namespace) until the returned future is dropped.
+pub async fn follow_namespaces(
+    api: Api<PartialObjectMeta<Namespace>>,
+    only: Option<String>,
+    terminating: Arc<TerminatingNamespaces>,
+) {
+    let mut config = watcher::Config::default().any_semantic();
+    if let Some(name) = only {
+        config = config.fields(&format!("metadata.name={name}"));
+    }
+    logged(watcher(api, config).backoff(watch_backoff()), "namespaces")
+        .for_each(|event| {
+            terminating.apply(&event);
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// A watch's events, its errors logged (the backoff paces the retries).
+fn logged<K: Send + 'static>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    what: &'static str,
+) -> impl Stream<Item = watcher::Event<K>> + Send + 'static {
+    events.filter_map(move |result| {
+        std::future::ready(match result {
+            Ok(event) => Some(event),
+            Err(e) => {
+                warn!(error = %e, watch = what, "watch failed; retrying");
+                None
+            }
+        })
+    })
 }
 
 /// The filter of a watch after `reflect`: drops the events `own_write` recognises as the echo

@@ -113,13 +113,33 @@ pub async fn namespace_editors(
     Ok(())
 }
 
-/// Install the admission policies of `config/policy` as they are (kubectl apply).
+/// Install the admission policies of `config/policy` as they are (kubectl apply), and wait
+/// until the apiserver enforces them: it loads a new policy and its binding from a watch, so for
+/// a moment after the apply nothing is refused yet.
 pub async fn install_policies(kubectl: &Kubectl) -> Result<(), String> {
     let objects = myownshell_envtest::kustomize::render("policy")?;
     let refs: Vec<&serde_json::Value> = objects.iter().collect();
     let out =
         kubectl.run_with_stdin(&["apply", "-f", "-"], Some(&myownshell_envtest::kustomize::as_list(&refs))).await?;
-    out.ok().map(drop)
+    out.ok().map(drop)?;
+    // A pod labelled as a shell's, made by someone who is not the ReplicaSet controller, is
+    // what `shell-workloads` refuses: tried as a server-side dry run until it is.
+    let lookalike = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "policy-probe-7d9f8c6b4-x2x4z", "namespace": "default",
+                     "labels": {"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": "policy-probe"}},
+        "spec": {"containers": [{"name": "shell", "image": "busybox:1.37.0"}]},
+    })
+    .to_string();
+    myownshell_envtest::eventually("the admission policies in force", std::time::Duration::from_secs(30), || async {
+        let out = kubectl.run_with_stdin(&["create", "--dry-run=server", "-f", "-"], Some(&lookalike)).await?;
+        if !out.success && out.stderr.contains("ValidatingAdmissionPolicy") {
+            Ok(())
+        } else {
+            Err(format!("the probe pod was {}: {}", if out.success { "admitted" } else { "refused" }, out.stderr))
+        }
+    })
+    .await
 }
 
 /// A MyOwnShell manifest `name` with `spec` (YAML flow mapping, e.g. `{size: 1}`).

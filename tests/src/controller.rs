@@ -102,6 +102,11 @@ impl ControllerProcess {
         Ok(Self { process, metrics_port, probe_port, client, scraper_token: tokio::sync::OnceCell::new() })
     }
 
+    /// Kill the process at once (SIGKILL), as a crash or a lost node would.
+    pub fn kill(&mut self) -> Result<(), String> {
+        self.process.kill().map(drop).map_err(|e| format!("killing the controller: {e}"))
+    }
+
     /// `GET path` on the probe port: (status code, body).
     pub async fn probe(&self, path: &str) -> Result<(u16, String), String> {
         myownshell_envtest::http::plain_get(std::net::SocketAddr::from(([127, 0, 0, 1], self.probe_port)), path).await

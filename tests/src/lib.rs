@@ -1,14 +1,17 @@
 //! Test-only helpers for the integration tests in `tests/`, on top of the `myownshell-envtest`
 //! cluster: who may get into a shell ([`access`]), the controller and webhook binaries as processes ([`controller`], [`webhooks`]), an admission gate that holds writes ([`gate`]),
-//! authenticated metrics scrapes ([`scrape`]), TLS clients ([`tls_client`]), and what the
-//! `rbac_proxy*` tests share ([`rbac_proxy`]).
+//! authenticated metrics scrapes ([`scrape`]), TLS clients ([`tls_client`]), what the
+//! `rbac_proxy*` tests share ([`rbac_proxy`]), the `kubectl myownshell` plugin as users run it
+//! ([`plugin`]), and shell pods with the statuses a kubelet would write ([`shell_pods`]).
 
 #![warn(missing_docs)]
 
 pub mod access;
 pub mod controller;
 pub mod gate;
+pub mod plugin;
 pub mod rbac_proxy;
 pub mod scrape;
+pub mod shell_pods;
 pub mod tls_client;
 pub mod webhooks;

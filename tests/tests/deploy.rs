@@ -338,10 +338,11 @@ const CAN_I: &[CanI] = &[
         args: &["create", "myownshells.myownshell.io", "-n", "team-a"],
         allowed: false,
     },
+    // controller: deletes a shell stopped longer than its lifetime.deletePausedAfter.
     CanI {
         service_account: "myownshell-controller",
         args: &["delete", "myownshells.myownshell.io", "-n", "team-a"],
-        allowed: false,
+        allowed: true,
     },
     CanI {
         service_account: "myownshell-controller",
@@ -354,7 +355,12 @@ const CAN_I: &[CanI] = &[
         args: &["patch", "mutatingwebhookconfigurations.admissionregistration.k8s.io"],
         allowed: false,
     },
-    CanI { service_account: "myownshell-controller", args: &["get", "nodes"], allowed: false },
+    // controller: watches nodes (a shell on a node that is down says so) and namespaces (none
+    // is written into one being deleted), and changes neither.
+    CanI { service_account: "myownshell-controller", args: &["watch", "nodes"], allowed: true },
+    CanI { service_account: "myownshell-controller", args: &["patch", "nodes"], allowed: false },
+    CanI { service_account: "myownshell-controller", args: &["watch", "namespaces"], allowed: true },
+    CanI { service_account: "myownshell-controller", args: &["delete", "namespaces"], allowed: false },
     // webhook: its Secret and its two configurations, by name
     CanI { service_account: "myownshell-webhook", args: &["create", "secrets", "-n", SYSTEM_NAMESPACE], allowed: true },
     CanI {
@@ -429,7 +435,9 @@ const CAN_I: &[CanI] = &[
         allowed: false,
     },
     CanI { service_account: "myownshell-webhook", args: &["get", "pods", "-n", "team-a"], allowed: false },
-    // controller: cleanup waits for a deleted shell's pods (and deletes an orphan).
+    // controller: watches the shells' pods, cleanup waits for a deleted shell's pods (and
+    // deletes an orphan).
+    CanI { service_account: "myownshell-controller", args: &["watch", "pods", "-n", "team-a"], allowed: true },
     CanI { service_account: "myownshell-controller", args: &["list", "pods", "-n", "team-a"], allowed: true },
     CanI { service_account: "myownshell-controller", args: &["delete", "pods", "-n", "team-a"], allowed: true },
     CanI { service_account: "myownshell-controller", args: &["create", "pods/exec", "-n", "team-a"], allowed: false },

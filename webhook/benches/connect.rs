@@ -115,13 +115,12 @@ pub async fn measure(tls: &LoopbackTls, seconds: u64, rounds: usize, shutdown: &
         }
         let (w, f) = (median_round(&w), median_round(&f));
         let added = |a: Duration, b: Duration| ms(a.saturating_sub(b));
+        println!("{what:<38} {:>13} {:>13} {:>13} {:>13}", ms(p50), ms(p99), added(w.p50, f.p50), added(w.p99, f.p99));
         println!(
-            "{what:<38} {:>13} {:>13} {:>13} {:>13}",
-            ms(p50),
-            ms(p99),
-            added(w.p50, f.p50),
-            added(w.p99, f.p99)
+            "connect {} {:.4} {:.4}",
+            what.replace(' ', "_"),
+            p99.as_secs_f64() * 1e3,
+            w.p99.saturating_sub(f.p99).as_secs_f64() * 1e3
         );
-        println!("connect {} {:.4} {:.4}", what.replace(' ', "_"), p99.as_secs_f64() * 1e3, w.p99.saturating_sub(f.p99).as_secs_f64() * 1e3);
     }
 }

@@ -114,7 +114,11 @@ async fn start_webhook(tls: Arc<rustls::ServerConfig>, shutdown: CancellationTok
 }
 
 /// The webhook's real service with `state` on the real TLS server.
-async fn start_webhook_with(tls: Arc<rustls::ServerConfig>, state: AppState, shutdown: CancellationToken) -> SocketAddr {
+async fn start_webhook_with(
+    tls: Arc<rustls::ServerConfig>,
+    state: AppState,
+    shutdown: CancellationToken,
+) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(myownshell_runtime::server::serve_tls_with(

@@ -1,6 +1,8 @@
 //! Admission logic as pure functions: an AdmissionReview body in, a response out. No I/O, no
-//! clock, no state, so `dryRun` requests behave exactly like real ones and every rule is a table
-//! test. The HTTP layer ([`crate::server`]) only moves bytes.
+//! state, so `dryRun` requests behave exactly like real ones and every rule is a table test. The
+//! one reading of the clock (how far `spec.lifetime.extendedUntil` may reach) is taken in
+//! `validation::validate` and handed to the pure rule (`lifetime::check`), which the tests call
+//! at a fixed time. The HTTP layer ([`crate::server`]) only moves bytes.
 //!
 //! - [`request`]: what is read of a review, decoded by serde and borrowed from the body; `spec`
 //!   reads its spec into `myownshell_api::MyOwnShellSpec` and names the field of one that does
@@ -8,12 +10,14 @@
 //! - [`defaulting`]: the mutating webhook (defaults, the finalizer and the owner as a JSON Patch);
 //! - [`validation`]: the validating webhook (rules, ratcheting on update, warnings), with
 //!   `resources` and `resource_names` holding `spec.resources` to the apiserver's own rules,
-//!   `sharing` holding `spec.sharedWith` to its, and `ownership` saying who may change a spec;
+//!   `sharing` holding `spec.sharedWith` to its, `lifetime` holding `spec.lifetime` to its (and
+//!   defaulting it from the flags), and `ownership` saying who may change a spec;
 //! - [`connect`]: the connect webhook (who may exec, attach, port-forward, debug into a shell);
 //! - [`response`]: the answer and its JSON.
 
 pub mod connect;
 pub mod defaulting;
+mod lifetime;
 mod ownership;
 mod problem;
 pub mod request;
@@ -114,7 +118,7 @@ pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &Sh
         }
     };
     let (response, connections) = match webhook {
-        Webhook::Mutate => (mutate(&request), Vec::new()),
+        Webhook::Mutate => (mutate(&request, policy), Vec::new()),
         Webhook::Validate => (validate(&request, policy, shells), Vec::new()),
         Webhook::Connect => connect::connect(&request, shells),
     };

@@ -95,6 +95,14 @@ pub struct Args {
     /// in its `sharedWith`.
     #[arg(long, value_delimiter = ',', default_value = "system:masters")]
     pub admin_groups: Vec<String>,
+    /// The longest `spec.lifetime.maxRunTime` a shell may ask for; a shell that sets none gets
+    /// this one. Unset: shells run as long as their spec says.
+    #[arg(long, value_parser = parse_duration)]
+    pub max_run_time: Option<Duration>,
+    /// The `spec.lifetime.idleTimeout` of a shell that sets none (it may set a longer or a shorter
+    /// one). Unset: such shells never stop for being idle.
+    #[arg(long, value_parser = parse_duration)]
+    pub default_idle_timeout: Option<Duration>,
     /// Connections into shells are recorded (an Event, `status.lastConnection`) at most once per
     /// shell, user and kind in this long; more within it are counted into one Event.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -150,6 +158,8 @@ impl Args {
             max_size: self.max_size,
             allowed_registries: self.allowed_registries(),
             admin_groups,
+            max_run_time: self.max_run_time,
+            default_idle_timeout: self.default_idle_timeout,
         }
     }
 }

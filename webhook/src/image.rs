@@ -30,6 +30,18 @@ impl ImageRef<'_> {
         format!("{}/{}", self.registry(), self.path)
     }
 
+    /// The repository's full name as the kubelet reads it: `busybox` is
+    /// `docker.io/library/busybox`, `me/tools` is `docker.io/me/tools`. Its length is what the
+    /// 255-character limit applies to (a name that fits only as written fails as
+    /// `InvalidImageName` on the node).
+    pub fn normalized_name(&self) -> String {
+        match self.host {
+            Some(host) if host != DEFAULT_REGISTRY || self.path.contains('/') => format!("{host}/{}", self.path),
+            _ if !self.path.contains('/') => format!("{DEFAULT_REGISTRY}/library/{}", self.path),
+            _ => format!("{DEFAULT_REGISTRY}/{}", self.path),
+        }
+    }
+
     /// Pinned to a digest, or to a tag other than `latest`.
     pub fn is_pinned(&self) -> bool {
         self.digest.is_some() || self.tag.is_some_and(|t| t != "latest")
@@ -170,9 +182,6 @@ pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
     if name.is_empty() {
         return Err("no repository name".into());
     }
-    if name.len() > MAX_NAME_LEN {
-        return Err(format!("repository name longer than {MAX_NAME_LEN} characters"));
-    }
     let first_slash = byte_position(name, b'/');
     let (host, path) = match first_slash.map(|i| (&name[..i], &name[i + 1..])) {
         Some((first, rest))
@@ -189,7 +198,16 @@ pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
     if let Some(bad) = path.split('/').find(|c| !valid_path_component(c)) {
         return Err(format!("invalid path component {bad:?}"));
     }
-    Ok(ImageRef { host, path, tag, digest })
+    let parsed = ImageRef { host, path, tag, digest };
+    let full = parsed.normalized_name();
+    if full.len() > MAX_NAME_LEN {
+        return Err(format!(
+            "the repository name is {} characters as the kubelet reads it ({}…), at most {MAX_NAME_LEN}",
+            full.len(),
+            &full[..full.len().min(40)]
+        ));
+    }
+    Ok(parsed)
 }
 
 #[cfg(test)]
@@ -267,6 +285,30 @@ mod tests {
         }
         let long = format!("{}:1", "a".repeat(300));
         assert!(parse(&long).is_err());
+    }
+
+    #[test]
+    fn the_name_limit_counts_what_the_kubelet_adds() {
+        // `docker.io/library/` is 18 characters: a bare name fits up to 237.
+        let cases = [
+            ("a".repeat(237), true),
+            ("a".repeat(238), false),
+            ("a".repeat(255), false),
+            (format!("me/{}", "a".repeat(242)), true),
+            (format!("me/{}", "a".repeat(243)), false),
+            (format!("ghcr.io/{}", "a".repeat(247)), true),
+            (format!("ghcr.io/{}", "a".repeat(248)), false),
+        ];
+        for (name, fits) in cases {
+            let result = parse(&name);
+            assert_eq!(result.is_ok(), fits, "{} characters: {result:?}", name.len());
+            if let Err(e) = result {
+                assert!(e.contains("as the kubelet reads it") && e.contains("at most 255"), "{e}");
+            }
+        }
+        assert_eq!(parse("busybox").unwrap().normalized_name(), "docker.io/library/busybox");
+        assert_eq!(parse("docker.io/busybox").unwrap().normalized_name(), "docker.io/library/busybox");
+        assert_eq!(parse("me/tools").unwrap().normalized_name(), "docker.io/me/tools");
     }
 
     #[test]

@@ -29,6 +29,14 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     crate::node::ensure()?;
     let locked = in_ci();
     let image = crate::node::operator_image(locked)?;
+    // The e2e suite runs `kubectl myownshell` as its users do.
+    let mut plugin = cargo();
+    plugin.args(["build", "-p", "kubectl-myownshell"]);
+    if locked {
+        plugin.arg("--locked");
+    }
+    let status = plugin.status()?;
+    anyhow::ensure!(status.success(), "cargo build -p kubectl-myownshell failed ({status})");
     let step = Step::start(format!("cargo test --test {}", SUITES.join(" --test ")));
     let mut test = cargo();
     test.args(["test", "-p", "myownshell-tests"]);

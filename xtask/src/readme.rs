@@ -41,6 +41,8 @@ pub fn reasons_table() -> String {
                 Use::NormalEvent => "Normal Event".to_owned(),
                 Use::WarningEvent => "Warning Event".to_owned(),
                 Use::Failure => "`Degraded=True`, Warning Event".to_owned(),
+                Use::Stop => "`status.stopped.reason`".to_owned(),
+                Use::PodFailure => "`Degraded=True`, `Available=False`, Warning Event".to_owned(),
             })
             .collect();
         let meaning = reason.meaning.split_whitespace().collect::<Vec<_>>().join(" ");

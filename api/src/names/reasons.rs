@@ -15,6 +15,11 @@ pub enum Use {
     WarningEvent,
     /// As the reason of `Degraded=True` and of the Warning Event of a failed reconcile.
     Failure,
+    /// As `status.stopped.reason`: why a shell was stopped.
+    Stop,
+    /// As the reason of `Degraded=True` and `Available=False`, and of a Warning Event once per
+    /// cause: why the shell's pods cannot run.
+    PodFailure,
 }
 
 /// One reason: its text, where it appears, and what it means.
@@ -38,7 +43,7 @@ macro_rules! reasons {
     };
 }
 
-use Use::{Condition, Failure, NormalEvent, WarningEvent};
+use Use::{Condition, Failure, NormalEvent, PodFailure, Stop, WarningEvent};
 
 reasons! {
     /// Every requested shell pod is ready.
@@ -95,6 +100,8 @@ reasons! {
     POD_READ_FAILED = "PodReadFailed", [Failure];
     /// A shell pod that lost its owner could not be deleted during cleanup.
     POD_DELETE_FAILED = "PodDeleteFailed", [Failure];
+    /// A shell stopped longer than `lifetime.deletePausedAfter` could not be deleted.
+    SHELL_DELETE_FAILED = "ShellDeleteFailed", [Failure];
     /// The Deployment watch stopped before its first list (the controller is stopping).
     CACHE_STOPPED = "CacheStopped", [Failure];
     /// Adding or removing the finalizer failed.
@@ -105,6 +112,40 @@ reasons! {
     /// Someone was refused a connection to one of the shell's pods: they are neither its owner
     /// nor among those it is shared with.
     CONNECTION_DENIED = "ConnectionDenied", [WarningEvent];
+    /// The shell is stopped (`status.stopped` says why and when): no pods run; its spec, `size`
+    /// included, is kept, and `kubectl myownshell start` brings the pods back.
+    STOPPED = "Stopped", [Condition("Available=False"), Condition("Progressing=False"), Condition("Stopping=False"), NormalEvent];
+    /// No new connection for `lifetime.idleTimeout`: stopped, or (as `Stopping=True`) about to be.
+    IDLE = "Idle", [Stop, Condition("Stopping=True")];
+    /// Running for `lifetime.maxRunTime`: stopped, or (as `Stopping=True`) about to be.
+    MAX_RUN_TIME = "MaxRunTime", [Stop, Condition("Stopping=True")];
+    /// Stopped because its owner asked (`spec.stopped`, `kubectl myownshell stop`).
+    REQUESTED = "Requested", [Stop];
+    /// No lifetime stop is due within `warnBefore`.
+    NO_STOP_DUE = "NoStopDue", [Condition("Stopping=False")];
+    /// The shell's lifetime stops it within `warnBefore`; the note says when and why, and how to
+    /// extend it.
+    STOPPING_SOON = "StoppingSoon", [WarningEvent];
+    /// The shell's pods were started (again): created, started after a stop, or resized from 0.
+    STARTED = "Started", [NormalEvent];
+    /// The shell was deleted after being stopped for `lifetime.deletePausedAfter`.
+    DELETED_AFTER_STOP = "DeletedAfterStop", [NormalEvent];
+    /// A shell pod's image cannot be pulled (`ErrImagePull`, `ImagePullBackOff`,
+    /// `InvalidImageName`, …): the message names the pod, the container and the kubelet's reason.
+    IMAGE_PULL_FAILED = "ImagePullFailed", [PodFailure];
+    /// A shell pod's container keeps exiting and is restarted (`CrashLoopBackOff`): the message
+    /// names the pod, the container, its exit code and how it ended.
+    CRASH_LOOPING = "CrashLooping", [PodFailure];
+    /// A shell pod's container was killed for using more memory than its limit (`OOMKilled`).
+    OOM_KILLED = "OOMKilled", [PodFailure];
+    /// A shell pod's container cannot be created or started (`CreateContainerConfigError`,
+    /// `CreateContainerError`, `RunContainerError`, `StartError`, …).
+    CONTAINER_CREATE_FAILED = "ContainerCreateFailed", [PodFailure];
+    /// A shell pod cannot be scheduled: the message says why (`Insufficient memory`, `Too many
+    /// pods`, …).
+    UNSCHEDULABLE = "Unschedulable", [PodFailure];
+    /// A shell pod runs on a node that is not ready (down, unreachable).
+    NODE_NOT_READY = "NodeNotReady", [PodFailure];
 }
 
 #[cfg(test)]
@@ -124,6 +165,6 @@ mod tests {
             assert!(reason.meaning.trim().ends_with('.'), "{r}: a sentence of meaning");
             assert!(!reason.uses.is_empty(), "{r}: used somewhere");
         }
-        assert_eq!(ALL.len(), 29);
+        assert_eq!(ALL.len(), 44);
     }
 }

@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod access;
+mod failures;
+mod lifetime;
 
 use std::time::{Duration, Instant};
 
@@ -105,6 +107,13 @@ async fn the_operator_from_config_end_to_end() {
     phase("webhook certificate and admission through the Service", admission_through_the_service(&e2e)).await;
     phase("shells: pods, exec, resize, repair", shells_run_as_real_pods(&e2e)).await;
     phase("access: the owner and those shared with get in, nobody else", access::access(&e2e)).await;
+    phase(
+        "lifetime: idle stops with a warning, extend, start, maxRunTime, deletePausedAfter",
+        lifetime::lifetime(&e2e),
+    )
+    .await;
+    phase("failures: bad image, crash loop, OOM, unschedulable, a namespace being deleted", failures::failures(&e2e))
+        .await;
     phase("metrics from pods: 200 / 403 / 401 on both Services", metrics_from_inside_the_cluster(&e2e)).await;
     phase("leader failover", leader_failover(&e2e)).await;
     phase("deleting a shell and a namespace of shells", deletion(&e2e)).await;

@@ -15,9 +15,11 @@ use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use myownshell_api::{defaults, names};
 use serde_json::{Value, json};
 
+use super::lifetime;
 use super::request::{Object, Operation, Request};
 use super::response::{EncodedPatch, Response};
 use super::spec::SetFields;
+use super::validation::Policy;
 
 /// What the finalizer list needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,10 +205,11 @@ fn combined(defaults: Option<&'static EncodedPatch>, more: Vec<PatchOperation>) 
     Some(Cow::Owned(EncodedPatch::new(json)))
 }
 
-/// The mutating webhook: defaults, the finalizer and the owner, as a JSON Patch (or no patch).
-/// It reads only which spec fields are set: a value of the wrong type is left for the schema
-/// check that follows mutation (and for the validating webhook) to name.
-pub fn mutate<'a>(request: &Request<'a>) -> Response<'a> {
+/// The mutating webhook: defaults, the finalizer, the owner and the lifetime `policy` asks for,
+/// as a JSON Patch (or no patch). It reads only which spec fields are set (the whole spec only
+/// when `policy` defaults the lifetime): a value of the wrong type is left for the schema check
+/// that follows mutation (and for the validating webhook) to name.
+pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
     let allowed = Response::allow(request);
     if !matches!(request.operation, Operation::Create | Operation::Update) || request.sub_resource.is_some() {
         return allowed;
@@ -219,8 +222,13 @@ pub fn mutate<'a>(request: &Request<'a>) -> Response<'a> {
         Ok(spec) => spec,
         Err(reason) => return Response::invalid(request, reason),
     };
-    let owner = owner_operations(request, spec.as_ref());
-    match combined(patch_for(&Needs::of(object, spec.as_ref())), owner) {
+    let mut more = owner_operations(request, spec.as_ref());
+    if policy.max_run_time.is_some() || policy.default_idle_timeout.is_some() {
+        // A spec that does not decode gets no lifetime default; validation names its fault.
+        let decoded = object.spec().ok().flatten();
+        more.extend(lifetime::default_operations(decoded.as_ref(), policy));
+    }
+    match combined(patch_for(&Needs::of(object, spec.as_ref())), more) {
         Some(patch) => allowed.with_patch(patch),
         None => allowed,
     }

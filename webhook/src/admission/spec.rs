@@ -83,6 +83,10 @@ fn shell_rule(path: &[&str]) -> Option<&'static str> {
         ["sharedWith"] => "an object with users and groups",
         ["sharedWith", "users" | "groups"] => "a list of names",
         ["sharedWith", "users" | "groups", _] => "a string",
+        ["lifetime"] => "an object with idleTimeout, maxRunTime, warnBefore and deletePausedAfter",
+        ["lifetime", "extendedUntil" | "restartedAt"] => "a time such as \"2026-01-01T00:00:00Z\"",
+        ["lifetime", _] => "a duration such as \"30m\" or \"1h30m\"",
+        ["stopped"] => "true or false",
         _ => return None,
     })
 }

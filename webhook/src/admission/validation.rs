@@ -2,8 +2,12 @@
 //! and the value; who may change a spec ([`super::ownership`]); warnings for values that pass but
 //! are risky.
 
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShellSpec;
 
+use super::lifetime;
 use super::ownership;
 use super::problem::Problem;
 use super::request::{Operation, Request};
@@ -13,7 +17,8 @@ use super::sharing;
 use crate::image;
 use crate::shell_index::ShellIndex;
 
-/// The operator's admission settings (`--max-size`, `--allowed-registries`, `--admin-groups`).
+/// The operator's admission settings (`--max-size`, `--allowed-registries`, `--admin-groups`,
+/// `--max-run-time`, `--default-idle-timeout`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// Largest `spec.size` admitted.
@@ -22,11 +27,21 @@ pub struct Policy {
     pub allowed_registries: Vec<String>,
     /// Groups whose members may change any shell's spec, besides its owner.
     pub admin_groups: Vec<String>,
+    /// The longest `spec.lifetime.maxRunTime` admitted, and the one a spec without it gets.
+    pub max_run_time: Option<Duration>,
+    /// The `spec.lifetime.idleTimeout` a spec without one gets.
+    pub default_idle_timeout: Option<Duration>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
-        Self { max_size: 50, allowed_registries: Vec::new(), admin_groups: vec!["system:masters".to_owned()] }
+        Self {
+            max_size: 50,
+            allowed_registries: Vec::new(),
+            admin_groups: vec!["system:masters".to_owned()],
+            max_run_time: None,
+            default_idle_timeout: None,
+        }
     }
 }
 
@@ -72,18 +87,52 @@ fn image_warning(reference: &str, parsed: &image::ImageRef<'_>) -> Option<String
     }
 }
 
-fn check_command(command: &[String]) -> Option<Problem> {
+/// The longest argument the kernel passes to a program (`MAX_ARG_STRLEN`, 32 pages, less the
+/// terminating NUL): `execve` refuses a longer one with "argument list too long".
+pub const MAX_ARGUMENT_BYTES: usize = 131_071;
+/// The most the arguments may take in all (each with its NUL and its 8-byte pointer). The kernel
+/// allows a quarter of the stack limit (2 MiB by default) for the arguments and the environment
+/// together, and the kubelet adds environment variables of its own (one set per Service in the
+/// namespace): half of it is left to them.
+pub const MAX_COMMAND_BYTES: usize = 1 << 20;
+
+fn check_command(command: &[String], problems: &mut Vec<Problem>) {
     match command.first() {
-        None => Some(Problem::new("command", "spec.command", "must not be empty, got []".into())),
-        Some(first) if first.trim().is_empty() => {
-            Some(Problem::new("command", "spec.command[0]", format!("the executable must not be empty, got {first:?}")))
-        }
-        Some(_) => None,
+        None => problems.push(Problem::new("command", "spec.command", "must not be empty, got []".into())),
+        Some(first) if first.trim().is_empty() => problems.push(Problem::new(
+            "command",
+            "spec.command[0]",
+            format!("the executable must not be empty, got {first:?}"),
+        )),
+        Some(_) => {}
+    }
+    for (i, argument) in command.iter().enumerate().filter(|(_, a)| a.len() > MAX_ARGUMENT_BYTES) {
+        problems.push(Problem::new(
+            "command",
+            format!("spec.command[{i}]"),
+            format!(
+                "must be at most {MAX_ARGUMENT_BYTES} bytes (the kernel's limit for one argument), got {} bytes",
+                argument.len()
+            ),
+        ));
+    }
+    let total: usize = command.iter().map(|a| a.len() + 1 + 8).sum();
+    if total > MAX_COMMAND_BYTES {
+        problems.push(Problem::new(
+            "command",
+            "spec.command",
+            format!(
+                "must take at most {MAX_COMMAND_BYTES} bytes in all (each argument with its NUL and pointer; the kernel \
+                 refuses more with \"argument list too long\"), got {total} bytes in {} arguments",
+                command.len()
+            ),
+        ));
     }
 }
 
-/// Every rule the spec breaks (in field order), and the warning its image earns if it passes.
-fn examine(spec: &MyOwnShellSpec, policy: &Policy) -> (Vec<Problem>, Option<String>) {
+/// Every rule the spec breaks at `now` (in field order), and the warning its image earns if it
+/// passes.
+fn examine(spec: &MyOwnShellSpec, policy: &Policy, now: Timestamp) -> (Vec<Problem>, Option<String>) {
     let mut problems = Vec::new();
     let mut warning = None;
     if let Some(size) = spec.size {
@@ -96,7 +145,7 @@ fn examine(spec: &MyOwnShellSpec, policy: &Policy) -> (Vec<Problem>, Option<Stri
         }
     }
     if let Some(command) = &spec.command {
-        problems.extend(check_command(command));
+        check_command(command, &mut problems);
     }
     if let Some(resources) = &spec.resources {
         resources::check(resources.requests.as_ref(), resources.limits.as_ref(), &mut problems);
@@ -104,12 +153,15 @@ fn examine(spec: &MyOwnShellSpec, policy: &Policy) -> (Vec<Problem>, Option<Stri
     if let Some(shared) = &spec.shared_with {
         sharing::check(shared, &mut problems);
     }
+    if let Some(l) = &spec.lifetime {
+        lifetime::check(l, policy, now, &mut problems);
+    }
     (problems, warning)
 }
 
 /// Every rule the spec breaks, in field order. Unset fields are fine (defaults apply).
 pub fn check_spec(spec: &MyOwnShellSpec, policy: &Policy) -> Vec<Problem> {
-    examine(spec, policy).0
+    examine(spec, policy, Timestamp::now()).0
 }
 
 /// Admission warnings for values that pass but are risky: a moving image tag, a share wider
@@ -119,7 +171,8 @@ pub fn warnings(spec: &MyOwnShellSpec, namespace: &str) -> Vec<String> {
         .image
         .as_ref()
         .and_then(|reference| image::parse(reference).ok().and_then(|parsed| image_warning(reference, &parsed)));
-    image.into_iter().chain(sharing::warnings(spec, namespace)).collect()
+    let lifetime = spec.lifetime.as_ref().map(lifetime::warnings).unwrap_or_default();
+    image.into_iter().chain(sharing::warnings(spec, namespace)).chain(lifetime).collect()
 }
 
 fn deny<'a>(request: &Request<'a>, problems: &[Problem]) -> Response<'a> {
@@ -170,7 +223,7 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
     {
         return ownership::forbid(request, message);
     }
-    let (mut problems, image_warning) = examine(&spec, policy);
+    let (mut problems, image_warning) = examine(&spec, policy, Timestamp::now());
     if let Some(old) = old.as_ref().filter(|_| !problems.is_empty()) {
         let unchanged = |top: &str| match top {
             "size" => spec.size == old.size,
@@ -178,6 +231,7 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
             "command" => spec.command == old.command,
             "resources" => spec.resources == old.resources,
             "sharedWith" => spec.shared_with == old.shared_with,
+            "lifetime" => spec.lifetime == old.lifetime,
             _ => false,
         };
         problems.retain(|p| !unchanged(p.top));
@@ -188,6 +242,7 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
     let mut response = Response::allow(request);
     response.warnings.extend(image_warning);
     response.warnings.extend(sharing::warnings(&spec, &request.namespace));
+    response.warnings.extend(spec.lifetime.as_ref().map(lifetime::warnings).unwrap_or_default());
     response
 }
 

@@ -20,7 +20,7 @@ fn mutation_fills_exactly_what_is_missing() {
         ("null image", shell(json!({"image": null, "size": 2}))),
     ];
     for (what, object) in cases {
-        let response = mutate(&request("CREATE", object.clone(), Value::Null));
+        let response = mutate(&request("CREATE", object.clone(), Value::Null), &Policy::default());
         assert!(response.allowed, "{what}");
         let patched = apply_patch(&object, &response);
         let spec = &patched["spec"];
@@ -48,14 +48,15 @@ fn mutation_fills_exactly_what_is_missing() {
 
 #[test]
 fn mutation_patch_is_minimal_and_ordered() {
-    let response = mutate(&request("CREATE", shell(json!({"size": 2, "image": "busybox:1"})), Value::Null));
+    let response =
+        mutate(&request("CREATE", shell(json!({"size": 2, "image": "busybox:1"})), Value::Null), &Policy::default());
     let ops: Value = serde_json::from_slice(&response.patch.unwrap().json).unwrap();
     let paths: Vec<&str> = ops.as_array().unwrap().iter().map(|o| o["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["/spec/command", "/spec/resources", "/metadata/finalizers", "/spec/owner"]);
     assert!(ops.as_array().unwrap().iter().all(|o| o["op"] == "add"));
 
     // No spec: the parent is created first.
-    let response = mutate(&request("CREATE", json!({"metadata": {"name": "x"}}), Value::Null));
+    let response = mutate(&request("CREATE", json!({"metadata": {"name": "x"}}), Value::Null), &Policy::default());
     let ops: Value = serde_json::from_slice(&response.patch.unwrap().json).unwrap();
     assert_eq!(ops[0], json!({"op": "add", "path": "/spec", "value": {}}));
 }
@@ -132,7 +133,7 @@ fn the_owner_is_the_requester() {
     for (what, request, owner, uid) in cases {
         let object =
             request.object.as_ref().map(|o| serde_json::from_str::<Value>(o.raw_spec().unwrap_or("{}")).unwrap());
-        let response = mutate(&request);
+        let response = mutate(&request, &Policy::default());
         assert!(response.allowed, "{what}");
         let mut doc = json!({"metadata": {}, "spec": object.unwrap_or(Value::Null)});
         if doc["spec"].is_null() {
@@ -148,7 +149,7 @@ fn the_owner_is_the_requester() {
 fn no_patch_when_nothing_changes() {
     let mut object = shell(full_spec());
     object["metadata"]["finalizers"] = json!(["other.io/keep", names::FINALIZER]);
-    let response = mutate(&request("UPDATE", object.clone(), object));
+    let response = mutate(&request("UPDATE", object.clone(), object), &Policy::default());
     assert!(response.allowed);
     assert_eq!(response.patch, None);
 }
@@ -157,12 +158,12 @@ fn no_patch_when_nothing_changes() {
 fn finalizer_is_appended_to_others_and_never_added_while_deleting() {
     let mut object = shell(full_spec());
     object["metadata"]["finalizers"] = json!(["other.io/keep"]);
-    let patched = apply_patch(&object, &mutate(&request("UPDATE", object.clone(), object.clone())));
+    let patched = apply_patch(&object, &mutate(&request("UPDATE", object.clone(), object.clone()), &Policy::default()));
     assert_eq!(patched["metadata"]["finalizers"], json!(["other.io/keep", names::FINALIZER]));
 
     object["metadata"]["deletionTimestamp"] = json!("2025-01-01T00:00:00Z");
     object["metadata"]["finalizers"] = json!([]);
-    let response = mutate(&request("UPDATE", object.clone(), object));
+    let response = mutate(&request("UPDATE", object.clone(), object), &Policy::default());
     assert_eq!(response.patch, None, "a deleting object gets no finalizer back");
 }
 

@@ -127,7 +127,7 @@ mod no_panics {
             // Whatever the mutating webhook returns applies cleanly, and a spec that decoded
             // comes out complete.
             if let Ok(req) = decode(&b) {
-                let response = mutate(&req);
+                let response = mutate(&req, &Policy::default());
                 let patched = apply_patch(&object, &response);
                 if response.allowed && !scale && req.object.as_ref().unwrap().spec().is_ok() {
                     for field in ["size", "image", "command", "resources"] {
@@ -147,7 +147,7 @@ mod no_panics {
     #[test]
     fn the_defaults_themselves_validate() {
         let req = request("CREATE", shell(json!({})), Value::Null);
-        let patched = apply_patch(&shell(json!({})), &mutate(&req));
+        let patched = apply_patch(&shell(json!({})), &mutate(&req, &Policy::default()));
         let response = validate(&request("CREATE", patched, Value::Null), &Policy::default(), no_shells());
         assert!(response.allowed, "{}", response.message());
         assert!(response.warnings.is_empty(), "the default image is pinned");
@@ -169,7 +169,7 @@ fn answers_read_back_as_kubes_admission_review() {
 
     // kube writes `patch` as base64 but reads it back as a byte array, so the patched answer
     // is checked as JSON.
-    let patched = mutate(&request("CREATE", shell(json!({})), Value::Null));
+    let patched = mutate(&request("CREATE", shell(json!({})), Value::Null), &Policy::default());
     let wire: Value = serde_json::from_slice(&patched.to_review_json()).unwrap();
     assert_eq!(wire["response"]["allowed"], true);
     assert_eq!(wire["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");

@@ -14,17 +14,21 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
     in_crd.sort_unstable();
 
     // Mutating an empty spec fills exactly the fields of the CRD, but those left unset on purpose:
-    // a shell is shared with nobody, and the uid comes only from an authenticator that gives one.
-    let patched = apply_patch(&shell(json!({})), &mutate(&request("CREATE", shell(json!({})), Value::Null)));
+    // a shell is shared with nobody, the uid comes only from an authenticator that gives one, a
+    // shell has no lifetime unless the operator's flags give one, and runs unless asked to stop.
+    let patched =
+        apply_patch(&shell(json!({})), &mutate(&request("CREATE", shell(json!({})), Value::Null), &Policy::default()));
     let mut defaulted: Vec<&str> = patched["spec"].as_object().unwrap().keys().map(String::as_str).collect();
-    defaulted.extend(["ownerUID", "sharedWith"]);
+    defaulted.extend(["ownerUID", "sharedWith", "lifetime", "stopped"]);
     defaulted.sort_unstable();
     assert_eq!(defaulted, in_crd, "a field added to MyOwnShellSpec must get a default from admission too");
 
     // A value of the wrong type in any of them is named, with what the field must be.
     for field in &in_crd {
+        // A boolean is the wrong type for every field but the one boolean.
+        let wrong = if *field == "stopped" { json!("yes") } else { json!(true) };
         let response =
-            validate(&request("CREATE", shell(json!({*field: true})), Value::Null), &Policy::default(), no_shells());
+            validate(&request("CREATE", shell(json!({*field: wrong})), Value::Null), &Policy::default(), no_shells());
         let want = format!("spec does not decode: spec.{field}: must be ");
         assert!(response.message().starts_with(&want), "{field}: {}", response.message());
     }
@@ -41,6 +45,17 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
             users: Some(vec!["bob".into()]),
             groups: Some(vec!["devs".into()]),
         }),
+        lifetime: Some(myownshell_api::Lifetime {
+            idle_timeout: Some("30m".into()),
+            max_run_time: Some("8h".into()),
+            warn_before: Some("5m".into()),
+            delete_paused_after: Some("168h".into()),
+            extended_until: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+            )),
+            restarted_at: None,
+        }),
+        stopped: Some(false),
     };
     let read = request("CREATE", shell(serde_json::to_value(&full).unwrap()), Value::Null);
     assert_eq!(read.object.unwrap().spec().unwrap(), Some(full));
@@ -87,7 +102,7 @@ fn a_spec_that_does_not_decode_is_denied_naming_the_field_and_let_through_by_mut
         assert_eq!(denied.message(), format!("spec does not decode: {want}"), "{spec}");
         // The mutating webhook reads only which fields are set: the bad value goes on, untouched,
         // to the schema check that names it too.
-        let mutated = mutate(&req);
+        let mutated = mutate(&req, &Policy::default());
         assert!(mutated.allowed, "{spec}: {}", mutated.message());
         let patched = apply_patch(&shell(spec.clone()), &mutated);
         for (field, value) in spec.as_object().unwrap() {
@@ -102,7 +117,7 @@ fn a_spec_that_is_not_an_object_is_refused_by_both_webhooks() {
         [(json!([]), "an array"), (json!("x"), "a string"), (json!(3), "a number"), (json!(true), "a boolean")]
     {
         let req = request("CREATE", shell(spec.clone()), Value::Null);
-        for response in [mutate(&req), validate(&req, &Policy::default(), no_shells())] {
+        for response in [mutate(&req, &Policy::default()), validate(&req, &Policy::default(), no_shells())] {
             assert!(!response.allowed, "{spec}");
             assert_eq!(code(&response), 400);
             assert_eq!(response.message(), format!("spec does not decode: expected an object, got {kind}"));
@@ -122,7 +137,7 @@ fn strings_with_escapes_decode_like_plain_ones() {
     assert_eq!(spec.image.as_deref(), Some("busybox:1.2"));
     assert_eq!(spec.resources.unwrap().limits.unwrap().get("cpu").unwrap().0, "10");
     // The finalizer is recognised through its escape: only the missing command is added.
-    let patched = mutate(&req);
+    let patched = mutate(&req, &Policy::default());
     let ops: Value = serde_json::from_slice(&patched.patch.unwrap().json).unwrap();
     let paths: Vec<&str> = ops.as_array().unwrap().iter().map(|op| op["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["/spec/command"]);

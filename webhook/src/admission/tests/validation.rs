@@ -18,6 +18,9 @@ fn validation_table() {
         json!({"resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1024Mi"}}}),
         json!({"resources": {"requests": {"cpu": "2"}}}),
         json!({"resources": {"limits": {"example.com/dongle": "1", "hugepages-2Mi": "4Mi", "memory": "64Mi"}}}),
+        json!({"command": ["sh", "-c", "x".repeat(131_071)]}),
+        json!({"image": "a".repeat(237)}),
+        json!({"lifetime": {"idleTimeout": "40s", "warnBefore": "20s"}}),
     ];
     for spec in ok {
         let response = validate(&request("CREATE", shell(spec.clone()), Value::Null), &policy, no_shells());
@@ -38,6 +41,22 @@ fn validation_table() {
         (json!({"image": "busy box"}), "spec.image: must be a valid image reference (contains whitespace)"),
         (json!({"command": []}), "spec.command: must not be empty, got []"),
         (json!({"command": [""]}), "spec.command[0]: the executable must not be empty, got \"\""),
+        (
+            json!({"command": ["sh", "-c", "x".repeat(131_072)]}),
+            "spec.command[2]: must be at most 131071 bytes (the kernel's limit for one argument), got 131072 bytes",
+        ),
+        (
+            json!({"command": vec!["x".repeat(100_000); 11]}),
+            "spec.command: must take at most 1048576 bytes in all (each argument with its NUL and pointer; the kernel refuses more with \"argument list too long\"), got 1100099 bytes in 11 arguments",
+        ),
+        (
+            json!({"image": "a".repeat(238)}),
+            "spec.image: must be a valid image reference (the repository name is 256 characters as the kubelet reads it",
+        ),
+        (
+            json!({"lifetime": {"idleTimeout": "40s", "warnBefore": "1m"}}),
+            "spec.lifetime.warnBefore: must be shorter than spec.lifetime.idleTimeout (40s), got \"1m\"",
+        ),
         (
             json!({"resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}),
             "spec.resources.requests[cpu]: must be less than or equal to the limit \"1\", got \"2\"",
@@ -345,7 +364,7 @@ fn scale_subresource_is_checked_as_size() {
     );
     // The mutating webhook is not registered for scale; if called, it leaves it alone.
     let b = body("UPDATE", scale(500), scale(1), Some("scale"));
-    assert_eq!(mutate(&decode(&b).unwrap()).patch, None);
+    assert_eq!(mutate(&decode(&b).unwrap(), &Policy::default()).patch, None);
 }
 
 #[test]

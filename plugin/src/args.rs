@@ -1,0 +1,70 @@
+//! The command line, as kubectl users expect it: `-n/--namespace`, `--context`, `--kubeconfig`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use myownshell_runtime::duration::parse_duration;
+
+/// Your shells: list them, connect to one, start, stop, or extend them.
+#[derive(Debug, Parser)]
+#[command(name = "kubectl-myownshell", bin_name = "kubectl myownshell", version)]
+pub struct Args {
+    /// The namespace (default: the context's, else `default`).
+    #[arg(short = 'n', long, global = true)]
+    pub namespace: Option<String>,
+    /// The kubeconfig context to use (default: the current one).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the shells: owner, state, ready pods, when each stops next and why.
+    Ls {
+        /// List the shells of every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+    },
+    /// Open an interactive shell in a ready pod of NAME, waiting (with a progress line) until
+    /// one is ready.
+    Connect {
+        /// The MyOwnShell.
+        name: String,
+        /// Give up waiting for a ready pod after this long.
+        #[arg(long, default_value = "2m", value_parser = parse_duration)]
+        timeout: Duration,
+        /// Start the shell first if it is stopped.
+        #[arg(long)]
+        start: bool,
+        /// The command to run instead of `sh`.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Start a stopped shell: its pods come back (`spec.size` of them) and its clocks restart.
+    Start {
+        /// The MyOwnShell.
+        name: String,
+    },
+    /// Stop a shell now: its pods go; the shell and its spec (size included) stay.
+    Stop {
+        /// The MyOwnShell.
+        name: String,
+    },
+    /// Push the next stop back: no idle or run-time stop before DURATION from now (default: the
+    /// shell's idle timeout, else 1h). The shell keeps running as it is: nothing restarts.
+    Extend {
+        /// The MyOwnShell.
+        name: String,
+        /// How long from now, e.g. `30m` or `2h`.
+        #[arg(value_parser = parse_duration)]
+        duration: Option<Duration>,
+    },
+}

@@ -1,0 +1,88 @@
+//! `start`, `stop`, `extend`: merge patches of the shell's spec (so, like any spec change, only
+//! its owner may make them). None of them touches the pod template: a running shell keeps its
+//! pods, and what is in them.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use myownshell_api::MyOwnShell;
+use serde_json::{Value, json};
+
+/// The default of `extend` when no duration is given and the shell has no idle timeout.
+pub const DEFAULT_EXTENSION: Duration = Duration::from_secs(3600);
+
+fn time(t: Timestamp) -> Value {
+    serde_json::to_value(Time(Timestamp::from_second(t.as_second()).unwrap_or(t))).unwrap_or(Value::Null)
+}
+
+/// `start`: run again, clocks restarted from `now`.
+pub fn start_patch(now: Timestamp) -> Value {
+    json!({"spec": {"stopped": false, "lifetime": {"restartedAt": time(now)}}})
+}
+
+/// `stop`: no pods, from now on.
+pub fn stop_patch() -> Value {
+    json!({"spec": {"stopped": true}})
+}
+
+/// `extend`: no lifetime stop before `now + by`. Returns the patch and that time.
+pub fn extend_patch(now: Timestamp, by: Duration) -> (Value, Timestamp) {
+    let until = now.checked_add(jiff_span(by)).unwrap_or(now);
+    (json!({"spec": {"lifetime": {"extendedUntil": time(until)}}}), until)
+}
+
+fn jiff_span(d: Duration) -> k8s_openapi::jiff::SignedDuration {
+    k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or(k8s_openapi::jiff::SignedDuration::ZERO)
+}
+
+/// How long `extend` pushes the stop back when no duration is given: the shell's idle timeout,
+/// else [`DEFAULT_EXTENSION`].
+pub fn default_extension(shell: &MyOwnShell) -> Duration {
+    shell
+        .spec
+        .lifetime
+        .as_ref()
+        .and_then(|l| l.idle_timeout.as_deref())
+        .and_then(|t| myownshell_runtime::duration::parse_duration(t).ok())
+        .unwrap_or(DEFAULT_EXTENSION)
+}
+
+/// Merge-patch shell `name` with `patch`.
+pub async fn patch(shells: &kube::Api<MyOwnShell>, name: &str, patch: &Value) -> Result<(), kube::Error> {
+    let params = kube::api::PatchParams::default();
+    shells.patch(name, &params, &kube::api::Patch::Merge(patch)).await.map(drop)
+}
+
+/// Start shell `name` now.
+pub async fn apply_start(shells: &kube::Api<MyOwnShell>, name: &str) -> Result<(), kube::Error> {
+    patch(shells, name, &start_patch(Timestamp::now())).await
+}
+
+#[cfg(test)]
+mod tests {
+    use myownshell_api::{Lifetime, MyOwnShellSpec};
+
+    use super::*;
+
+    #[test]
+    fn the_patches() {
+        let now = Timestamp::from_second(1_800_000_000).unwrap();
+        assert_eq!(
+            start_patch(now),
+            json!({"spec": {"stopped": false, "lifetime": {"restartedAt": "2027-01-15T08:00:00Z"}}})
+        );
+        assert_eq!(stop_patch(), json!({"spec": {"stopped": true}}));
+        let (patch, until) = extend_patch(now, Duration::from_secs(1800));
+        assert_eq!(patch, json!({"spec": {"lifetime": {"extendedUntil": "2027-01-15T08:30:00Z"}}}));
+        assert_eq!(until.as_second() - now.as_second(), 1800);
+    }
+
+    #[test]
+    fn extend_defaults_to_the_idle_timeout() {
+        let mut shell = MyOwnShell::new("web", MyOwnShellSpec::default());
+        assert_eq!(default_extension(&shell), DEFAULT_EXTENSION);
+        shell.spec.lifetime = Some(Lifetime { idle_timeout: Some("30m".into()), ..Lifetime::default() });
+        assert_eq!(default_extension(&shell), Duration::from_secs(1800));
+    }
+}

@@ -1,0 +1,182 @@
+//! `kubectl myownshell ls`: one line per shell.
+
+use k8s_openapi::jiff::Timestamp;
+use myownshell_api::MyOwnShell;
+use myownshell_api::names::conditions::{DEGRADED, STOPPING};
+
+/// One line of the listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// The namespace (shown with `-A`).
+    pub namespace: String,
+    /// The shell.
+    pub name: String,
+    /// `spec.owner`, or `-` for a shell from before owners.
+    pub owner: String,
+    /// Running, Stopped, Paused, …
+    pub state: String,
+    /// `ready/size`.
+    pub ready: String,
+    /// How long until the next stop (`-`: none due).
+    pub stops_in: String,
+    /// Why it stopped, why it will, or what is wrong.
+    pub reason: String,
+}
+
+/// `d` as kubectl writes ages: `45s`, `4m59s`, `3h12m`, `2d5h`.
+pub fn human(seconds: i64) -> String {
+    let s = seconds.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+/// The line for `shell` at `now`.
+pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
+    let status = shell.status.clone().unwrap_or_default();
+    let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True");
+    let reason = match (&status.stopped, condition(DEGRADED), condition(STOPPING)) {
+        (Some(stop), _, _) => stop.reason.clone(),
+        (None, Some(degraded), _) => degraded.reason.clone(),
+        (None, None, Some(stopping)) => stopping.reason.clone(),
+        _ => String::new(),
+    };
+    let stops_in = match &status.next_stop {
+        Some(next) if status.stopped.is_none() => human(next.at.0.as_second() - now.as_second()),
+        _ => "-".to_owned(),
+    };
+    Row {
+        namespace: shell.metadata.namespace.clone().unwrap_or_default(),
+        name: shell.metadata.name.clone().unwrap_or_default(),
+        owner: shell.spec.owner.clone().unwrap_or_else(|| "-".to_owned()),
+        state: status.state.clone().unwrap_or_else(|| "Pending".to_owned()),
+        ready: format!("{}/{}", status.ready_replicas, shell.spec.size.unwrap_or(myownshell_api::defaults::SIZE)),
+        stops_in,
+        reason,
+    }
+}
+
+/// The table, columns padded as kubectl pads them; with the namespace when `all_namespaces`.
+pub fn render(rows: &[Row], all_namespaces: bool) -> String {
+    let mut lines: Vec<Vec<&str>> = vec![vec!["NAMESPACE", "NAME", "OWNER", "STATE", "READY", "STOPS IN", "REASON"]];
+    for r in rows {
+        lines.push(vec![&r.namespace, &r.name, &r.owner, &r.state, &r.ready, &r.stops_in, &r.reason]);
+    }
+    if !all_namespaces {
+        for line in &mut lines {
+            line.remove(0);
+        }
+    }
+    let columns = lines[0].len();
+    let widths: Vec<usize> = (0..columns).map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for line in &lines {
+        let cells: Vec<String> = line.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        out.push_str(cells.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use myownshell_api::{MyOwnShellSpec, MyOwnShellStatus, NextStop, Stop};
+
+    use super::*;
+
+    fn at(seconds: i64) -> Time {
+        Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+    }
+
+    fn shell(name: &str, status: MyOwnShellStatus) -> MyOwnShell {
+        let spec = MyOwnShellSpec { size: Some(1), owner: Some("alice".into()), ..MyOwnShellSpec::default() };
+        let mut s = MyOwnShell::new(name, spec);
+        s.metadata.namespace = Some("team".into());
+        s.status = Some(status);
+        s
+    }
+
+    #[test]
+    fn each_state_in_a_line() {
+        let now = Timestamp::from_second(1_000_000).unwrap();
+        let degraded = Condition {
+            type_: DEGRADED.into(),
+            status: "True".into(),
+            reason: "ImagePullFailed".into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: at(0),
+        };
+        let cases = [
+            (
+                shell(
+                    "idle",
+                    MyOwnShellStatus {
+                        state: Some("Running".into()),
+                        ready_replicas: 1,
+                        next_stop: Some(NextStop { at: at(1_000_299), reason: "Idle".into(), warned: false }),
+                        ..MyOwnShellStatus::default()
+                    },
+                ),
+                ("Running", "1/1", "4m59s", ""),
+            ),
+            (
+                shell(
+                    "gone",
+                    MyOwnShellStatus {
+                        state: Some("Stopped".into()),
+                        stopped: Some(Stop { reason: "MaxRunTime".into(), at: at(999_000), message: String::new() }),
+                        ..MyOwnShellStatus::default()
+                    },
+                ),
+                ("Stopped", "0/1", "-", "MaxRunTime"),
+            ),
+            (
+                shell(
+                    "broken",
+                    MyOwnShellStatus {
+                        state: Some("Running".into()),
+                        conditions: vec![degraded],
+                        ..MyOwnShellStatus::default()
+                    },
+                ),
+                ("Running", "0/1", "-", "ImagePullFailed"),
+            ),
+            (shell("new", MyOwnShellStatus::default()), ("Pending", "0/1", "-", "")),
+        ];
+        for (shell, (state, ready, stops, reason)) in cases {
+            let r = row(&shell, now);
+            assert_eq!(
+                (r.state.as_str(), r.ready.as_str(), r.stops_in.as_str(), r.reason.as_str()),
+                (state, ready, stops, reason),
+                "{}",
+                r.name
+            );
+        }
+    }
+
+    #[test]
+    fn the_table_lines_up() {
+        let now = Timestamp::from_second(0).unwrap();
+        let rows = vec![
+            row(&shell("a", MyOwnShellStatus::default()), now),
+            row(&shell("longer-name", MyOwnShellStatus::default()), now),
+        ];
+        let table = render(&rows, false);
+        assert_eq!(
+            table,
+            "NAME          OWNER   STATE     READY   STOPS IN   REASON\n\
+             a             alice   Pending   0/1     -\n\
+             longer-name   alice   Pending   0/1     -\n"
+        );
+        assert!(render(&rows, true).starts_with("NAMESPACE   NAME"));
+        assert_eq!(
+            [human(59), human(61), human(3600 * 5 + 120), human(86400 * 2 + 3600)],
+            ["59s", "1m1s", "5h2m", "2d1h"]
+        );
+    }
+}

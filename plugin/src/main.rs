@@ -1,0 +1,83 @@
+//! `kubectl myownshell` (the `kubectl-myownshell` binary on `PATH`): list your shells, connect to
+//! one, start, stop or extend them. Behaves like kubectl: `-n/--namespace`, `--context`,
+//! `--kubeconfig`; errors go to stderr as `error: …` with exit code 1; `connect` exits with the
+//! remote command's code.
+
+mod args;
+mod client;
+mod connect;
+mod lifecycle;
+mod ls;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::ListParams;
+use myownshell_api::MyOwnShell;
+
+use crate::args::{Args, Command};
+use crate::client::Target;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let target = Target::of(&args).await?;
+    let shells: Api<MyOwnShell> = Api::namespaced(target.client.clone(), &target.namespace);
+    match &args.command {
+        Command::Ls { all_namespaces } => {
+            let api = if *all_namespaces { Api::all(target.client.clone()) } else { shells };
+            let mut list = api.list(&ListParams::default()).await?.items;
+            list.sort_by(|a, b| {
+                (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+            });
+            let now = Timestamp::now();
+            let rows: Vec<ls::Row> = list.iter().map(|s| ls::row(s, now)).collect();
+            if rows.is_empty() {
+                eprintln!("No shells found in {} namespace.", target.namespace);
+            } else {
+                print!("{}", ls::render(&rows, *all_namespaces));
+            }
+        }
+        Command::Connect { name, timeout, start, command } => {
+            return connect::connect(&target, name, *timeout, *start, command).await;
+        }
+        Command::Start { name } => {
+            lifecycle::apply_start(&shells, name).await?;
+            println!("myownshell.myownshell.io/{name} started");
+        }
+        Command::Stop { name } => {
+            lifecycle::patch(&shells, name, &lifecycle::stop_patch()).await?;
+            println!("myownshell.myownshell.io/{name} stopped");
+        }
+        Command::Extend { name, duration } => {
+            let shell = shells.get(name).await?;
+            let by = duration.unwrap_or_else(|| lifecycle::default_extension(&shell));
+            let (patch, until) = lifecycle::extend_patch(Timestamp::now(), by);
+            lifecycle::patch(&shells, name, &patch).await?;
+            println!(
+                "myownshell.myownshell.io/{name} extended: no stop before {until} (in {})",
+                ls::human(by.as_secs() as i64)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
