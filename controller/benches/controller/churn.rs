@@ -1,0 +1,110 @@
+//! Spec updates to random objects at a fixed rate, and the SLO figures over them.
+
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use myownshell_api::MyOwnShell;
+use myownshell_envtest::eventually;
+use myownshell_tests::controller::{histogram_buckets, histogram_delta, histogram_quantile};
+
+use crate::*;
+
+/// Resolves when every MyOwnShell in `ns` reports its current generation.
+pub(crate) async fn statuses_current(client: &Client, ns: &str) {
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+    eventually("every status to show its generation", DEADLINE, || async {
+        let list = shells.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let behind = list
+            .items
+            .iter()
+            .filter(|s| s.status.as_ref().and_then(|st| st.observed_generation) != s.metadata.generation)
+            .count();
+        if behind == 0 { Ok(()) } else { Err(format!("{behind} behind")) }
+    })
+    .await
+    .unwrap();
+}
+
+/// A small deterministic generator for picking objects (splitmix64).
+pub(crate) struct Picker(u64);
+
+impl Picker {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) % n as u64) as usize
+    }
+}
+
+/// One churn phase: `rate` updates per second to random objects for `seconds`, then until every
+/// status is current again; the SLO figures from the controller's histograms over the phase.
+pub(crate) async fn churn(
+    client: &Client,
+    ns: &str,
+    sizes: &mut [i32],
+    rate: u32,
+    seconds: u64,
+    scraper: &Scraper,
+    controller: &Controller,
+) {
+    let before = scraper.scrape(controller).await;
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+    let mut picker = Picker(u64::from(rate));
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    // Enough in flight for the rate at a few hundred ms per update; beyond it the rate falls.
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(512));
+    let mut sent = tokio::task::JoinSet::new();
+    let start = Instant::now();
+    let end = start + Duration::from_secs(seconds);
+    while Instant::now() < end {
+        ticks.tick().await;
+        let i = picker.below(sizes.len());
+        sizes[i] = if sizes[i] == 1 { 2 } else { 1 };
+        let patch = Patch::Merge(serde_json::json!({"spec": {"size": sizes[i]}}));
+        let (shells, slot) = (shells.clone(), slots.clone().acquire_owned().await.unwrap());
+        sent.spawn(async move {
+            let result = shells.patch(&shell(i).name_any(), &PatchParams::default(), &patch).await;
+            drop(slot);
+            result.map(|_| ())
+        });
+    }
+    let mut failed = 0;
+    let updates = sent.len();
+    while let Some(result) = sent.join_next().await {
+        failed += usize::from(!matches!(result, Ok(Ok(()))));
+    }
+    let sending = start.elapsed();
+    statuses_current(client, ns).await;
+    let drained = start.elapsed().saturating_sub(sending);
+    let after = scraper.scrape(controller).await;
+    let figures = |name: &str| {
+        let delta = histogram_delta(&histogram_buckets(&after, name), &histogram_buckets(&before, name));
+        let ms = |q| histogram_quantile(q, &delta).map_or(f64::NAN, |s| s * 1000.0);
+        (ms(0.5), ms(0.99))
+    };
+    let (q50, q99) = figures(QUEUE_LATENCY);
+    let (r50, r99) = figures(RECONCILE_DURATION);
+    let verdict = |p99_ms: f64, slo_ms: f64| if p99_ms <= slo_ms { "within" } else { "OVER" };
+    println!(
+        "  churn {rate}/s for {seconds} s: {updates} updates ({:.0}/s achieved, {failed} failed); statuses current {drained:.2?} after the last",
+        updates as f64 / sending.as_secs_f64()
+    );
+    println!(
+        "    queue latency p50 {q50:.1} ms, p99 {q99:.1} ms ({} the SLO p99 <= 1 s); reconcile p50 {r50:.1} ms, p99 {r99:.1} ms ({} the SLO p99 <= 5 s)",
+        verdict(q99, 1000.0),
+        verdict(r99, 5000.0)
+    );
+    println!(
+        "    reconciles {:.0}, writes {:.0}; controller RSS now {:.1} MiB, peak {:.1} MiB",
+        family_sum(&after, "myownshell_controller_reconciles_total")
+            - family_sum(&before, "myownshell_controller_reconciles_total"),
+        family_sum(&after, "myownshell_controller_writes_total")
+            - family_sum(&before, "myownshell_controller_writes_total"),
+        controller.rss_mib("VmRSS:"),
+        controller.rss_mib("VmHWM:"),
+    );
+}

@@ -1,0 +1,248 @@
+//! The floors the controller is measured against: Deployments created directly, and the very
+//! requests the controller path makes, sent by a plain client; and each kind of write alone.
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use myownshell_api::names::reasons;
+use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
+use myownshell_controller::events::actions;
+use myownshell_controller::{deployment, status};
+use myownshell_envtest::create_namespace;
+
+use crate::*;
+
+pub(crate) fn shell(i: usize) -> MyOwnShell {
+    MyOwnShell::new(&format!("shell-{i:05}"), MyOwnShellSpec { size: Some(1), ..MyOwnShellSpec::default() })
+}
+
+/// Create `n` objects, `concurrency` at a time.
+pub(crate) async fn create_all<K, F>(api: &Api<K>, n: usize, concurrency: usize, make: F)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    F: Fn(usize) -> K,
+{
+    futures::stream::iter((0..n).map(|i| {
+        let object = make(i);
+        async move { api.create(&PostParams::default(), &object).await.map(|_| ()) }
+    }))
+    .buffer_unordered(concurrency)
+    .try_collect::<Vec<()>>()
+    .await
+    .unwrap();
+}
+
+/// The requests the controller path makes for one object, in order: writes, and the one read
+/// (a new object's Deployment is not in the cache, so the controller looks for a foreign one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Request {
+    Create,
+    Finalizer,
+    Lookup,
+    Apply,
+    Status,
+    Event,
+}
+
+pub(crate) const REQUESTS: [Request; 6] =
+    [Request::Create, Request::Finalizer, Request::Lookup, Request::Apply, Request::Status, Request::Event];
+/// The writes that follow the create of an object.
+pub(crate) const FOLLOW_UPS: &[Request] = REQUESTS.split_at(1).1;
+
+impl Request {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Request::Create => "create MyOwnShell",
+            Request::Finalizer => "add the finalizer (JSON patch)",
+            Request::Lookup => "look the Deployment up (GET, not found)",
+            Request::Apply => "apply the Deployment (server-side apply)",
+            Request::Status => "write the status (merge patch)",
+            Request::Event => "record the Created event",
+        }
+    }
+}
+
+/// The same requests the controller makes, for the `MyOwnShell` `shell` already created.
+pub(crate) async fn send(
+    kind: Request,
+    client: &Client,
+    recorder: &Recorder,
+    shell: &MyOwnShell,
+) -> Result<(), kube::Error> {
+    let ns = shell.namespace().unwrap_or_default();
+    let name = shell.name_any();
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    match kind {
+        Request::Create => shells.create(&PostParams::default(), shell).await.map(|_| ()),
+        Request::Finalizer => {
+            // What kube's finalizer helper sends.
+            let patch = serde_json::json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": [names::FINALIZER]},
+            ]);
+            let patch: json_patch::Patch = serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
+            shells.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch)).await.map(|_| ())
+        }
+        Request::Lookup => Api::<Deployment>::namespaced(client.clone(), &ns).get_opt(&name).await.map(|_| ()),
+        Request::Apply => {
+            let desired = deployment::desired(shell, None).map_err(|e| kube::Error::Service(e.to_string().into()))?;
+            Api::<Deployment>::namespaced(client.clone(), &ns)
+                .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
+                .await
+                .map(|_| ())
+        }
+        Request::Status => {
+            let status = status::compute(shell, None, &status::Inputs::default(), &Time(Timestamp::now()));
+            let patch = Patch::Merge(serde_json::json!({ "status": status }));
+            shells.patch_status(&name, &PatchParams::default(), &patch).await.map(|_| ())
+        }
+        Request::Event => {
+            let event = Event {
+                type_: EventType::Normal,
+                reason: reasons::CREATED.into(),
+                note: Some(format!("Created Deployment {name} with 1 shell pod(s)")),
+                action: actions::APPLY.into(),
+                secondary: None,
+            };
+            recorder.publish(&event, &shell.object_ref(&())).await
+        }
+    }
+}
+
+pub(crate) fn recorder(client: &Client) -> Recorder {
+    Recorder::new(client.clone(), Reporter { controller: "myownshell-bench".into(), instance: None })
+}
+
+/// One object through every kind of write, in a namespace of its own.
+pub(crate) async fn warm_up(client: &Client) {
+    let ns = create_namespace(client, "bench-warmup").await.unwrap();
+    let recorder = recorder(client);
+    let mut shell = shell(0);
+    shell.metadata.namespace = Some(ns.clone());
+    send(Request::Create, client, &recorder, &shell).await.unwrap();
+    let shell = Api::<MyOwnShell>::namespaced(client.clone(), &ns).get(&shell.name_any()).await.unwrap();
+    for &kind in FOLLOW_UPS {
+        send(kind, client, &recorder, &shell).await.unwrap();
+    }
+}
+
+/// The same-writes floor (see the crate docs): how long it takes.
+pub(crate) async fn same_writes_floor(client: Client, ns: &str, options: &Options) -> Duration {
+    let recorder = recorder(&client);
+    // Unbounded: it never holds more than the N objects anyway.
+    let (created_tx, created_rx) = futures::channel::mpsc::unbounded::<MyOwnShell>();
+    let start = Instant::now();
+    // The same watcher stops this clock as the controller's: it loads the apiserver alike.
+    let done = tokio::spawn(converged(client.clone(), ns.to_owned(), options.objects));
+    let creates = {
+        let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+        let (objects, concurrency) = (options.objects, options.concurrency);
+        tokio::spawn(async move {
+            futures::stream::iter((0..objects).map(|i| {
+                let (shells, created_tx) = (shells.clone(), created_tx.clone());
+                async move {
+                    let created = shells.create(&PostParams::default(), &shell(i)).await?;
+                    // The follow-up writes need the created object (uid, generation).
+                    let _ = created_tx.unbounded_send(created);
+                    Ok::<(), kube::Error>(())
+                }
+            }))
+            .buffer_unordered(concurrency)
+            .try_collect::<Vec<()>>()
+            .await
+        })
+    };
+    let follow_ups = created_rx
+        .map(|created| {
+            let (client, recorder) = (client.clone(), recorder.clone());
+            async move {
+                for &kind in FOLLOW_UPS {
+                    send(kind, &client, &recorder, &created).await?;
+                }
+                Ok::<(), kube::Error>(())
+            }
+        })
+        .buffer_unordered(options.concurrency)
+        .try_collect::<Vec<()>>();
+    follow_ups.await.unwrap();
+    creates.await.unwrap().unwrap();
+    tokio::time::timeout(DEADLINE, done).await.expect("the same-writes floor did not converge").unwrap();
+    start.elapsed()
+}
+
+/// Each kind of write alone, for N objects C at a time (each needs the ones before it).
+pub(crate) async fn breakdown(client: Client, ns: &str, options: &Options) -> Vec<(Request, Duration)> {
+    let recorder = recorder(&client);
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+    let mut times = Vec::new();
+    for kind in REQUESTS {
+        let objects: Vec<MyOwnShell> = if kind == Request::Create {
+            (0..options.objects)
+                .map(|i| {
+                    let mut s = shell(i);
+                    s.metadata.namespace = Some(ns.to_owned());
+                    s
+                })
+                .collect()
+        } else {
+            shells.list(&Default::default()).await.unwrap().items
+        };
+        let start = Instant::now();
+        futures::stream::iter(objects.iter().map(|s| send(kind, &client, &recorder, s)))
+            .buffer_unordered(options.concurrency)
+            .try_collect::<Vec<()>>()
+            .await
+            .unwrap();
+        times.push((kind, start.elapsed()));
+    }
+    times
+}
+
+pub(crate) async fn floor(client: Client, ns: &str, options: &Options) -> Duration {
+    let deployments: Api<Deployment> = Api::namespaced(client, ns);
+    let start = Instant::now();
+    create_all(&deployments, options.objects, options.concurrency, |i| {
+        let mut s = shell(i);
+        s.metadata.namespace = Some(ns.to_owned());
+        s.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
+        deployment::desired(&s, None).unwrap()
+    })
+    .await;
+    start.elapsed()
+}
+
+/// Resolves when `n` Deployments exist and `n` MyOwnShells report their current generation.
+pub(crate) async fn converged(client: Client, ns: String, n: usize) {
+    let deployments = watcher(Api::<Deployment>::namespaced(client.clone(), &ns), watcher::Config::default());
+    let shells = watcher(Api::<MyOwnShell>::namespaced(client, &ns), watcher::Config::default());
+    let mut seen_deployments = HashSet::new();
+    let mut settled_shells = HashSet::new();
+    let mut events = futures::stream::select(
+        deployments.map_ok(|e| (Some(e), None)).boxed(),
+        shells.map_ok(|e| (None, Some(e))).boxed(),
+    );
+    while seen_deployments.len() < n || settled_shells.len() < n {
+        match events.next().await {
+            Some(Ok((Some(watcher::Event::Apply(d) | watcher::Event::InitApply(d)), _))) => {
+                seen_deployments.insert(d.name_any());
+            }
+            Some(Ok((_, Some(watcher::Event::Apply(s) | watcher::Event::InitApply(s))))) => {
+                let current = s.status.as_ref().and_then(|st| st.observed_generation) == s.metadata.generation;
+                if current && s.status.as_ref().is_some_and(|st| !st.conditions.is_empty()) {
+                    settled_shells.insert(s.name_any());
+                }
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => panic!("watch failed: {e}"),
+            None => panic!("watch ended"),
+        }
+    }
+}

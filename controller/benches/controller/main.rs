@@ -1,0 +1,117 @@
+//! `cargo xtask bench controller [--objects N] [--concurrency C]`
+//!
+//! On a private test control plane (real etcd + kube-apiserver), in one run:
+//! - warm-up: one object through every kind of write, so that no phase pays the apiserver's
+//!   first-use costs (its first write of a custom resource takes about two seconds);
+//! - floor: create N Deployments directly (the very objects the controller would build), C at a
+//!   time, with one client;
+//! - same-writes floor: the requests the controller path makes for N objects, made by a plain
+//!   client with no watch, cache or reconcile in between: the N `MyOwnShell` creates C at a time
+//!   (as the benchmark makes them) and, as each is created, its finalizer patch, Deployment
+//!   lookup (a GET that finds none), apply, status patch and Created event, C objects at a time (as the controller's
+//!   `--concurrency C`). This is what the apiserver must do for the end state; the clock stops
+//!   as the controller's does, when a watch has seen every Deployment and every status;
+//! - controller: start the real controller binary (release build, `--concurrency C`), create N
+//!   `MyOwnShell`s C at a time with the same kind of client, and stop the clock when all N
+//!   Deployments exist and all N statuses report the current generation.
+//!
+//! Then, with the controller holding the N converged objects:
+//! - memory: RSS when ready with nothing, peak (VmHWM) and steady (VmRSS once idle for
+//!   [`STEADY_AFTER`]), and both per object;
+//! - churn: for each `--churn-rates` rate, spec updates (`size` 1 <-> 2) to random objects at
+//!   that rate for `--churn-seconds`; queue latency and reconcile duration p50/p99 from the
+//!   controller's own `/metrics` histograms (the figures users watch in production) against
+//!   the SLOs (queue p99 <= 1 s, reconcile p99 <= 5 s), and how long after the last update
+//!   every status showed its generation again;
+//! - controller restart: a new controller process over the converged objects, the time until
+//!   it is ready (caches synced) and until it has reconciled every object, and the writes it
+//!   made: counted by the apiserver (`apiserver_request_total`, write verbs on MyOwnShells,
+//!   Deployments and Events) and by resourceVersion (every MyOwnShell, Deployment and Event
+//!   compared before and after); both must be 0;
+//! - apiserver restart: the same counts after kube-apiserver restarts under the controller,
+//!   which relists and reconciles every object;
+//! - after each restart, the controller's peak RSS during it and its steady RSS.
+//!
+//! Prints the times, `ratio = controller/floor`, `ratio = controller/same-writes floor`, what
+//! each kind of write costs alone, and the figures above. `--heap-profile PATH` runs each
+//! controller process under heaptrack (read the profiles with `heaptrack_print PATH.first.zst`
+//! and `PATH.restarted.zst`; the RSS figures are then heaptrack's, not the controller's, and
+//! `cargo xtask bench` builds the controller with the C library's malloc, the one heaptrack sees).
+
+// A benchmark reports failures by panicking, like a test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use myownshell_envtest::{ControlPlane, create_namespace};
+
+mod churn;
+mod counts;
+mod floors;
+mod options;
+mod phases;
+mod process;
+
+pub(crate) use churn::*;
+pub(crate) use counts::*;
+pub(crate) use floors::*;
+pub(crate) use options::*;
+pub(crate) use phases::*;
+pub(crate) use process::*;
+
+pub(crate) const DEADLINE: Duration = Duration::from_secs(600);
+/// How long the controller idles after converging before its steady RSS is read: longer than
+/// any requeue, and long enough for the allocator to hand freed pages back (jemalloc purges a
+/// freed page within 10 s, its `dirty_decay_ms`; sampled every 10 s after a relist of 10,000
+/// objects, RSS fell at 10 s and 20 s and not after, over 90 s).
+pub(crate) const STEADY_AFTER: Duration = Duration::from_secs(20);
+pub(crate) const QUEUE_LATENCY: &str = "myownshell_controller_reconcile_queue_latency_seconds";
+pub(crate) const RECONCILE_DURATION: &str = "myownshell_controller_reconcile_duration_seconds";
+
+fn main() {
+    let options = options();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let cp = ControlPlane::start().await.unwrap_or_else(|e| panic!("control plane: {e}"));
+        eprintln!("{}", cp.summary());
+        let client = cp.client().unwrap();
+        warm_up(&client).await;
+        let floor_ns = create_namespace(&client, "bench-floor").await.unwrap();
+        let same_ns = create_namespace(&client, "bench-same-writes").await.unwrap();
+        let ctrl_ns = create_namespace(&client, "bench-controller").await.unwrap();
+        let parts_ns = create_namespace(&client, "bench-breakdown").await.unwrap();
+
+        let n = options.objects;
+        println!("controller bench: {n} objects, concurrency {}", options.concurrency);
+        let floor = floor(client.clone(), &floor_ns, &options).await;
+        let same = same_writes_floor(client.clone(), &same_ns, &options).await;
+        let controller = with_controller(&cp, &ctrl_ns, &options).await;
+        // The apiserver restarted: a fresh client.
+        let client = cp.client().unwrap();
+        let parts = breakdown(client, &parts_ns, &options).await;
+        let per_sec = |d: Duration| n as f64 / d.as_secs_f64();
+        println!("  floor: {n} Deployments created directly              {floor:>10.2?}  ({:.0}/s)", per_sec(floor));
+        println!("  same-writes floor: the controller path's requests    {same:>10.2?}  ({:.0}/s)", per_sec(same));
+        println!(
+            "  controller: {n} MyOwnShells -> Deployments + status   {controller:>10.2?}  ({:.0}/s)",
+            per_sec(controller)
+        );
+        println!("  ratio = controller/floor = {:.2}", controller.as_secs_f64() / floor.as_secs_f64());
+        println!("  ratio = controller/same-writes floor = {:.2}", controller.as_secs_f64() / same.as_secs_f64());
+        println!("  each kind of write alone ({n} objects, concurrency {}):", options.concurrency);
+        for (kind, took) in &parts {
+            println!(
+                "    {:<42} {took:>10.2?}  ({:.2}x a Deployment create)",
+                kind.label(),
+                took.as_secs_f64() / floor.as_secs_f64()
+            );
+        }
+        let sum: Duration = parts.iter().map(|(_, t)| *t).sum();
+        println!(
+            "    {:<42} {sum:>10.2?}  ({:.2}x)",
+            "all of them, one after another",
+            sum.as_secs_f64() / floor.as_secs_f64()
+        );
+    });
+}

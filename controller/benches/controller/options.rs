@@ -1,0 +1,64 @@
+//! The command line of `cargo xtask bench controller`.
+
+pub(crate) struct Options {
+    pub(crate) objects: usize,
+    pub(crate) concurrency: usize,
+    /// Run the controller under heaptrack, writing its profile here.
+    pub(crate) heap_profile: Option<std::path::PathBuf>,
+    /// Seconds of each churn phase (0: none).
+    pub(crate) churn_seconds: u64,
+    /// Updates per second, one churn phase each.
+    pub(crate) churn_rates: Vec<u32>,
+}
+
+pub(crate) fn options() -> Options {
+    let mut options =
+        Options { objects: 1000, concurrency: 16, heap_profile: None, churn_seconds: 60, churn_rates: vec![100, 400] };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    while i < args.len() {
+        let value = || args.get(i + 1).and_then(|v| v.parse::<usize>().ok()).filter(|v| *v > 0);
+        match args[i].as_str() {
+            "--objects" => options.objects = value().unwrap_or_else(|| usage("--objects needs a positive number")),
+            "--concurrency" => {
+                options.concurrency = value().unwrap_or_else(|| usage("--concurrency needs a positive number"))
+            }
+            "--churn-seconds" => {
+                let seconds = args.get(i + 1).and_then(|v| v.parse().ok());
+                options.churn_seconds = seconds.unwrap_or_else(|| usage("--churn-seconds needs a number"));
+            }
+            "--churn-rates" => {
+                let rates: Option<Vec<u32>> = args
+                    .get(i + 1)
+                    .map(|v| {
+                        v.split(',')
+                            .filter(|r| !r.is_empty())
+                            .map(|r| r.trim().parse().ok().filter(|r| *r > 0))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                options.churn_rates =
+                    rates.unwrap_or_else(|| usage("--churn-rates needs rates per second, e.g. 100,400"));
+            }
+            "--heap-profile" => {
+                let path = args.get(i + 1).unwrap_or_else(|| usage("--heap-profile needs a path"));
+                options.heap_profile = Some(path.into());
+            }
+            // `cargo bench` passes `--bench`; nothing else is expected.
+            "--bench" => {
+                i += 1;
+                continue;
+            }
+            other => usage(&format!("unknown argument {other:?}")),
+        }
+        i += 2;
+    }
+    options
+}
+
+pub(crate) fn usage(problem: &str) -> ! {
+    eprintln!(
+        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--heap-profile PATH]"
+    );
+    std::process::exit(2)
+}

@@ -1,0 +1,89 @@
+//! The controller phases, in order: converge, memory, churn, restarts.
+
+use std::time::{Duration, Instant};
+
+use kube::api::Api;
+use myownshell_api::MyOwnShell;
+use myownshell_envtest::ControlPlane;
+use myownshell_tests::controller::resource_versions;
+
+use crate::*;
+
+/// The controller phases (see the crate docs). Returns the time to converge.
+pub(crate) async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> Duration {
+    let n = options.objects;
+    let client = cp.client().unwrap();
+    let scraper = Scraper::new(&client).await;
+    let (mut controller, _) = Controller::start(cp, ns, options, "first").await;
+    let idle = controller.rss_mib("VmRSS:");
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+    let start = Instant::now();
+    let done = tokio::spawn(converged(cp.client().unwrap(), ns.to_owned(), n));
+    create_all(&shells, n, options.concurrency, shell).await;
+    tokio::time::timeout(DEADLINE, done)
+        .await
+        .unwrap_or_else(|_| panic!("not converged after {DEADLINE:?}\n{}", controller.process.log_tail(20)))
+        .unwrap();
+    let took = start.elapsed();
+    let peak = controller.rss_mib("VmHWM:");
+    let text = scraper.scrape(&controller).await;
+    println!("  after converging (the controller's own counters):");
+    for line in text.lines().filter(|l| {
+        l.starts_with("myownshell_controller_writes_total") || l.starts_with("myownshell_controller_reconciles_total")
+    }) {
+        println!("    {line}");
+    }
+    settled(&scraper, &controller, 0.0).await;
+    tokio::time::sleep(STEADY_AFTER).await;
+    let steady = controller.rss_mib("VmRSS:");
+    let per_object = |mib: f64| (mib - idle) * 1024.0 / n as f64;
+    println!(
+        "  controller RSS: ready and empty {idle:.1} MiB; peak (VmHWM) {peak:.1} MiB = {:.1} KiB/object; steady (VmRSS {STEADY_AFTER:?} after converging) {steady:.1} MiB = {:.1} KiB/object",
+        per_object(peak),
+        per_object(steady)
+    );
+
+    if options.churn_seconds > 0 {
+        let mut sizes = vec![1; n];
+        for &rate in &options.churn_rates {
+            churn(&client, ns, &mut sizes, rate, options.churn_seconds, &scraper, &controller).await;
+        }
+    }
+
+    // Restart the controller over converged objects: it must write nothing.
+    settled(&scraper, &controller, 0.0).await;
+    let before = resource_versions(&client, ns).await.unwrap();
+    let requests_before = apiserver_writes(&client).await;
+    assert!(controller.process.is_running(), "the controller died:\n{}", controller.process.log_tail(20));
+    controller.process.stop(Duration::from_secs(10)).unwrap();
+    let (restarted, ready) = Controller::start(cp, ns, options, "restarted").await;
+    controller = restarted;
+    let reconciled = ready + settled(&scraper, &controller, n as f64).await;
+    let requests = apiserver_writes(&client).await - requests_before;
+    let rewritten = changed(&client, ns, &before).await;
+    let (peak, steady) = peak_and_steady(&controller).await;
+    println!(
+        "  controller restart: ready (caches synced) in {ready:.2?}, every object reconciled in {reconciled:.2?}; writes: {requests:.0} requests at the apiserver, {rewritten} objects changed (must be 0, 0); RSS peak {peak:.1} MiB, steady {steady:.1} MiB",
+    );
+
+    // Restart kube-apiserver under the controller: the relist must write nothing either.
+    let reconciles_before = family_sum(&scraper.scrape(&controller).await, "myownshell_controller_reconciles_total");
+    let before = resource_versions(&client, ns).await.unwrap();
+    controller.reset_peak();
+    cp.stop_apiserver().unwrap();
+    let down = Instant::now();
+    cp.start_apiserver().await.unwrap();
+    let back = down.elapsed();
+    // Clients hold connections to the old process.
+    let client = cp.client().unwrap();
+    let resynced = settled(&scraper, &controller, reconciles_before + n as f64).await;
+    let requests = apiserver_writes(&client).await;
+    let rewritten = changed(&client, ns, &before).await;
+    let (peak, steady) = peak_and_steady(&controller).await;
+    println!(
+        "  apiserver restart: apiserver back in {back:.2?}, every object relisted and reconciled {resynced:.2?} after; writes: {requests:.0} requests at the apiserver, {rewritten} objects changed (must be 0, 0); controller RSS peak {peak:.1} MiB, steady {steady:.1} MiB",
+    );
+    assert!(controller.process.is_running(), "the controller died:\n{}", controller.process.log_tail(20));
+    controller.process.stop(Duration::from_secs(10)).unwrap();
+    took
+}
