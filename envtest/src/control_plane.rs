@@ -114,7 +114,7 @@ impl Layout {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// The address kube-apiserver binds to and advertises (the `kubernetes` Service's endpoint).
-    /// A cluster with a node binds to the host end of the node's link, which pods can reach.
+    /// A cluster with nodes binds to the host's end of the cluster network, which pods reach.
     pub address: Ipv4Addr,
     /// `--service-cluster-ip-range`. Its first address is the `kubernetes` Service's ClusterIP,
     /// which the serving certificate names, so pods can verify the apiserver through it.
@@ -124,6 +124,9 @@ pub struct Options {
     /// ServiceAccounts it needs), a client certificate for calling kubelets (exec, logs), and
     /// endpoint routing to webhook and aggregated Services (see [`crate::node`] for why).
     pub node: bool,
+    /// More kube-apiserver flags, after the harness's own (e.g. how fast a cluster of several
+    /// nodes evicts the pods of a lost one, see [`crate::node::lifecycle`]).
+    pub apiserver_args: Vec<String>,
 }
 
 /// An IPv4 network in CIDR notation.
@@ -154,6 +157,7 @@ impl Default for Options {
             address: Ipv4Addr::LOCALHOST,
             service_cidr: Ipv4Net { network: Ipv4Addr::new(10, 0, 0, 0), prefix: 24 },
             node: false,
+            apiserver_args: Vec::new(),
         }
     }
 }
@@ -217,6 +221,7 @@ pub(crate) fn apiserver_args(cfg: &ApiserverConfig) -> Vec<String> {
             "--disable-admission-plugins=ServiceAccount".into(),
         ]);
     }
+    args.extend(cfg.options.apiserver_args.iter().cloned());
     args
 }
 

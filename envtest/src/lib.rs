@@ -4,8 +4,10 @@
 //! `kustomize` rendering ([`kustomize`]), child processes that die with the test ([`process`]),
 //! loopback ports ([`ports`]), a plain-HTTP probe client ([`http`]), throwaway TLS for servers
 //! under test ([`tls`]) and polling with a deadline
-//! ([`wait`]); and a real single-node cluster ([`node`]): containerd, kubelet, kube-proxy,
-//! kube-controller-manager and kube-scheduler, with locally built images. The integration tests, the benchmarks and `cargo xtask dev` all run on it.
+//! ([`wait`]); and a real cluster of one or more nodes ([`node`]): containerd, kubelet and
+//! kube-proxy per node, kube-controller-manager and kube-scheduler, with locally built images;
+//! nodes a test can kill and start again. The integration tests, the benchmarks and
+//! `cargo xtask dev` all run on it.
 //! For load at scale, a cluster of fake nodes ([`kwok`]) runs pods with no kubelet at all; both
 //! start kube-controller-manager and kube-scheduler through [`components`].
 

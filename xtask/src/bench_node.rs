@@ -27,7 +27,7 @@ pub fn run(rounds: usize) -> anyhow::Result<()> {
 
 async fn measure(image: std::path::PathBuf, rounds: usize) -> anyhow::Result<()> {
     let started = Instant::now();
-    let cluster = Cluster::start(ClusterOptions { images: vec![image] }).await?;
+    let cluster = Cluster::start(ClusterOptions { images: vec![image], ..ClusterOptions::default() }).await?;
     println!("cluster with a node ready: {:.1?}", started.elapsed());
     let kubectl = cluster.control_plane().kubectl();
     let started = Instant::now();

@@ -1,7 +1,10 @@
-//! The node's cgroup root: `/myownshell-node-<pid>-<n>` in every cgroup hierarchy, where
-//! kubelet (cgroupfs driver) puts all pods. Cgroups are not namespaced like the rest of the
-//! sandbox, so they are the one thing removed by hand: when the cluster stops, and, for runs
-//! whose process was SIGKILLed, by the next run's sweep.
+//! A node's cgroup root: `/myownshell-node-<pid>-<n>` for a run's first node (and
+//! `/myownshell-node-<pid>-<n>-<k>` for its node k ≥ 2) in every cgroup hierarchy, where that
+//! node's kubelet (cgroupfs driver) puts all its pods. Each node has its own because a kubelet
+//! removes pod cgroups under its root that it does not know of: two sharing one would kill each
+//! other's pods. Cgroups are not namespaced like the rest of the sandbox, so they are the one
+//! thing removed by hand: when a node stops or is killed, and, for runs whose process was
+//! SIGKILLed, by the next run's sweep (which finds every node's root by the run's pid).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -9,6 +12,12 @@ use std::time::{Duration, Instant};
 const CGROUP_FS: &str = "/sys/fs/cgroup";
 const PREFIX: &str = "myownshell-node-";
 const REMOVE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The name of node `number`'s (1-based) root in the run `run_name` (`run-<pid>-<n>`).
+pub fn root_name(run_name: &str, number: u8) -> String {
+    let run = run_name.trim_start_matches("run-");
+    if number <= 1 { format!("{PREFIX}{run}") } else { format!("{PREFIX}{run}-{number}") }
+}
 
 /// One node's cgroup root.
 #[derive(Debug)]
@@ -41,11 +50,11 @@ fn remove_tree(dir: &Path) -> std::io::Result<()> {
 }
 
 impl CgroupRoot {
-    /// The root for this run (`run_name` like `run-<pid>-<n>`), created in every hierarchy
-    /// (kubelet insists that its `cgroupRoot` exists). A new cpuset cgroup starts with no CPUs
-    /// or memory nodes, so the parent's are copied in.
-    pub fn create(run_name: &str) -> Result<Self, String> {
-        let name = format!("{PREFIX}{}", run_name.trim_start_matches("run-"));
+    /// The root `name` (see [`root_name`]), created in every hierarchy (kubelet insists that
+    /// its `cgroupRoot` exists). A new cpuset cgroup starts with no CPUs or memory nodes, so the
+    /// parent's are copied in.
+    pub fn create(name: &str) -> Result<Self, String> {
+        let name = name.to_owned();
         for hierarchy in hierarchies() {
             let dir = hierarchy.join(&name);
             std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -93,14 +102,20 @@ fn remove_everywhere(name: &str) -> Result<(), String> {
     }
 }
 
-/// Remove the cgroup roots of runs whose process is gone (SIGKILLed test binaries).
+/// The pid of the run a root of this harness belongs to (the first field after the prefix).
+fn owner_pid(name: &str) -> Option<&str> {
+    name.strip_prefix(PREFIX).and_then(|rest| rest.split('-').next())
+}
+
+/// Remove the cgroup roots (of every node) of runs whose process is gone (SIGKILLed test
+/// binaries).
 pub fn sweep_stale() {
     let mut stale: Vec<String> = Vec::new();
     for hierarchy in hierarchies() {
         let Ok(entries) = std::fs::read_dir(&hierarchy) else { continue };
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(pid) = name.strip_prefix(PREFIX).and_then(|rest| rest.split('-').next()) else { continue };
+            let Some(pid) = owner_pid(&name) else { continue };
             if !Path::new(&format!("/proc/{pid}")).exists() && !stale.contains(&name) {
                 stale.push(name);
             }
@@ -123,4 +138,18 @@ pub fn existing_roots() -> Vec<String> {
     names.sort();
     names.dedup();
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_node_keeps_the_run_name_and_the_sweep_finds_every_node_by_pid() {
+        assert_eq!(root_name("run-4242-0", 1), "myownshell-node-4242-0");
+        assert_eq!(root_name("run-4242-0", 2), "myownshell-node-4242-0-2");
+        for name in [root_name("run-4242-0", 1), root_name("run-4242-3", 12)] {
+            assert_eq!(owner_pid(&name), Some("4242"), "{name}");
+        }
+    }
 }

@@ -7,8 +7,15 @@ use std::path::{Path, PathBuf};
 
 use crate::control_plane::Ipv4Net;
 
-/// The node's name in the API (one node per cluster).
+/// The first node's name in the API (the only one's, in a cluster of one node).
 pub const NODE_NAME: &str = "myownshell-node";
+
+/// Node `number`'s (1-based) name: [`NODE_NAME`] for the first, `myownshell-node-<k>` for node
+/// k ≥ 2 (as Kind names workers `kind-worker2`, …), so the first name never changes.
+pub fn node_name(number: u8) -> String {
+    if number <= 1 { NODE_NAME.to_owned() } else { format!("{NODE_NAME}-{number}") }
+}
+
 /// The sandbox (pause) image the CRI plugin runs for every pod; built locally, never pulled.
 pub const PAUSE_IMAGE: &str = "registry.k8s.io/pause:3.10";
 /// The bridge pods are attached to, inside the node's own network namespace.
@@ -17,9 +24,12 @@ const BRIDGE: &str = "cni0";
 /// Everything the node's files depend on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeConfig {
-    /// The node's directory (`node/` in the run directory).
+    /// The node's name in the API (kubelet's `--hostname-override`, kube-proxy's).
+    pub name: String,
+    /// The node's directory (`node/` in the run directory for the first node, `node-<k>/` for
+    /// node k).
     pub dir: PathBuf,
-    /// The node's address, on its end of the link to the host.
+    /// The node's address on the cluster network (its InternalIP).
     pub node_ip: Ipv4Addr,
     /// Pod addresses, on the node's bridge.
     pub pod_cidr: Ipv4Net,
@@ -36,6 +46,11 @@ impl NodeConfig {
     /// containerd's gRPC socket (kubelet's `containerRuntimeEndpoint`, `ctr -a`).
     pub fn containerd_socket(&self) -> PathBuf {
         self.path("containerd/containerd.sock")
+    }
+    /// containerd's state (`/run/containerd` on a machine: shims' sockets, task bundles), which
+    /// a node that comes back after a power loss starts without.
+    pub fn containerd_state(&self) -> PathBuf {
+        self.path("containerd/state")
     }
     /// containerd's `--config` file.
     pub fn containerd_config(&self) -> PathBuf {
@@ -63,10 +78,11 @@ fn show(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// containerd 1.6's `config.toml`: its own root, state and socket, so runs never share a
-/// containerd; the CRI plugin with the local pause image, CNI from this node's directory, and
-/// `restrict_oom_score_adj` (runc cannot lower `oom_score_adj` on this kind of machine, and
-/// sandboxes then fail with "can't get final child's PID from pipe: EOF").
+/// containerd 1.6's `config.toml`: its own root, state and socket, so no two nodes (of one
+/// run or of two) ever share a containerd; the CRI plugin with the local pause image, CNI from
+/// this node's directory, and `restrict_oom_score_adj` (runc cannot lower `oom_score_adj` on
+/// this kind of machine, and sandboxes then fail with "can't get final child's PID from pipe:
+/// EOF").
 pub fn containerd_toml(cfg: &NodeConfig) -> String {
     let dir = cfg.path("containerd");
     format!(
@@ -104,7 +120,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri.v1alpha2", "io.containerd.snapsho
   conf_dir = "{cni_conf}"
 "#,
         root = show(&dir.join("root")),
-        state = show(&dir.join("state")),
+        state = show(&cfg.containerd_state()),
         socket = show(&cfg.containerd_socket()),
         opt = show(&dir.join("opt")),
         pause = PAUSE_IMAGE,
@@ -114,8 +130,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri.v1alpha2", "io.containerd.snapsho
 }
 
 /// The pod network: a bridge with host-local addresses from the node's pod range, the bridge as
-/// gateway, and no masquerading: the host routes the pod range to the node, so pod addresses
-/// are seen as they are (the apiserver calls webhook pods at them).
+/// gateway, and no masquerading: the host and the other nodes route the pod range to the node,
+/// so pod addresses are seen as they are (the apiserver calls webhook pods at them, pods on other
+/// nodes answer them).
 pub fn cni_conflist(cfg: &NodeConfig) -> String {
     serde_json::json!({
         "cniVersion": "1.0.0",
@@ -200,13 +217,18 @@ maxPods: 110
 
 /// kube-proxy in iptables mode, inside the node's network namespace (its rules live and die
 /// there). conntrack limits are global sysctls a namespace cannot set: left alone.
+/// `clusterCIDR` is this node's own pod range, which makes it what `detectLocalMode: NodeCIDR`
+/// would be (that mode needs `spec.podCIDR`, which nothing here sets): traffic to a Service from
+/// this node's pods keeps its source address, whichever node the chosen endpoint is on, and
+/// traffic from anywhere else (the host) is masqueraded, so replies come back through this
+/// node's conntrack.
 pub fn kube_proxy_config(cfg: &NodeConfig, kubeconfig: &Path) -> String {
     format!(
         r#"apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
   kubeconfig: {kubeconfig}
-hostnameOverride: {NODE_NAME}
+hostnameOverride: {name}
 mode: iptables
 clusterCIDR: {pod_cidr}
 bindAddress: {node_ip}
@@ -219,6 +241,7 @@ conntrack:
   tcpCloseWaitTimeout: 0s
 "#,
         kubeconfig = show(kubeconfig),
+        name = cfg.name,
         pod_cidr = cfg.pod_cidr,
         node_ip = cfg.node_ip,
     )
@@ -230,6 +253,7 @@ mod tests {
 
     fn cfg() -> NodeConfig {
         NodeConfig {
+            name: NODE_NAME.into(),
             dir: PathBuf::from("/t/run-1-0/node"),
             node_ip: Ipv4Addr::new(10, 213, 3, 2),
             pod_cidr: Ipv4Net { network: Ipv4Addr::new(10, 214, 3, 0), prefix: 24 },
@@ -287,6 +311,9 @@ mod tests {
         assert_eq!(doc["mode"], "iptables");
         assert_eq!(doc["clusterCIDR"], "10.214.3.0/24");
         assert_eq!(doc["hostnameOverride"], NODE_NAME);
+        let second = kube_proxy_config(&NodeConfig { name: node_name(2), ..cfg() }, Path::new("/k"));
+        let doc: serde_json::Value = serde_saphyr::from_str(&second).unwrap();
+        assert_eq!(doc["hostnameOverride"], "myownshell-node-2");
         assert_eq!(doc["conntrack"]["maxPerCore"], 0);
     }
 }

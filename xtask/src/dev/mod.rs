@@ -4,8 +4,9 @@
 //! webhook configurations, runs `myownshell-webhook` (self-managed certificates) and
 //! `myownshell-controller` (leader election, authenticated metrics) as real processes, each
 //! with its own ServiceAccount's token, and when all is ready writes `<state dir>/env`. Ctrl-C or
-//! SIGTERM stops everything it started and removes the env file. With `--kubeconfig` or
-//! `--use-current-context` the two binaries run against that cluster instead.
+//! SIGTERM stops everything it started and removes the env file. Where nodes can run (root), the
+//! control plane comes with `--nodes` real nodes (default 1), so pods run too. With `--kubeconfig`
+//! or `--use-current-context` the two binaries run against that cluster instead.
 
 mod cluster;
 mod lock;
@@ -49,6 +50,19 @@ pub struct DevArgs {
     /// Skip `cargo build` (use binaries already built).
     #[arg(long)]
     no_build: bool,
+    /// How many nodes the local cluster gets (they need root); the first is `myownshell-node`,
+    /// the others `myownshell-node-2`, `myownshell-node-3`, …
+    #[arg(long, default_value_t = 1, value_parser = node_count, conflicts_with_all = ["kubeconfig", "use_current_context"])]
+    nodes: usize,
+}
+
+/// `--nodes`: 1 to the most a cluster can have.
+fn node_count(value: &str) -> Result<usize, String> {
+    let max = usize::from(myownshell_envtest::node::network::MAX_NODES);
+    match value.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("a number of nodes from 1 to {max}")),
+    }
 }
 
 /// A process plus what `dev` needs to know about it.
@@ -86,7 +100,7 @@ async fn run_async(args: &DevArgs, state_dir: &Path) -> anyhow::Result<()> {
     let remote = args.kubeconfig.clone().or_else(|| args.use_current_context.then(default_kubeconfig));
     match remote {
         Some(kubeconfig) => run_remote(&kubeconfig, state_dir).await,
-        None => run_local(state_dir).await,
+        None => run_local(state_dir, args.nodes).await,
     }
 }
 
@@ -203,7 +217,7 @@ async fn run_until_stopped(mut running: Vec<Running>, stop: Arc<AtomicBool>) -> 
     outcome
 }
 
-async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
+async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
     let assets_dir = tokio::task::spawn_blocking(crate::envtest::ensure).await??;
     let found = myownshell_envtest::assets::Assets {
         kube_apiserver: assets_dir.join(myownshell_envtest::assets::KUBE_APISERVER),
@@ -211,11 +225,13 @@ async fn run_local(state_dir: &Path) -> anyhow::Result<()> {
     };
     let plane = match tokio::task::spawn_blocking(node_or_why_not).await? {
         Ok(()) => {
-            let step = Step::start("starting the cluster (control plane, and a node: containerd, kubelet)");
-            let node = Cluster::start(ClusterOptions::default()).await?;
+            let what = if nodes == 1 { "a node".to_owned() } else { format!("{nodes} nodes") };
+            let step = Step::start(format!("starting the cluster (control plane, and {what}: containerd, kubelet)"));
+            let node = Cluster::start(ClusterOptions { nodes, ..ClusterOptions::default() }).await?;
             step.done();
             Plane::Node(Box::new(node))
         }
+        Err(why) if nodes > 1 => bail!("--nodes {nodes} needs nodes that can run: {why}"),
         Err(why) => {
             eprintln!("xtask: dev runs API-only, no pods will run: {why}");
             let step = Step::start("starting the control plane (etcd + kube-apiserver)");
@@ -458,4 +474,26 @@ fn shutdown(running: Vec<Running>, stop: Arc<AtomicBool>) {
         }
     }
     stop.store(true, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        dev: DevArgs,
+    }
+
+    #[test]
+    fn nodes_default_to_one_and_stay_within_what_a_cluster_can_have() {
+        assert_eq!(Cli::try_parse_from(["dev"]).unwrap().dev.nodes, 1);
+        assert_eq!(Cli::try_parse_from(["dev", "--nodes", "3"]).unwrap().dev.nodes, 3);
+        for bad in ["0", "42", "two"] {
+            assert!(Cli::try_parse_from(["dev", "--nodes", bad]).is_err(), "--nodes {bad}");
+        }
+        assert!(Cli::try_parse_from(["dev", "--nodes", "2", "--use-current-context"]).is_err());
+    }
 }
