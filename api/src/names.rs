@@ -64,6 +64,9 @@ pub mod conditions {
     /// `True` when the shell's lifetime stops it within `warnBefore`: the reason says why
     /// (`Idle`, `MaxRunTime`), the message when.
     pub const STOPPING: &str = "Stopping";
+    /// `True` when the shell's pods run the pod template of the running operator release;
+    /// `False` while a template that changed with an operator upgrade waits for a quiet moment.
+    pub const UP_TO_DATE: &str = "UpToDate";
 }
 
 pub mod reasons;

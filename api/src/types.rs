@@ -54,6 +54,12 @@ pub const SIZE_SCHEMA_MAX: i32 = 1000;
         description = "Who created the shell (empty for shells made before owners existed)"
     ),
     printcolumn(
+        name = "Up-to-date",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"UpToDate\")].status",
+        description = "Whether the pods run this operator release's pod template (False: at the next quiet moment, start or `kubectl myownshell update`)"
+    ),
+    printcolumn(
         name = "State",
         type_ = "string",
         json_path = ".status.state",
@@ -134,6 +140,13 @@ pub struct MyOwnShellSpec {
     /// `size` stay. `false` or unset: it runs (unless its lifetime stopped it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<bool>,
+
+    /// Asks for the pod template of the running operator release now (`kubectl myownshell
+    /// update`), which restarts the shell's pods: a template that changed with an operator
+    /// upgrade is otherwise applied only at a quiet moment (`UpToDate=False` until then). Takes
+    /// effect if later than the template the pods run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_requested_at: Option<Time>,
 }
 
 /// When a shell stops by itself. Durations are written as Kubernetes writes them: `40s`, `30m`,

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use myownshell_api::names::reasons;
@@ -15,6 +16,7 @@ use crate::error::Error;
 use crate::events::{self, EventType, actions};
 use crate::labels;
 use crate::reconcile::Context;
+use crate::rollout::{self, Decision, Why};
 
 /// The Deployment named like `shell`: from the cache, which holds only Deployments carrying our
 /// managed-by label; else from the apiserver, because a Deployment without that label (someone
@@ -60,18 +62,38 @@ pub(crate) async fn instance_free(
     }
 }
 
-/// Server-side apply the desired Deployment, running `replicas` pods, unless the live one already
-/// matches it. Returns the Deployment as it is now.
+/// What the shell's pods should be: `replicas` of them, running the template the controller
+/// builds now unless `rollout` says it waits; `activity` is the last sign of use (the last
+/// connection or the start).
+pub(crate) struct Wanted {
+    pub(crate) replicas: i32,
+    pub(crate) activity: Option<Timestamp>,
+    pub(crate) now: Timestamp,
+}
+
+/// Server-side apply the Deployment `wanted` asks for unless the live one already matches it.
+/// Returns the Deployment as it is now, and what was decided of its pod template.
 pub(crate) async fn ensure_deployment(
     shell: &MyOwnShell,
     live: Option<&Arc<Deployment>>,
-    replicas: i32,
+    wanted: &Wanted,
     ctx: &Context,
-) -> Result<Option<Arc<Deployment>>, Error> {
-    let desired = deployment::desired_with(shell, live.map(|d| &**d), replicas)?;
+) -> Result<(Option<Arc<Deployment>>, Decision), Error> {
+    let replicas = wanted.replicas;
+    let built = deployment::desired_for(shell, live.map(|d| &**d), replicas, &ctx.settings.template)?;
+    let input = rollout::Input {
+        live: live.map(|d| &**d),
+        desired: &built,
+        replicas,
+        update_requested_at: shell.spec.update_requested_at.as_ref().map(|t| t.0),
+        last_activity: wanted.activity,
+        now: wanted.now,
+    };
+    let decision = rollout::decide(&input, &ctx.settings.rollout);
+    let desired = rollout::shape(built, live.map(|d| &**d), &decision, wanted.now);
     if !deployment::needs_apply(&desired, live.map(|d| &**d)) {
         debug!(shell = %shell.name_any(), "Deployment up to date; nothing to write");
-        return Ok(live.cloned());
+        return Ok((live.cloned(), decision));
     }
     let name = shell.name_any();
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
@@ -80,14 +102,21 @@ pub(crate) async fn ensure_deployment(
         .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
         .await
         .map_err(|source| Error::ApplyDeployment { name: name.clone(), source })?;
-    let (reason, note) = match live.and_then(|d| d.spec.as_ref()).map(|s| s.replicas.unwrap_or(1)) {
-        None => (reasons::CREATED, format!("Created Deployment {name} with {replicas} shell pod(s)")),
-        Some(before) if before != replicas => {
+    let (reason, note) = match (live.and_then(|d| d.spec.as_ref()).map(|s| s.replicas.unwrap_or(1)), &decision) {
+        (None, _) => (reasons::CREATED, format!("Created Deployment {name} with {replicas} shell pod(s)")),
+        (Some(before), _) if before != replicas => {
             (reasons::SCALED, format!("Scaled Deployment {name} from {before} to {replicas} shell pod(s)"))
         }
-        Some(_) => (reasons::UPDATED, format!("Updated Deployment {name} to match the spec")),
+        (Some(_), Decision::Roll(why)) if !matches!(why, Why::SpecChanged | Why::New) => (
+            reasons::TEMPLATE_UPDATED,
+            format!(
+                "Applied this operator release's pod template to Deployment {name} ({}); its pods restart",
+                why.words()
+            ),
+        ),
+        (Some(_), _) => (reasons::UPDATED, format!("Updated Deployment {name} to match the spec")),
     };
     info!(shell = %name, reason, "{note}");
     events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reason, actions::APPLY, note);
-    Ok(Some(ctx.deployments.record_applied(applied)))
+    Ok((Some(ctx.deployments.record_applied(applied)), decision))
 }

@@ -183,7 +183,6 @@ mod tests {
         spec.progress_deadline_seconds = Some(600);
         let pod = spec.template.spec.as_mut().unwrap();
         pod.restart_policy = Some("Always".into());
-        pod.termination_grace_period_seconds = Some(30);
         pod.containers[0].image_pull_policy = Some("IfNotPresent".into());
         live.metadata
             .annotations

@@ -1,6 +1,8 @@
 //! The Deployment a `MyOwnShell` asks for, as a pure function of the object, and the check that
 //! tells whether the live Deployment already matches it (so an unchanged object costs no write).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, EmptyDirVolumeSource, EnvVar, PodSecurityContext, PodSpec, PodTemplateSpec,
@@ -13,12 +15,15 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::labels;
+use crate::rollout;
 
 /// Name of the one container in each shell pod.
 pub const SHELL_CONTAINER: &str = "shell";
 /// Annotation holding a hash of the whole desired Deployment. A field dropped from the desired
 /// object changes the hash, so [`needs_apply`] notices removals, not only changed values.
 pub const SPEC_HASH_ANNOTATION: &str = "myownshell.io/spec-hash";
+/// How long a shell pod being deleted gets before it is killed.
+pub const TERMINATION_GRACE_SECONDS: i64 = 5;
 /// `nobody`: busybox runs as root unless told otherwise, and `runAsNonRoot` alone would then
 /// keep the pod from ever starting.
 pub const NON_ROOT_ID: i64 = 65534;
@@ -47,6 +52,26 @@ pub fn desired(shell: &MyOwnShell, live: Option<&Deployment>) -> Result<Deployme
 /// `spec.size` stays, and nothing but the count changes, so the pod template, and with it every
 /// running pod, is left as it is).
 pub fn desired_with(shell: &MyOwnShell, live: Option<&Deployment>, replicas: i32) -> Result<Deployment, BuildError> {
+    desired_for(shell, live, replicas, &TemplateSettings::default())
+}
+
+/// What the operator adds to every shell pod (`--pod-annotations`): a change of it changes the
+/// pod template as an upgrade does, and rolls out as one (`crate::rollout`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TemplateSettings {
+    /// Annotations on every shell pod (for a service mesh, log shipping, a cost centre).
+    pub pod_annotations: BTreeMap<String, String>,
+}
+
+/// [`desired_with`] with the operator's `settings`; the Deployment carries the hash of its pod
+/// template (`rollout::TEMPLATE_HASH_ANNOTATION`), by which a later reconcile tells whether the
+/// pods run the template it builds.
+pub fn desired_for(
+    shell: &MyOwnShell,
+    live: Option<&Deployment>,
+    replicas: i32,
+    settings: &TemplateSettings,
+) -> Result<Deployment, BuildError> {
     let name = shell.metadata.name.clone().ok_or(BuildError::MissingMetadata("name"))?;
     let namespace = shell.metadata.namespace.clone().ok_or(BuildError::MissingMetadata("namespace"))?;
     let mut owner = shell.controller_owner_ref(&()).ok_or(BuildError::MissingMetadata("uid"))?;
@@ -68,16 +93,29 @@ pub fn desired_with(shell: &MyOwnShell, live: Option<&Deployment>, replicas: i32
             replicas: Some(replicas),
             selector: LabelSelector { match_labels: Some(labels::selector_labels(&instance)), match_expressions: None },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    annotations: (!settings.pod_annotations.is_empty()).then(|| settings.pod_annotations.clone()),
+                    ..ObjectMeta::default()
+                }),
                 spec: Some(pod_spec(shell_container(spec))),
             },
             ..DeploymentSpec::default()
         }),
         status: None,
     };
-    let hash = content_hash(&deployment);
-    deployment.annotations_mut().insert(SPEC_HASH_ANNOTATION.to_owned(), hash);
+    let template = deployment.spec.as_ref().map(|s| rollout::template_hash(&s.template)).unwrap_or_default();
+    deployment.annotations_mut().insert(rollout::TEMPLATE_HASH_ANNOTATION.to_owned(), template);
+    rehash(&mut deployment);
     Ok(deployment)
+}
+
+/// Put the hash of the whole Deployment (without its own) in [`SPEC_HASH_ANNOTATION`]: after
+/// any change to a built Deployment.
+pub fn rehash(deployment: &mut Deployment) {
+    deployment.annotations_mut().remove(SPEC_HASH_ANNOTATION);
+    let hash = content_hash(deployment);
+    deployment.annotations_mut().insert(SPEC_HASH_ANNOTATION.to_owned(), hash);
 }
 
 /// The shell container: the spec's image, command and resources (defaults where unset), `HOME`
@@ -127,6 +165,12 @@ fn pod_spec(container: Container) -> PodSpec {
         }]),
         // A shell has no business talking to the API server with the namespace's default identity.
         automount_service_account_token: Some(false),
+        // No environment variables for every Service of the namespace: they would crowd the
+        // shell's environment (and the room its command's arguments share with it).
+        enable_service_links: Some(false),
+        // `sh` as PID 1 ignores SIGTERM, so a stopped shell's pod used to wait out the default
+        // 30 s before it was killed: the session is over either way.
+        termination_grace_period_seconds: Some(TERMINATION_GRACE_SECONDS),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
             run_as_user: Some(NON_ROOT_ID),
@@ -164,7 +208,9 @@ pub fn needs_apply(desired: &Deployment, live: Option<&Deployment>) -> bool {
     }
 }
 
-fn is_subset(want: &Value, have: &Value) -> bool {
+/// Whether every field of `want` has the same value in `have` (nulls in `want` aside; lists
+/// element by element, of the same length).
+pub(crate) fn is_subset(want: &Value, have: &Value) -> bool {
     match (want, have) {
         (Value::Object(w), Value::Object(h)) => {
             w.iter().all(|(k, wv)| wv.is_null() || h.get(k).is_some_and(|hv| is_subset(wv, hv)))

@@ -28,6 +28,7 @@ pub mod pending_events;
 pub mod pods;
 pub mod prune;
 pub mod reconcile;
+pub mod rollout;
 pub mod run;
 pub mod status;
 pub mod synced;

@@ -1,5 +1,5 @@
 //! What the controller's caches keep of an object: only what reconcile reads. managedFields
-//! (often half of an object) and annotations are dropped before objects reach the watch stores,
+//! (often half of an object) and annotations (but the controller's own) are dropped before objects reach the watch stores,
 //! the read-your-writes overlays and the packed Deployment cache, which all call these.
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -7,6 +7,7 @@ use kube::Resource;
 use myownshell_api::MyOwnShell;
 
 use crate::deployment::SPEC_HASH_ANNOTATION;
+use crate::rollout::{TEMPLATE_APPLIED_ANNOTATION, TEMPLATE_HASH_ANNOTATION};
 
 /// Drop what reconcile never reads from a cached `MyOwnShell`.
 pub fn prune_shell(shell: &mut MyOwnShell) {
@@ -23,9 +24,12 @@ pub fn prune_shell(shell: &mut MyOwnShell) {
 pub fn prune_deployment(deployment: &mut Deployment) {
     let meta = deployment.meta_mut();
     meta.managed_fields = None;
-    meta.creation_timestamp = None;
+    // The creation time stays: it is when the template of a Deployment made before
+    // `TEMPLATE_APPLIED_ANNOTATION` existed was applied (`rollout::applied_at`).
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k == SPEC_HASH_ANNOTATION);
+        annotations.retain(|k, _| {
+            [SPEC_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION, TEMPLATE_APPLIED_ANNOTATION].contains(&k.as_str())
+        });
     }
     let Some(spec) = deployment.spec.as_mut() else { return };
     spec.progress_deadline_seconds = None;
@@ -35,7 +39,6 @@ pub fn prune_deployment(deployment: &mut Deployment) {
     pod.dns_policy = None;
     pod.restart_policy = None;
     pod.scheduler_name = None;
-    pod.termination_grace_period_seconds = None;
     for container in &mut pod.containers {
         container.image_pull_policy = None;
         container.termination_message_path = None;

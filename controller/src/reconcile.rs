@@ -15,8 +15,9 @@ use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults, names};
 use tracing::{debug, info, instrument, warn};
 
 use crate::announce;
-use crate::apply_deployment::{ensure_deployment, find_deployment, instance_free};
+use crate::apply_deployment::{Wanted, ensure_deployment, find_deployment, instance_free};
 use crate::cleanup::{cleanup, delete_stopped};
+use crate::deployment::TemplateSettings;
 use crate::error::{Error, api_message};
 use crate::events::{self, EventType, actions};
 use crate::health;
@@ -29,6 +30,7 @@ use crate::object_map::ObjectMap;
 use crate::ownership;
 use crate::pending_events::PendingEvents;
 use crate::pods::PodIndex;
+use crate::rollout;
 use crate::status::{self, Failure};
 
 /// Everything a reconcile needs, shared by all of them.
@@ -45,6 +47,8 @@ pub struct Context {
     pub(crate) nodes: Arc<NodeIndex>,
     /// Which namespaces are being deleted (nothing is written there).
     pub(crate) terminating: Arc<TerminatingNamespaces>,
+    /// What the operator's flags ask of every shell's pods, and how template changes roll out.
+    pub(crate) settings: Settings,
     /// Publishes the events on `MyOwnShell` objects.
     pub(crate) recorder: events::Publisher,
     /// The controller's metrics (reconciles, writes, managed objects).
@@ -55,6 +59,16 @@ pub struct Context {
     pub(crate) pending_events: PendingEvents,
     /// Consecutive failures per object, for the per-object exponential backoff.
     failures: ObjectMap<MyOwnShell, u32>,
+}
+
+/// What the operator's flags ask of every shell.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// What goes into every shell pod's template (`--pod-annotations`).
+    pub template: TemplateSettings,
+    /// How a template the operator changed rolls out (`--template-updates`,
+    /// `--template-update-quiet-after`).
+    pub rollout: rollout::Policy,
 }
 
 /// What the watches keep, as reconciles read it.
@@ -77,6 +91,7 @@ impl Context {
     pub fn new(
         client: Client,
         caches: Caches,
+        settings: Settings,
         recorder: events::Publisher,
         metrics: Metrics,
         statuses: StatusMemo,
@@ -90,6 +105,7 @@ impl Context {
             pods,
             nodes,
             terminating,
+            settings,
             recorder,
             metrics,
             statuses,
@@ -179,7 +195,8 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         return delete_stopped(shell, stop, api, ctx).await;
     }
     let replicas = plan.replicas(shell.spec.size.unwrap_or(defaults::SIZE));
-    let (current, error) = write_deployment(shell, replicas, ctx).await;
+    let wanted = Wanted { replicas, activity: last_activity(previous.as_ref()), now };
+    let (current, error, template) = write_deployment(shell, &wanted, ctx).await;
     if error.as_ref().is_some_and(Error::is_namespace_terminating) {
         ctx.terminating.insert(&namespace);
         debug!(shell = %shell.name_any(), "the namespace is being deleted: the shell's deletion follows");
@@ -195,6 +212,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         failure: failure.as_ref(),
         plan: Some(&plan),
         diagnosis: diagnosis.as_ref(),
+        template: template.as_ref(),
     };
     let status = status::compute(shell, previous.as_ref(), &inputs, &lifetime::time(now));
     let written = write_status(shell, api, previous.as_ref(), &status, ctx).await;
@@ -222,28 +240,43 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         return Err(e);
     }
     written?;
-    Ok(next_look(plan.wake_at, diagnosis.and_then(|d| d.until), now))
+    let quiet_at = match template {
+        Some(rollout::Decision::Wait { until }) => Some(until),
+        _ => None,
+    };
+    Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at], now))
 }
 
-/// Look up the Deployment, make sure it is ours, and apply it with `replicas` pods. Returns the
-/// Deployment as it is now (the live one if the write failed) and the failure, if any.
+/// The last sign a shell is in use: its last connection, or its start, whichever is later.
+fn last_activity(status: Option<&MyOwnShellStatus>) -> Option<Timestamp> {
+    let status = status?;
+    let connected = status.last_connection.as_ref().map(|c| c.time.0);
+    let started = status.started_at.as_ref().map(|t| t.0);
+    connected.max(started)
+}
+
+/// Look up the Deployment, make sure it is ours, and apply what `wanted` asks. Returns the
+/// Deployment as it is now (the live one if the write failed), the failure if any, and what was
+/// decided of its pod template.
 async fn write_deployment(
     shell: &MyOwnShell,
-    replicas: i32,
+    wanted: &Wanted,
     ctx: &Context,
-) -> (Option<Arc<Deployment>>, Option<Error>) {
+) -> (Option<Arc<Deployment>>, Option<Error>, Option<rollout::Decision>) {
     match find_deployment(shell, ctx).await {
-        Err(e) => (None, Some(e)),
+        Err(e) => (None, Some(e), None),
         // Never write what is not ours, and never report its pods as our shells.
-        Ok(Some(d)) if !ownership::of(&d, shell).is_ours() => (None, Some(Error::DeploymentConflict(shell.name_any()))),
+        Ok(Some(d)) if !ownership::of(&d, shell).is_ours() => {
+            (None, Some(Error::DeploymentConflict(shell.name_any())), None)
+        }
         Ok(live) => {
             let written = async {
                 instance_free(shell, live.as_ref(), ctx).await?;
-                ensure_deployment(shell, live.as_ref(), replicas, ctx).await
+                ensure_deployment(shell, live.as_ref(), wanted, ctx).await
             };
             match written.await {
-                Ok(current) => (current, None),
-                Err(e) => (live, Some(e)),
+                Ok((current, decision)) => (current, None, Some(decision)),
+                Err(e) => (live, Some(e), None),
             }
         }
     }
@@ -268,10 +301,11 @@ async fn write_status(
     Ok(())
 }
 
-/// When to reconcile again without a change: at the lifetime's next deadline or when a pod
-/// problem lapses by itself, whichever is first; else only on a change.
-fn next_look(wake_at: Option<Timestamp>, lapses_at: Option<Timestamp>, now: Timestamp) -> Action {
-    match wake_at.into_iter().chain(lapses_at).min() {
+/// When to reconcile again without a change: at the first of the lifetime's next deadline, the
+/// moment a pod problem lapses by itself and the quiet moment a waiting template waits for;
+/// else only on a change.
+fn next_look(moments: [Option<Timestamp>; 3], now: Timestamp) -> Action {
+    match moments.into_iter().flatten().min() {
         Some(at) => Action::requeue(lifetime::until(at, now)),
         None => Action::await_change(),
     }

@@ -210,7 +210,15 @@ async fn reconcile_until(
         futures::stream::select(watch::pod_triggers(pods_api, pods), node_triggers)
             .inspect(move |shell| pending.arrived(shell.clone(), Instant::now()))
     };
-    let ctx = Arc::new(Context::new(client, caches, recorder, metrics, statuses.clone(), pending_events.clone()));
+    let ctx = Arc::new(Context::new(
+        client,
+        caches,
+        args.settings(),
+        recorder,
+        metrics,
+        statuses.clone(),
+        pending_events.clone(),
+    ));
     let ready_when_synced =
         ready_when_synced(readiness, [shells_synced, deployments_synced], shells.clone(), deployment_cache.clone());
 

@@ -5,13 +5,14 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING, STOPPING};
+use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING, STOPPING, UP_TO_DATE};
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
 
 use crate::health::Diagnosis;
 use crate::labels;
 use crate::lifetime::{Phase, Plan};
+use crate::rollout::Decision;
 
 /// A failed reconcile, shown as `Degraded=True` with this reason and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +34,8 @@ pub struct Inputs<'a> {
     pub plan: Option<&'a Plan>,
     /// What is wrong with the shell's pods, if anything.
     pub diagnosis: Option<&'a Diagnosis>,
+    /// Whether the pods run the template the controller builds now (`None`: not known).
+    pub template: Option<&'a Decision>,
 }
 
 /// A condition's value: status, reason, message.
@@ -105,6 +108,23 @@ fn stopping(shell: &MyOwnShell, plan: &Plan) -> Option<Value> {
     }
 }
 
+/// `UpToDate`, once there is a Deployment: whether its pods run the template built now.
+fn up_to_date(shell: &MyOwnShell, decision: &Decision) -> Value {
+    let name = shell.metadata.name.as_deref().unwrap_or_default();
+    match decision {
+        Decision::Wait { until } => (
+            false,
+            reasons::OPERATOR_UPGRADED,
+            format!(
+                "the pods run the pod template of an earlier operator release (or operator flags); it is applied when the shell next starts, at {until} if nobody connects before, or now with `kubectl myownshell update {name}` (which restarts the pods)"
+            ),
+        ),
+        Decision::Current | Decision::Roll(_) => {
+            (true, reasons::TEMPLATE_CURRENT, "the pods run this operator release's pod template".to_owned())
+        }
+    }
+}
+
 /// The status `shell` should have, given what the reconcile learned. `previous` is the latest
 /// status known (condition transition times carry over from it).
 pub fn compute(
@@ -142,6 +162,9 @@ pub fn compute(
         condition(DEGRADED, degraded(inputs, &observed)),
     ];
     conditions.extend(inputs.plan.and_then(|p| stopping(shell, p)).map(|v| condition(STOPPING, v)));
+    if deployment.is_some() {
+        conditions.extend(inputs.template.map(|d| condition(UP_TO_DATE, up_to_date(shell, d))));
+    }
     let (state, started_at, stopped) = match inputs.plan.map(|p| &p.phase) {
         Some(Phase::Running { started_at }) => (Some("Running"), Some(crate::lifetime::time(*started_at)), None),
         Some(Phase::Paused) => (Some("Paused"), None, None),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use myownshell_runtime::duration::parse_duration;
 
-/// Your shells: list them, connect to one, start, stop, or extend them.
+/// Your shells: list them, connect to one, start, stop, extend or update them.
 #[derive(Debug, Parser)]
 #[command(name = "kubectl-myownshell", bin_name = "kubectl myownshell", version)]
 pub struct Args {
@@ -55,6 +55,12 @@ pub enum Command {
     },
     /// Stop a shell now: its pods go; the shell and its spec (size included) stay.
     Stop {
+        /// The MyOwnShell.
+        name: String,
+    },
+    /// Restart the shell's pods on this operator release's pod template now: a template that
+    /// changed with an operator upgrade otherwise waits for a quiet moment (`UP-TO-DATE False`).
+    Update {
         /// The MyOwnShell.
         name: String,
     },

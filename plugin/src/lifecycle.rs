@@ -1,6 +1,6 @@
-//! `start`, `stop`, `extend`: merge patches of the shell's spec (so, like any spec change, only
-//! its owner may make them). None of them touches the pod template: a running shell keeps its
-//! pods, and what is in them.
+//! `start`, `stop`, `extend`, `update`: merge patches of the shell's spec (so, like any spec
+//! change, only its owner may make them). None but `update` touches the pod template: a running
+//! shell keeps its pods, and what is in them.
 
 use std::time::Duration;
 
@@ -19,6 +19,11 @@ fn time(t: Timestamp) -> Value {
 /// `start`: run again, clocks restarted from `now`.
 pub fn start_patch(now: Timestamp) -> Value {
     json!({"spec": {"stopped": false, "lifetime": {"restartedAt": time(now)}}})
+}
+
+/// `update`: this operator release's pod template, now.
+pub fn update_patch(now: Timestamp) -> Value {
+    json!({"spec": {"updateRequestedAt": time(now)}})
 }
 
 /// `stop`: no pods, from now on.
@@ -73,6 +78,7 @@ mod tests {
             json!({"spec": {"stopped": false, "lifetime": {"restartedAt": "2027-01-15T08:00:00Z"}}})
         );
         assert_eq!(stop_patch(), json!({"spec": {"stopped": true}}));
+        assert_eq!(update_patch(now), json!({"spec": {"updateRequestedAt": "2027-01-15T08:00:00Z"}}));
         let (patch, until) = extend_patch(now, Duration::from_secs(1800));
         assert_eq!(patch, json!({"spec": {"lifetime": {"extendedUntil": "2027-01-15T08:30:00Z"}}}));
         assert_eq!(until.as_second() - now.as_second(), 1800);

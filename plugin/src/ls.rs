@@ -2,7 +2,7 @@
 
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShell;
-use myownshell_api::names::conditions::{DEGRADED, STOPPING};
+use myownshell_api::names::conditions::{DEGRADED, STOPPING, UP_TO_DATE};
 
 /// One line of the listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +17,8 @@ pub struct Row {
     pub state: String,
     /// `ready/size`.
     pub ready: String,
+    /// `True`, or `False` while a template changed by an operator upgrade waits (`-`: not known).
+    pub up_to_date: String,
     /// How long until the next stop (`-`: none due).
     pub stops_in: String,
     /// Why it stopped, why it will, or what is wrong.
@@ -38,12 +40,16 @@ pub fn human(seconds: i64) -> String {
 pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
     let status = shell.status.clone().unwrap_or_default();
     let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True");
-    let reason = match (&status.stopped, condition(DEGRADED), condition(STOPPING)) {
-        (Some(stop), _, _) => stop.reason.clone(),
-        (None, Some(degraded), _) => degraded.reason.clone(),
-        (None, None, Some(stopping)) => stopping.reason.clone(),
+    let outdated = status.conditions.iter().find(|c| c.type_ == UP_TO_DATE && c.status == "False");
+    let reason = match (&status.stopped, condition(DEGRADED), condition(STOPPING), outdated) {
+        (Some(stop), _, _, _) => stop.reason.clone(),
+        (None, Some(degraded), _, _) => degraded.reason.clone(),
+        (None, None, Some(stopping), _) => stopping.reason.clone(),
+        (None, None, None, Some(outdated)) => outdated.reason.clone(),
         _ => String::new(),
     };
+    let up_to_date =
+        status.conditions.iter().find(|c| c.type_ == UP_TO_DATE).map_or_else(|| "-".to_owned(), |c| c.status.clone());
     let stops_in = match &status.next_stop {
         Some(next) if status.stopped.is_none() => human(next.at.0.as_second() - now.as_second()),
         _ => "-".to_owned(),
@@ -54,6 +60,7 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
         owner: shell.spec.owner.clone().unwrap_or_else(|| "-".to_owned()),
         state: status.state.clone().unwrap_or_else(|| "Pending".to_owned()),
         ready: format!("{}/{}", status.ready_replicas, shell.spec.size.unwrap_or(myownshell_api::defaults::SIZE)),
+        up_to_date,
         stops_in,
         reason,
     }
@@ -61,9 +68,10 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
 
 /// The table, columns padded as kubectl pads them; with the namespace when `all_namespaces`.
 pub fn render(rows: &[Row], all_namespaces: bool) -> String {
-    let mut lines: Vec<Vec<&str>> = vec![vec!["NAMESPACE", "NAME", "OWNER", "STATE", "READY", "STOPS IN", "REASON"]];
+    let mut lines: Vec<Vec<&str>> =
+        vec![vec!["NAMESPACE", "NAME", "OWNER", "STATE", "READY", "UP-TO-DATE", "STOPS IN", "REASON"]];
     for r in rows {
-        lines.push(vec![&r.namespace, &r.name, &r.owner, &r.state, &r.ready, &r.stops_in, &r.reason]);
+        lines.push(vec![&r.namespace, &r.name, &r.owner, &r.state, &r.ready, &r.up_to_date, &r.stops_in, &r.reason]);
     }
     if !all_namespaces {
         for line in &mut lines {
@@ -140,13 +148,30 @@ mod tests {
                     "broken",
                     MyOwnShellStatus {
                         state: Some("Running".into()),
-                        conditions: vec![degraded],
+                        conditions: vec![degraded.clone()],
                         ..MyOwnShellStatus::default()
                     },
                 ),
                 ("Running", "0/1", "-", "ImagePullFailed"),
             ),
             (shell("new", MyOwnShellStatus::default()), ("Pending", "0/1", "-", "")),
+            (
+                shell(
+                    "outdated",
+                    MyOwnShellStatus {
+                        state: Some("Running".into()),
+                        ready_replicas: 1,
+                        conditions: vec![Condition {
+                            type_: UP_TO_DATE.into(),
+                            status: "False".into(),
+                            reason: "OperatorUpgraded".into(),
+                            ..degraded.clone()
+                        }],
+                        ..MyOwnShellStatus::default()
+                    },
+                ),
+                ("Running", "1/1", "-", "OperatorUpgraded"),
+            ),
         ];
         for (shell, (state, ready, stops, reason)) in cases {
             let r = row(&shell, now);
@@ -169,9 +194,9 @@ mod tests {
         let table = render(&rows, false);
         assert_eq!(
             table,
-            "NAME          OWNER   STATE     READY   STOPS IN   REASON\n\
-             a             alice   Pending   0/1     -\n\
-             longer-name   alice   Pending   0/1     -\n"
+            "NAME          OWNER   STATE     READY   UP-TO-DATE   STOPS IN   REASON\n\
+             a             alice   Pending   0/1     -            -\n\
+             longer-name   alice   Pending   0/1     -            -\n"
         );
         assert!(render(&rows, true).starts_with("NAMESPACE   NAME"));
         assert_eq!(

@@ -1,5 +1,5 @@
 //! `kubectl myownshell` (the `kubectl-myownshell` binary on `PATH`): list your shells, connect to
-//! one, start, stop or extend them. Behaves like kubectl: `-n/--namespace`, `--context`,
+//! one, start, stop, extend or update them. Behaves like kubectl: `-n/--namespace`, `--context`,
 //! `--kubeconfig`; errors go to stderr as `error: …` with exit code 1; `connect` exits with the
 //! remote command's code.
 
@@ -63,6 +63,10 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Start { name } => {
             lifecycle::apply_start(&shells, name).await?;
             println!("myownshell.myownshell.io/{name} started");
+        }
+        Command::Update { name } => {
+            lifecycle::patch(&shells, name, &lifecycle::update_patch(Timestamp::now())).await?;
+            println!("myownshell.myownshell.io/{name} update requested: its pods restart on the current pod template");
         }
         Command::Stop { name } => {
             lifecycle::patch(&shells, name, &lifecycle::stop_patch()).await?;

@@ -59,6 +59,8 @@ async fn creating_a_shell_makes_exactly_the_expected_deployment() {
     assert_eq!(d["spec"]["template"]["metadata"]["labels"], labels);
     let pod = &d["spec"]["template"]["spec"];
     assert_eq!(pod["automountServiceAccountToken"], json!(false));
+    assert_eq!(pod["enableServiceLinks"], json!(false));
+    assert_eq!(pod["terminationGracePeriodSeconds"], json!(5));
     assert_eq!(
         pod["securityContext"],
         json!({"runAsNonRoot": true, "runAsUser": 65534, "runAsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}})
@@ -98,7 +100,7 @@ async fn creating_a_shell_makes_exactly_the_expected_deployment() {
     let s = t
         .shell_where("alpha", "status with selector and conditions", |s| {
             let st = s.status.as_ref().ok_or("no status")?;
-            if st.selector.is_some() && st.conditions.len() == 3 { Ok(()) } else { Err(format!("{st:?}")) }
+            if st.selector.is_some() && st.conditions.len() == 4 { Ok(()) } else { Err(format!("{st:?}")) }
         })
         .await;
     assert_eq!(s.finalizers(), [names::FINALIZER.to_owned()]);
@@ -108,6 +110,7 @@ async fn creating_a_shell_makes_exactly_the_expected_deployment() {
     assert_eq!(condition(&s, "Available"), cond("False", reasons::SHELLS_NOT_READY));
     assert_eq!(condition(&s, "Progressing"), cond("True", reasons::ROLLING_OUT));
     assert_eq!(condition(&s, "Degraded"), cond("False", reasons::AS_EXPECTED));
+    assert_eq!(condition(&s, "UpToDate"), cond("True", reasons::TEMPLATE_CURRENT));
     t.event_with_reason("alpha", "Created").await;
 }
 

@@ -130,6 +130,15 @@ reasons! {
     STARTED = "Started", [NormalEvent];
     /// The shell was deleted after being stopped for `lifetime.deletePausedAfter`.
     DELETED_AFTER_STOP = "DeletedAfterStop", [NormalEvent];
+    /// The shell's pods run the pod template of the running operator release.
+    TEMPLATE_CURRENT = "TemplateCurrent", [Condition("UpToDate=True")];
+    /// The operator's pod template changed (an upgrade, or a changed operator flag) and the
+    /// shell's pods still run the earlier one: it is applied when the shell has no pods, after
+    /// no new connection for a while, or on request (`kubectl myownshell update`).
+    OPERATOR_UPGRADED = "OperatorUpgraded", [Condition("UpToDate=False")];
+    /// The pod template of the running operator release was applied to the shell's pods
+    /// (restarting them): the note says why now.
+    TEMPLATE_UPDATED = "TemplateUpdated", [NormalEvent];
     /// A shell pod's image cannot be pulled (`ErrImagePull`, `ImagePullBackOff`,
     /// `InvalidImageName`, …): the message names the pod, the container and the kubelet's reason.
     IMAGE_PULL_FAILED = "ImagePullFailed", [PodFailure];
@@ -165,6 +174,6 @@ mod tests {
             assert!(reason.meaning.trim().ends_with('.'), "{r}: a sentence of meaning");
             assert!(!reason.uses.is_empty(), "{r}: used somewhere");
         }
-        assert_eq!(ALL.len(), 44);
+        assert_eq!(ALL.len(), 47);
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use myownshell_api::{Lifetime, MyOwnShellSpec};
 use myownshell_runtime::duration::parse_duration;
@@ -95,6 +96,23 @@ pub fn check(lifetime: &Lifetime, policy: &Policy, now: Timestamp, problems: &mu
     }
 }
 
+/// How far ahead of the webhook's clock a time the user writes as "now" may be (clock skew).
+pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
+
+/// `spec.updateRequestedAt` is when its owner asked, so not in the future (a time ahead would
+/// restart the shell again after every later operator upgrade until then).
+pub fn check_not_ahead(asked: &Time, now: Timestamp, problems: &mut Vec<Problem>) {
+    let latest =
+        SignedDuration::try_from(CLOCK_SKEW).ok().and_then(|d| now.checked_add(d).ok()).unwrap_or(Timestamp::MAX);
+    if asked.0 > latest {
+        problems.push(Problem::new(
+            "updateRequestedAt",
+            "spec.updateRequestedAt",
+            format!("must not be in the future (it is when the update was asked for), got {}", asked.0),
+        ));
+    }
+}
+
 /// Warnings for a lifetime that passes but will not do what it seems to.
 pub fn warnings(lifetime: &Lifetime) -> Vec<String> {
     let mut warnings = Vec::new();
@@ -140,8 +158,6 @@ pub fn default_operations(spec: Option<&MyOwnShellSpec>, policy: &Policy) -> Vec
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
     use super::*;
 
     fn lifetime(idle: Option<&str>, run: Option<&str>, warn: Option<&str>, delete: Option<&str>) -> Lifetime {
@@ -230,6 +246,19 @@ mod tests {
             let got: Vec<String> = problems.iter().map(ToString::to_string).collect();
             assert_eq!(got, want, "{what}");
         }
+    }
+
+    #[test]
+    fn an_update_is_asked_for_now_not_later() {
+        let mut problems = Vec::new();
+        check_not_ahead(&Time(now()), now(), &mut problems);
+        check_not_ahead(&Time(now().checked_add(SignedDuration::from_secs(200)).unwrap()), now(), &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        check_not_ahead(&Time(now().checked_add(SignedDuration::from_secs(3600)).unwrap()), now(), &mut problems);
+        assert_eq!(
+            problems[0].to_string(),
+            "spec.updateRequestedAt: must not be in the future (it is when the update was asked for), got 2027-01-15T09:00:00Z"
+        );
     }
 
     #[test]

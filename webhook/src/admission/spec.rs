@@ -87,6 +87,7 @@ fn shell_rule(path: &[&str]) -> Option<&'static str> {
         ["lifetime", "extendedUntil" | "restartedAt"] => "a time such as \"2026-01-01T00:00:00Z\"",
         ["lifetime", _] => "a duration such as \"30m\" or \"1h30m\"",
         ["stopped"] => "true or false",
+        ["updateRequestedAt"] => "a time such as \"2026-01-01T00:00:00Z\"",
         _ => return None,
     })
 }

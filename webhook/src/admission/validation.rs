@@ -156,6 +156,9 @@ fn examine(spec: &MyOwnShellSpec, policy: &Policy, now: Timestamp) -> (Vec<Probl
     if let Some(l) = &spec.lifetime {
         lifetime::check(l, policy, now, &mut problems);
     }
+    if let Some(asked) = &spec.update_requested_at {
+        lifetime::check_not_ahead(asked, now, &mut problems);
+    }
     (problems, warning)
 }
 
@@ -232,6 +235,7 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
             "resources" => spec.resources == old.resources,
             "sharedWith" => spec.shared_with == old.shared_with,
             "lifetime" => spec.lifetime == old.lifetime,
+            "updateRequestedAt" => spec.update_requested_at == old.update_requested_at,
             _ => false,
         };
         problems.retain(|p| !unchanged(p.top));

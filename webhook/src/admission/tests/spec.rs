@@ -19,7 +19,7 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
     let patched =
         apply_patch(&shell(json!({})), &mutate(&request("CREATE", shell(json!({})), Value::Null), &Policy::default()));
     let mut defaulted: Vec<&str> = patched["spec"].as_object().unwrap().keys().map(String::as_str).collect();
-    defaulted.extend(["ownerUID", "sharedWith", "lifetime", "stopped"]);
+    defaulted.extend(["ownerUID", "sharedWith", "lifetime", "stopped", "updateRequestedAt"]);
     defaulted.sort_unstable();
     assert_eq!(defaulted, in_crd, "a field added to MyOwnShellSpec must get a default from admission too");
 
@@ -56,6 +56,9 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
             restarted_at: None,
         }),
         stopped: Some(false),
+        update_requested_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap(),
+        )),
     };
     let read = request("CREATE", shell(serde_json::to_value(&full).unwrap()), Value::Null);
     assert_eq!(read.object.unwrap().spec().unwrap(), Some(full));
