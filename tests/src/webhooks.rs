@@ -235,6 +235,8 @@ impl WebhookProcess {
                 format!("--mutating-webhook-configuration={}", options.mutating_name),
                 format!("--validating-webhook-configuration={}", options.validating_name),
                 "--extra-san=127.0.0.1".to_owned(),
+                // No endpoints to wait out here: SIGTERM stops at once, unless a test says otherwise.
+                "--shutdown-delay=0s".to_owned(),
             ])
             .args(options.args.iter().cloned())
             .env("KUBECONFIG", options.kubeconfig.clone().unwrap_or_else(|| cp.kubeconfig_path()))

@@ -108,6 +108,12 @@ pub struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub connection_record_interval: Duration,
 
+    /// After SIGTERM, how long the webhook goes on answering reviews (already not ready) while the
+    /// apiserver learns that the pod left the Service's endpoints: no review fails during a
+    /// rolling update. Keep it below the pod's terminationGracePeriodSeconds.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_delay: Duration,
+
     /// `--log-format`.
     #[command(flatten)]
     pub log: LogArgs,

@@ -56,9 +56,12 @@ async fn serve_probes(
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let BindAddress::At(addr) = args.probes.health_probe_bind_address else { return Ok(()) };
+    let stopping = shutdown.clone();
     let readiness = Readiness::from_check(move || {
         let s = status.borrow();
-        if !shells.is_synced() {
+        if stopping.is_cancelled() {
+            Err("shutting down: answering reviews until the endpoints no longer list this pod".into())
+        } else if !shells.is_synced() {
             Err("the MyOwnShells are not listed yet".into())
         } else if !s.serving {
             Err("no serving certificate yet".into())
@@ -128,6 +131,25 @@ fn mirror_certificate_status(
     });
 }
 
+/// A token cancelled `delay` after `shutdown`: the admission server's. On SIGTERM the pod turns
+/// not ready at once, but the apiserver learns that its endpoints no longer list the pod only a
+/// moment later, and a review sent meanwhile to a server that stopped would fail ("failed
+/// calling webhook", refused with `failurePolicy: Fail`): so it keeps answering for `delay`, as
+/// kube-apiserver's own `--shutdown-delay-duration` does.
+fn after_delay(shutdown: &CancellationToken, delay: Duration) -> CancellationToken {
+    let serving = CancellationToken::new();
+    let (shutdown, stop) = (shutdown.clone(), serving.clone());
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        if !delay.is_zero() {
+            tracing::info!(?delay, "answering reviews a little longer while the endpoints catch up");
+            tokio::time::sleep(delay).await;
+        }
+        stop.cancel();
+    });
+    serving
+}
+
 /// Run until `shutdown` is cancelled.
 pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> {
     let policy = args.policy();
@@ -158,7 +180,8 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     tracing::info!(%addr, "webhook listening");
     listening.set(true);
     let state = AppState { policy, metrics, shells, recorder: Some(recorder) };
-    server::serve_tls_with(listener, tls, move |_| admission_service(state.clone()), Default::default(), shutdown)
+    let serving = after_delay(&shutdown, args.shutdown_delay);
+    server::serve_tls_with(listener, tls, move |_| admission_service(state.clone()), Default::default(), serving)
         .await
         .context("webhook server")?;
     tracing::info!("stopped");
