@@ -26,15 +26,15 @@ pub enum Target {
     /// N MyOwnShells through the real controller binary to Deployments and statuses, against
     /// creating the same N Deployments directly and against a plain client making the same
     /// requests; both ratios, each write's cost, the controller's RSS (peak, steady, per
-    /// object), churn at fixed rates against the queue-latency and reconcile SLOs, and the
-    /// writes after a controller restart and after an apiserver restart
-    /// (`controller/benches/controller.rs`).
+    /// object), churn at fixed rates against the queue-latency and reconcile SLOs, the writes
+    /// after a controller restart and after an apiserver restart, and how late lifetime stops
+    /// fire; every shell's pod exists, on kwok's fake nodes (`controller/benches/controller/`).
     Controller {
         /// Objects per run.
         #[arg(long, default_value_t = 1000)]
         objects: usize,
         /// Client concurrency, and the controller's `--concurrency`.
-        #[arg(long, default_value_t = 16)]
+        #[arg(long, default_value_t = 64)]
         concurrency: usize,
         /// Seconds of each churn phase (0: no churn).
         #[arg(long, default_value_t = 60)]
@@ -42,6 +42,10 @@ pub enum Target {
         /// Updates per second to random objects, one churn phase per rate, comma-separated.
         #[arg(long, default_value = "100,400")]
         churn_rates: String,
+        /// Shells whose stop is timed at the end (given a run time ending 20 s later, 100 a
+        /// second); 0: none.
+        #[arg(long, default_value_t = 2000)]
+        stops: usize,
         /// Run the controller under heaptrack: one profile per controller process, PATH.first.zst
         /// and PATH.restarted.zst (the RSS figures are then heaptrack's).
         #[arg(long)]
@@ -93,8 +97,12 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Target::Controller { objects, concurrency, churn_seconds, churn_rates, heap_profile } => {
+        Target::Controller { objects, concurrency, churn_seconds, churn_rates, stops, heap_profile } => {
+            // The bench's cluster: the control plane's binaries and kwok's fake nodes.
+            let assets = crate::envtest::ensure()?;
+            let kwok = crate::kwok::ensure()?;
             let mut command = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            command.env("KUBEBUILDER_ASSETS", &assets).env("MYOWNSHELL_KWOK", &kwok);
             command.args(["bench", "--package", "myownshell-controller", "--bench", "controller"]);
             // heaptrack sees only the C library's malloc, not the shipped binary's jemalloc.
             if heap_profile.is_some() {
@@ -103,7 +111,8 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             command
                 .arg("--")
                 .args(["--objects", &objects.to_string(), "--concurrency", &concurrency.to_string()])
-                .args(["--churn-seconds", &churn_seconds.to_string(), "--churn-rates", &churn_rates]);
+                .args(["--churn-seconds", &churn_seconds.to_string(), "--churn-rates", &churn_rates])
+                .args(["--stops", &stops.to_string()]);
             if let Some(path) = heap_profile {
                 command.arg("--heap-profile").arg(path);
             }

@@ -16,6 +16,31 @@ pub(crate) async fn apiserver_writes(client: &Client) -> f64 {
         .fold(0.0, |sum, v| sum + v)
 }
 
+/// Write requests the apiserver served since it started, by resource and subresource (e.g.
+/// `myownshells/status`), for MyOwnShells, Deployments and Events.
+pub(crate) async fn apiserver_writes_by_resource(client: &Client) -> std::collections::BTreeMap<String, f64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client.request_text(request).await.unwrap();
+    let label = |line: &str, name: &str| {
+        line.split(&format!("{name}=\"")).nth(1).and_then(|rest| rest.split('"').next()).unwrap_or_default().to_owned()
+    };
+    let mut by = std::collections::BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let writes = ["POST", "PUT", "PATCH", "APPLY", "DELETE"].contains(&label(line, "verb").as_str());
+        let resource = label(line, "resource");
+        if !writes || !["myownshells", "deployments", "events"].contains(&resource.as_str()) {
+            continue;
+        }
+        let key = match label(line, "subresource") {
+            sub if sub.is_empty() => resource,
+            sub => format!("{resource}/{sub}"),
+        };
+        let value = line.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()).unwrap_or(0.0);
+        *by.entry(key).or_insert(0.0) += value;
+    }
+    by
+}
+
 /// Objects written between two readings of every MyOwnShell's, Deployment's and Event's
 /// resourceVersion in `ns`: the reading after is taken now.
 pub(crate) async fn changed(client: &Client, ns: &str, before: &std::collections::BTreeMap<String, String>) -> usize {

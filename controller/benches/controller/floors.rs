@@ -10,18 +10,24 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use myownshell_api::names::reasons;
-use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
+use myownshell_api::{Lifetime, MyOwnShell, MyOwnShellSpec, names};
 use myownshell_controller::events::actions;
 use myownshell_controller::{deployment, status};
 use myownshell_envtest::create_namespace;
 
 use crate::*;
 
+/// Object `i`: one shell pod, and a lifetime (an idle timeout with a warning) that runs its
+/// clocks, its `nextStop` and its `Stopping` condition without stopping it during the run.
 pub(crate) fn shell(i: usize) -> MyOwnShell {
-    MyOwnShell::new(&format!("shell-{i:05}"), MyOwnShellSpec { size: Some(1), ..MyOwnShellSpec::default() })
+    let lifetime = Lifetime { idle_timeout: Some("1h".into()), warn_before: Some("5m".into()), ..Lifetime::default() };
+    MyOwnShell::new(
+        &format!("shell-{i:05}"),
+        MyOwnShellSpec { size: Some(1), lifetime: Some(lifetime), ..MyOwnShellSpec::default() },
+    )
 }
 
 /// Create `n` objects, `concurrency` at a time.
@@ -141,7 +147,9 @@ pub(crate) async fn same_writes_floor(client: Client, ns: &str, options: &Option
     let (created_tx, created_rx) = futures::channel::mpsc::unbounded::<MyOwnShell>();
     let start = Instant::now();
     // The same watcher stops this clock as the controller's: it loads the apiserver alike.
-    let done = tokio::spawn(converged(client.clone(), ns.to_owned(), options.objects));
+    let done = tokio::spawn(converged(client.clone(), ns.to_owned(), options.objects, Goal::ShellsReady));
+    // The controller writes the status again as the Deployment reports its pods: so does this.
+    let reports = tokio::spawn(statuses_as_deployments_report(client.clone(), ns.to_owned()));
     let creates = {
         let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
         let (objects, concurrency) = (options.objects, options.concurrency);
@@ -175,7 +183,9 @@ pub(crate) async fn same_writes_floor(client: Client, ns: &str, options: &Option
     follow_ups.await.unwrap();
     creates.await.unwrap().unwrap();
     tokio::time::timeout(DEADLINE, done).await.expect("the same-writes floor did not converge").unwrap();
-    start.elapsed()
+    let took = start.elapsed();
+    reports.abort();
+    took
 }
 
 /// Each kind of write alone, for N objects C at a time (each needs the ones before it).
@@ -206,43 +216,101 @@ pub(crate) async fn breakdown(client: Client, ns: &str, options: &Options) -> Ve
     times
 }
 
+/// The floor: N Deployments created directly (the very objects the controller would build),
+/// until all of them report their pod ready.
 pub(crate) async fn floor(client: Client, ns: &str, options: &Options) -> Duration {
-    let deployments: Api<Deployment> = Api::namespaced(client, ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
+    let done = tokio::spawn(converged(client, ns.to_owned(), options.objects, Goal::DeploymentsReady));
     create_all(&deployments, options.objects, options.concurrency, |i| {
         let mut s = shell(i);
         s.metadata.namespace = Some(ns.to_owned());
         s.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
-        deployment::desired(&s, None).unwrap()
+        let mut d = deployment::desired(&s, None).unwrap();
+        // No owner: the garbage collector would delete a Deployment whose owner does not exist.
+        d.metadata.owner_references = None;
+        d
     })
     .await;
+    tokio::time::timeout(DEADLINE, done).await.expect("the floor did not converge").unwrap();
     start.elapsed()
 }
 
-/// Resolves when `n` Deployments exist and `n` MyOwnShells report their current generation.
-pub(crate) async fn converged(client: Client, ns: String, n: usize) {
-    let deployments = watcher(Api::<Deployment>::namespaced(client.clone(), &ns), watcher::Config::default());
-    let shells = watcher(Api::<MyOwnShell>::namespaced(client, &ns), watcher::Config::default());
-    let mut seen_deployments = HashSet::new();
-    let mut settled_shells = HashSet::new();
-    let mut events = futures::stream::select(
-        deployments.map_ok(|e| (Some(e), None)).boxed(),
-        shells.map_ok(|e| (None, Some(e))).boxed(),
-    );
-    while seen_deployments.len() < n || settled_shells.len() < n {
-        match events.next().await {
-            Some(Ok((Some(watcher::Event::Apply(d) | watcher::Event::InitApply(d)), _))) => {
-                seen_deployments.insert(d.name_any());
-            }
-            Some(Ok((_, Some(watcher::Event::Apply(s) | watcher::Event::InitApply(s))))) => {
-                let current = s.status.as_ref().and_then(|st| st.observed_generation) == s.metadata.generation;
-                if current && s.status.as_ref().is_some_and(|st| !st.conditions.is_empty()) {
-                    settled_shells.insert(s.name_any());
+/// Write each shell's status as its Deployment reports its pods (replicas, then ready), as the
+/// controller does: the status writes of the same-writes floor after the first.
+async fn statuses_as_deployments_report(client: Client, ns: String) {
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    let mut reported = std::collections::HashMap::<String, (i32, i32)>::new();
+    let mut events =
+        watcher(Api::<Deployment>::namespaced(client, &ns), watcher::Config::default()).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        let Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) = event else { continue };
+        let seen =
+            d.status.as_ref().map(|s| (s.replicas.unwrap_or(0), s.ready_replicas.unwrap_or(0))).unwrap_or_default();
+        if seen == (0, 0) || reported.get(&d.name_any()) == Some(&seen) {
+            continue;
+        }
+        reported.insert(d.name_any(), seen);
+        let mut shell = MyOwnShell::new(&d.name_any(), MyOwnShellSpec { size: Some(1), ..MyOwnShellSpec::default() });
+        shell.metadata.generation = Some(1);
+        let inputs = status::Inputs { deployment: Some(&d), ..status::Inputs::default() };
+        let status = status::compute(&shell, None, &inputs, &Time(Timestamp::now()));
+        let patch = Patch::Merge(serde_json::json!({ "status": status }));
+        let _ = shells.patch_status(&d.name_any(), &PatchParams::default(), &patch).await;
+    }
+}
+
+/// When a phase has converged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Goal {
+    /// Every Deployment reports its pod ready (the floor: no MyOwnShell involved).
+    DeploymentsReady,
+    /// Every MyOwnShell's status shows its current generation and its pod ready.
+    ShellsReady,
+}
+
+/// Resolves when all `n` objects in `ns` have reached `goal`.
+pub(crate) async fn converged(client: Client, ns: String, n: usize, goal: Goal) {
+    let mut done = HashSet::new();
+    match goal {
+        Goal::DeploymentsReady => {
+            let mut events = watcher(Api::<Deployment>::namespaced(client, &ns), watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while done.len() < n {
+                match events.next().await {
+                    Some(Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d))) => {
+                        if d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1) {
+                            done.insert(d.name_any());
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    // The watcher starts over by itself (after a backoff): a dropped connection under load.
+                    Some(Err(e)) => eprintln!("(watch interrupted: {e}; resuming)"),
+                    None => panic!("watch ended"),
                 }
             }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => panic!("watch failed: {e}"),
-            None => panic!("watch ended"),
+        }
+        Goal::ShellsReady => {
+            let mut events = watcher(Api::<MyOwnShell>::namespaced(client, &ns), watcher::Config::default())
+                .default_backoff()
+                .boxed();
+            while done.len() < n {
+                match events.next().await {
+                    Some(Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s))) => {
+                        let status = s.status.as_ref();
+                        let current = status.and_then(|st| st.observed_generation) == s.metadata.generation;
+                        let ready = status.is_some_and(|st| st.ready_replicas >= 1 && !st.conditions.is_empty());
+                        if current && ready {
+                            done.insert(s.name_any());
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    // The watcher starts over by itself (after a backoff): a dropped connection under load.
+                    Some(Err(e)) => eprintln!("(watch interrupted: {e}; resuming)"),
+                    None => panic!("watch ended"),
+                }
+            }
         }
     }
 }

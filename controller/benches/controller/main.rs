@@ -1,19 +1,23 @@
 //! `cargo xtask bench controller [--objects N] [--concurrency C]`
 //!
-//! On a private test control plane (real etcd + kube-apiserver), in one run:
+//! On a private test cluster (real etcd, kube-apiserver, kube-controller-manager and
+//! kube-scheduler, and kwok's fake nodes, so that every shell's pod exists and turns Ready), with
+//! shells that have a lifetime (an idle timeout and a warning, never reached), in one run:
 //! - warm-up: one object through every kind of write, so that no phase pays the apiserver's
 //!   first-use costs (its first write of a custom resource takes about two seconds);
 //! - floor: create N Deployments directly (the very objects the controller would build), C at a
-//!   time, with one client;
+//!   time, with one client, until every one reports its pod ready;
 //! - same-writes floor: the requests the controller path makes for N objects, made by a plain
 //!   client with no watch, cache or reconcile in between: the N `MyOwnShell` creates C at a time
 //!   (as the benchmark makes them) and, as each is created, its finalizer patch, Deployment
-//!   lookup (a GET that finds none), apply, status patch and Created event, C objects at a time (as the controller's
-//!   `--concurrency C`). This is what the apiserver must do for the end state; the clock stops
-//!   as the controller's does, when a watch has seen every Deployment and every status;
+//!   lookup (a GET that finds none), apply, status patch and Created event, C objects at a time
+//!   (as the controller's `--concurrency C`), and a status patch each time a Deployment reports
+//!   its pod (created, then ready), as the controller writes them. This is what the apiserver
+//!   must do for the end state; the clock stops as the controller's does, when a watch has seen
+//!   every status current and showing its pod ready;
 //! - controller: start the real controller binary (release build, `--concurrency C`), create N
 //!   `MyOwnShell`s C at a time with the same kind of client, and stop the clock when all N
-//!   Deployments exist and all N statuses report the current generation.
+//!   statuses report the current generation and their pod ready.
 //!
 //! Then, with the controller holding the N converged objects:
 //! - memory: RSS when ready with nothing, peak (VmHWM) and steady (VmRSS once idle for
@@ -30,6 +34,11 @@
 //!   compared before and after); both must be 0;
 //! - apiserver restart: the same counts after kube-apiserver restarts under the controller,
 //!   which relists and reconciles every object;
+//! - operator upgrade: a controller whose pod template differs (`--pod-annotations`) over the
+//!   converged objects: the Deployment writes the apiserver counts (must be 0: running shells
+//!   wait for a quiet moment) and the status writes (one per shell, `UpToDate=False`);
+//! - stops: `--stops M` shells given, 100 a second, a `maxRunTime` that ends 20 s later; how
+//!   late after its deadline each one's Deployment is seen scaled to 0 (p50, p99, max);
 //! - after each restart, the controller's peak RSS during it and its steady RSS.
 //!
 //! Prints the times, `ratio = controller/floor`, `ratio = controller/same-writes floor`, what
@@ -43,21 +52,26 @@
 
 use std::time::Duration;
 
-use myownshell_envtest::{ControlPlane, create_namespace};
+use myownshell_envtest::create_namespace;
+use myownshell_envtest::kwok::{KwokCluster, KwokOptions};
 
 mod churn;
 mod counts;
+mod cpu;
 mod floors;
 mod options;
 mod phases;
 mod process;
+mod stops;
 
 pub(crate) use churn::*;
 pub(crate) use counts::*;
+pub(crate) use cpu::*;
 pub(crate) use floors::*;
 pub(crate) use options::*;
 pub(crate) use phases::*;
 pub(crate) use process::*;
+pub(crate) use stops::*;
 
 pub(crate) const DEADLINE: Duration = Duration::from_secs(600);
 /// How long the controller idles after converging before its steady RSS is read: longer than
@@ -67,14 +81,22 @@ pub(crate) const DEADLINE: Duration = Duration::from_secs(600);
 pub(crate) const STEADY_AFTER: Duration = Duration::from_secs(20);
 pub(crate) const QUEUE_LATENCY: &str = "myownshell_controller_reconcile_queue_latency_seconds";
 pub(crate) const RECONCILE_DURATION: &str = "myownshell_controller_reconcile_duration_seconds";
+/// Shells given a stop per second in the stops phase: the churn SLO's rate.
+pub(crate) const STOP_RATE: u32 = 100;
+/// Pods each fake node holds: room for every shell at size 2 (churn doubles some) on a few nodes.
+const PODS_PER_NODE: u32 = 1000;
 
 fn main() {
     let options = options();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let cp = ControlPlane::start().await.unwrap_or_else(|e| panic!("control plane: {e}"));
-        eprintln!("{}", cp.summary());
+        // Every object's pods exist: three phases of N shells at up to 2 pods each, on fake nodes.
+        let nodes = (3 * 2 * options.objects).div_ceil(PODS_PER_NODE as usize).max(1);
+        let kwok = KwokOptions::new(nodes, PODS_PER_NODE).unwrap_or_else(|e| panic!("kwok: {e}"));
+        let cluster = KwokCluster::start(kwok).await.unwrap_or_else(|e| panic!("kwok cluster: {e}"));
+        eprintln!("{}", cluster.summary());
+        let cp = cluster.control_plane();
         let client = cp.client().unwrap();
         warm_up(&client).await;
         let floor_ns = create_namespace(&client, "bench-floor").await.unwrap();
@@ -86,7 +108,7 @@ fn main() {
         println!("controller bench: {n} objects, concurrency {}", options.concurrency);
         let floor = floor(client.clone(), &floor_ns, &options).await;
         let same = same_writes_floor(client.clone(), &same_ns, &options).await;
-        let controller = with_controller(&cp, &ctrl_ns, &options).await;
+        let controller = with_controller(&cluster, &ctrl_ns, &options).await;
         // The apiserver restarted: a fresh client.
         let client = cp.client().unwrap();
         let parts = breakdown(client, &parts_ns, &options).await;
@@ -100,18 +122,11 @@ fn main() {
         println!("  ratio = controller/floor = {:.2}", controller.as_secs_f64() / floor.as_secs_f64());
         println!("  ratio = controller/same-writes floor = {:.2}", controller.as_secs_f64() / same.as_secs_f64());
         println!("  each kind of write alone ({n} objects, concurrency {}):", options.concurrency);
+        let per_object = |d: Duration| d.as_secs_f64() * 1000.0 / n as f64;
         for (kind, took) in &parts {
-            println!(
-                "    {:<42} {took:>10.2?}  ({:.2}x a Deployment create)",
-                kind.label(),
-                took.as_secs_f64() / floor.as_secs_f64()
-            );
+            println!("    {:<42} {took:>10.2?}  ({:.2} ms/object)", kind.label(), per_object(*took));
         }
         let sum: Duration = parts.iter().map(|(_, t)| *t).sum();
-        println!(
-            "    {:<42} {sum:>10.2?}  ({:.2}x)",
-            "all of them, one after another",
-            sum.as_secs_f64() / floor.as_secs_f64()
-        );
+        println!("    {:<42} {sum:>10.2?}  ({:.2} ms/object)", "all of them, one after another", per_object(sum));
     });
 }

@@ -9,11 +9,19 @@ pub(crate) struct Options {
     pub(crate) churn_seconds: u64,
     /// Updates per second, one churn phase each.
     pub(crate) churn_rates: Vec<u32>,
+    /// Shells whose stop is timed at the end (0: none).
+    pub(crate) stops: usize,
 }
 
 pub(crate) fn options() -> Options {
-    let mut options =
-        Options { objects: 1000, concurrency: 16, heap_profile: None, churn_seconds: 60, churn_rates: vec![100, 400] };
+    let mut options = Options {
+        objects: 1000,
+        concurrency: 64,
+        heap_profile: None,
+        churn_seconds: 60,
+        churn_rates: vec![100, 400],
+        stops: 2000,
+    };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
     while i < args.len() {
@@ -40,6 +48,10 @@ pub(crate) fn options() -> Options {
                 options.churn_rates =
                     rates.unwrap_or_else(|| usage("--churn-rates needs rates per second, e.g. 100,400"));
             }
+            "--stops" => {
+                let stops = args.get(i + 1).and_then(|v| v.parse().ok());
+                options.stops = stops.unwrap_or_else(|| usage("--stops needs a number"));
+            }
             "--heap-profile" => {
                 let path = args.get(i + 1).unwrap_or_else(|| usage("--heap-profile needs a path"));
                 options.heap_profile = Some(path.into());
@@ -58,7 +70,7 @@ pub(crate) fn options() -> Options {
 
 pub(crate) fn usage(problem: &str) -> ! {
     eprintln!(
-        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--heap-profile PATH]"
+        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--stops M] [--heap-profile PATH]"
     );
     std::process::exit(2)
 }

@@ -1,16 +1,17 @@
-//! The controller phases, in order: converge, memory, churn, restarts.
+//! The controller phases, in order: converge, memory, churn, restarts, an operator upgrade, stops.
 
 use std::time::{Duration, Instant};
 
 use kube::api::Api;
 use myownshell_api::MyOwnShell;
-use myownshell_envtest::ControlPlane;
+use myownshell_envtest::kwok::KwokCluster;
 use myownshell_tests::controller::resource_versions;
 
 use crate::*;
 
 /// The controller phases (see the crate docs). Returns the time to converge.
-pub(crate) async fn with_controller(cp: &ControlPlane, ns: &str, options: &Options) -> Duration {
+pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, options: &Options) -> Duration {
+    let cp = cluster.control_plane();
     let n = options.objects;
     let client = cp.client().unwrap();
     let scraper = Scraper::new(&client).await;
@@ -18,13 +19,15 @@ pub(crate) async fn with_controller(cp: &ControlPlane, ns: &str, options: &Optio
     let idle = controller.rss_mib("VmRSS:");
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
-    let done = tokio::spawn(converged(cp.client().unwrap(), ns.to_owned(), n));
+    let cpu = CpuMeter::start(cluster, controller.process.pid());
+    let done = tokio::spawn(converged(cp.client().unwrap(), ns.to_owned(), n, Goal::ShellsReady));
     create_all(&shells, n, options.concurrency, shell).await;
     tokio::time::timeout(DEADLINE, done)
         .await
         .unwrap_or_else(|_| panic!("not converged after {DEADLINE:?}\n{}", controller.process.log_tail(20)))
         .unwrap();
     let took = start.elapsed();
+    println!("  converging: {}", cpu.line(cluster, controller.process.pid()));
     let peak = controller.rss_mib("VmHWM:");
     let text = scraper.scrape(&controller).await;
     println!("  after converging (the controller's own counters):");
@@ -46,7 +49,9 @@ pub(crate) async fn with_controller(cp: &ControlPlane, ns: &str, options: &Optio
     if options.churn_seconds > 0 {
         let mut sizes = vec![1; n];
         for &rate in &options.churn_rates {
+            let cpu = CpuMeter::start(cluster, controller.process.pid());
             churn(&client, ns, &mut sizes, rate, options.churn_seconds, &scraper, &controller).await;
+            println!("    {}", cpu.line(cluster, controller.process.pid()));
         }
     }
 
@@ -83,6 +88,30 @@ pub(crate) async fn with_controller(cp: &ControlPlane, ns: &str, options: &Optio
     println!(
         "  apiserver restart: apiserver back in {back:.2?}, every object relisted and reconciled {resynced:.2?} after; writes: {requests:.0} requests at the apiserver, {rewritten} objects changed (must be 0, 0); controller RSS peak {peak:.1} MiB, steady {steady:.1} MiB",
     );
+    // An operator upgrade that changes the pod template: no running shell is restarted, so no
+    // Deployment is written; each shell's status says it is not up to date.
+    settled(&scraper, &controller, 0.0).await;
+    let writes_before = apiserver_writes_by_resource(&client).await;
+    controller.process.stop(Duration::from_secs(10)).unwrap();
+    let flags = ["--pod-annotations=bench.myownshell.io/release=2"];
+    let (upgraded, ready) = Controller::start_with(cp, ns, options, "upgraded", &flags).await;
+    controller = upgraded;
+    let reconciled = ready + settled(&scraper, &controller, n as f64).await;
+    let after = apiserver_writes_by_resource(&client).await;
+    let delta = |key: &str| after.get(key).copied().unwrap_or(0.0) - writes_before.get(key).copied().unwrap_or(0.0);
+    let deployments = delta("deployments") + delta("deployments/status") + delta("deployments/scale");
+    println!(
+        "  operator upgrade (a new pod template): every object reconciled in {reconciled:.2?}; writes at the apiserver: Deployments {deployments:.0} (must be 0), MyOwnShell status {:.0} (one each: UpToDate=False), MyOwnShells {:.0}, Events {:.0}",
+        delta("myownshells/status"),
+        delta("myownshells"),
+        delta("events"),
+    );
+
+    if options.stops > 0 {
+        let cpu = CpuMeter::start(cluster, controller.process.pid());
+        stops(&client, ns, options.stops.min(n), STOP_RATE).await;
+        println!("    {}", cpu.line(cluster, controller.process.pid()));
+    }
     assert!(controller.process.is_running(), "the controller died:\n{}", controller.process.log_tail(20));
     controller.process.stop(Duration::from_secs(10)).unwrap();
     took

@@ -24,6 +24,17 @@ impl Controller {
     /// Start it (watching only `ns`) and wait until `/readyz` answers 200: both caches synced.
     /// Returns it and how long that took.
     pub(crate) async fn start(cp: &ControlPlane, ns: &str, options: &Options, name: &str) -> (Self, Duration) {
+        Self::start_with(cp, ns, options, name, &[]).await
+    }
+
+    /// [`Controller::start`] with more flags.
+    pub(crate) async fn start_with(
+        cp: &ControlPlane,
+        ns: &str,
+        options: &Options,
+        name: &str,
+        flags: &[&str],
+    ) -> (Self, Duration) {
         let probe_port = free_port().unwrap();
         let metrics_port = free_port().unwrap();
         let log = cp.layout().dir.join(format!("controller-bench-{name}.log"));
@@ -44,6 +55,7 @@ impl Controller {
             .arg(format!("--concurrency={}", options.concurrency))
             .arg(format!("--health-probe-bind-address=127.0.0.1:{probe_port}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+            .args(flags.iter().copied())
             .env("RUST_LOG", "warn");
         let start = Instant::now();
         let process = ManagedProcess::spawn(spec).unwrap();

@@ -1,0 +1,98 @@
+//! How late the lifetime's stops fire: M shells are given, at a fixed rate, a `maxRunTime` that
+//! runs out 20 s later (each at its own second), and a watch of their Deployments sees each one
+//! scaled to 0. Lateness is the moment seen minus the deadline the shell's own status implies
+//! (`startedAt + maxRunTime`): the controller's wake-up, its reconcile and the apply together.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use myownshell_api::MyOwnShell;
+
+use crate::DEADLINE;
+
+/// How far ahead of its patch each stop is due: longer than a reconcile takes under the load.
+const LEAD: Duration = Duration::from_secs(20);
+
+/// Give the first `m` shells of `ns` a run time ending [`LEAD`] after their patch, `rate` patches
+/// a second; print how late the stops were (p50, p99, max) against the 1 s target.
+pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+    let mut list = shells.list(&ListParams::default()).await.unwrap().items;
+    list.sort_by_key(ResourceExt::name_any);
+    let started: Vec<(String, Timestamp)> =
+        list.iter().filter_map(|s| Some((s.name_any(), s.status.as_ref()?.started_at.as_ref()?.0))).take(m).collect();
+    let m = started.len();
+    let seen =
+        tokio::spawn(scaled_to_zero(client.clone(), ns.to_owned(), started.iter().map(|(n, _)| n.clone()).collect()));
+
+    let mut deadlines = HashMap::new();
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut sent = tokio::task::JoinSet::new();
+    let start = Instant::now();
+    for (name, started_at) in &started {
+        ticks.tick().await;
+        // Whole seconds, as the spec writes them: the stop is due at the first second at least
+        // LEAD from now.
+        let due_in = Timestamp::now().as_second() + LEAD.as_secs() as i64 + 1 - started_at.as_second();
+        let deadline = Timestamp::from_second(started_at.as_second() + due_in).unwrap();
+        deadlines.insert(name.clone(), deadline);
+        let patch = Patch::Merge(serde_json::json!({"spec": {"lifetime": {"maxRunTime": format!("{due_in}s")}}}));
+        let (shells, name) = (shells.clone(), name.clone());
+        sent.spawn(async move { shells.patch(&name, &PatchParams::default(), &patch).await.map(drop) });
+    }
+    let sending = start.elapsed();
+    let mut failed = 0;
+    while let Some(result) = sent.join_next().await {
+        failed += usize::from(!matches!(result, Ok(Ok(()))));
+    }
+    let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every stop was seen").unwrap();
+    let mut late: Vec<f64> = seen
+        .iter()
+        .filter_map(|(name, at)| {
+            let deadline = deadlines.get(name)?;
+            Some(at.duration_since(*deadline).as_secs_f64())
+        })
+        .collect();
+    late.sort_by(f64::total_cmp);
+    let q = |q: f64| late.get(((late.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(f64::NAN);
+    let (p50, p99, max) = (q(0.5), q(0.99), late.last().copied().unwrap_or(f64::NAN));
+    let early = late.iter().filter(|l| **l < 0.0).count();
+    println!(
+        "  stops: {m} shells given a run time ending {LEAD:?} after their patch, {:.0} patches/s ({failed} failed); each stop seen after its deadline: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} the target p99 <= 1 s); {early} early",
+        m as f64 / sending.as_secs_f64(),
+        p50 * 1000.0,
+        p99 * 1000.0,
+        max * 1000.0,
+        if p99 <= 1.0 { "within" } else { "OVER" },
+    );
+}
+
+/// When each of `names`' Deployments was first seen asking for 0 pods.
+async fn scaled_to_zero(client: Client, ns: String, names: Vec<String>) -> HashMap<String, Timestamp> {
+    let wanted: std::collections::HashSet<String> = names.into_iter().collect();
+    let mut seen = HashMap::new();
+    let mut events =
+        watcher(Api::<Deployment>::namespaced(client, &ns), watcher::Config::default()).default_backoff().boxed();
+    while seen.len() < wanted.len() {
+        match events.next().await {
+            Some(Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d))) => {
+                let zero = d.spec.as_ref().and_then(|s| s.replicas) == Some(0);
+                if zero && wanted.contains(&d.name_any()) {
+                    seen.entry(d.name_any()).or_insert_with(Timestamp::now);
+                }
+            }
+            Some(Ok(_)) => {}
+            // The watcher starts over by itself (after a backoff): a dropped connection under load.
+            Some(Err(e)) => eprintln!("(watch interrupted: {e}; resuming)"),
+            None => panic!("watch ended"),
+        }
+    }
+    seen
+}
