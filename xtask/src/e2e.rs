@@ -8,6 +8,8 @@ use std::process::Stdio;
 
 use myownshell_envtest::node::cgroups;
 
+use anyhow::Context;
+
 use crate::cargo::{Totals, cargo, in_ci, run_tests};
 use crate::progress::Step;
 
@@ -29,6 +31,9 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     crate::node::ensure()?;
     let locked = in_ci();
     let image = crate::node::operator_image(locked)?;
+    // The upgrade phase installs the previous release first, from its own manifests and image.
+    let previous = crate::previous::ensure()?;
+    let images = std::env::join_paths([&image, &previous.image]).context("image paths")?;
     // The e2e suite runs `kubectl myownshell` as its users do.
     let mut plugin = cargo();
     plugin.args(["build", "-p", "kubectl-myownshell"]);
@@ -48,7 +53,8 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     }
     test.args(extra_args)
         .env("KUBEBUILDER_ASSETS", assets)
-        .env("MYOWNSHELL_NODE_IMAGES", &image)
+        .env("MYOWNSHELL_NODE_IMAGES", &images)
+        .env("MYOWNSHELL_PREVIOUS_CONFIG", &previous.config)
         .stdout(Stdio::piped());
     let result = run_tests(test);
     // A test binary's shared cluster ends with its process, which leaves only its (empty)

@@ -10,6 +10,7 @@ mod e2e;
 mod envtest;
 mod kwok;
 mod node;
+mod previous;
 mod progress;
 mod readme;
 mod test;

@@ -11,6 +11,7 @@
 mod access;
 mod failures;
 mod lifetime;
+mod upgrade;
 
 use std::time::{Duration, Instant};
 
@@ -103,7 +104,10 @@ async fn phase(name: &str, run: impl std::future::Future<Output = ()>) {
 async fn the_operator_from_config_end_to_end() {
     let cluster = node::shared();
     let e2e = E2e { cluster, kubectl: cluster.control_plane().kubectl() };
-    phase("install from config/overlays/local until both Deployments are Ready", install(&e2e)).await;
+    phase("install the previous release from its own manifests and image", upgrade::install_previous(&e2e)).await;
+    phase("upgrade to this release with shells in use: no pod restarted, no apply refused", upgrade::upgrade(&e2e))
+        .await;
+    phase("this release from config/overlays/local: both Deployments Ready", install(&e2e)).await;
     phase("webhook certificate and admission through the Service", admission_through_the_service(&e2e)).await;
     phase("shells: pods, exec, resize, repair", shells_run_as_real_pods(&e2e)).await;
     phase("access: the owner and those shared with get in, nobody else", access::access(&e2e)).await;

@@ -1,0 +1,150 @@
+//! The upgrade phase: the previous release installed from its own manifests and image (built by
+//! `cargo xtask e2e` from a pinned commit, see `xtask/src/previous.rs`), shells created and in
+//! use, then this release applied over it. Every shell pod keeps its uid (and its `/tmp`), the
+//! shells say they are not up to date, every MyOwnShell applied during the roll-out is admitted
+//! (no "failed calling webhook"), and a stop and a start bring a shell to the new template.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::ListParams;
+use myownshell_api::MyOwnShell;
+use myownshell_api::names::conditions::UP_TO_DATE;
+use myownshell_envtest::eventually;
+use myownshell_tests::plugin;
+
+use super::{CONTROLLER, E2e, LOCAL_IMAGE, SYSTEM, TIMEOUT, WEBHOOK, shell, wait_running};
+
+/// The previous release's image, as `cargo xtask e2e` builds and imports it.
+const PREVIOUS_IMAGE: &str = "localhost/myownshell:previous";
+
+fn previous_config() -> PathBuf {
+    std::env::var_os("MYOWNSHELL_PREVIOUS_CONFIG")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("MYOWNSHELL_PREVIOUS_CONFIG is not set: run the suite with `cargo xtask e2e`"))
+}
+
+/// The previous release's local overlay, its image pointed at the previous image.
+pub async fn install_previous(e2e: &E2e) {
+    let overlay = previous_config().join("overlays/local");
+    let rendered = e2e.run(&["kustomize", &overlay.display().to_string()]).await;
+    assert!(rendered.contains(LOCAL_IMAGE), "the previous overlay no longer names {LOCAL_IMAGE}");
+    let manifest = rendered.replace(LOCAL_IMAGE, PREVIOUS_IMAGE);
+    let out = e2e
+        .kubectl
+        .run_with_stdin(&["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&manifest))
+        .await
+        .unwrap();
+    assert!(out.success, "{}", out.stderr);
+    for deployment in [CONTROLLER, WEBHOOK] {
+        e2e.rollout(deployment).await;
+    }
+}
+
+/// Apply a new MyOwnShell every 250 ms until `stop`; how many were applied and the errors.
+async fn keep_applying(e2e: &E2e, ns: &str, stop: tokio::sync::watch::Receiver<bool>) -> (usize, Vec<String>) {
+    let mut ticks = tokio::time::interval(Duration::from_millis(250));
+    let (mut applied, mut errors) = (0, Vec::new());
+    while !*stop.borrow() {
+        ticks.tick().await;
+        match e2e.apply(ns, &shell(&format!("during-{applied}"), 0)).await {
+            Ok(_) => {}
+            Err(e) => errors.push(e),
+        }
+        applied += 1;
+    }
+    (applied, errors)
+}
+
+async fn pod_uids(e2e: &E2e, ns: &str) -> Vec<(String, String)> {
+    let pods: Api<Pod> = Api::namespaced(e2e.cluster.control_plane().client().unwrap(), ns);
+    let list = pods.list(&ListParams::default().labels("app.kubernetes.io/name=myownshell")).await.unwrap();
+    let mut uids: Vec<(String, String)> = list
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .map(|p| (p.metadata.name.unwrap_or_default(), p.metadata.uid.unwrap_or_default()))
+        .collect();
+    uids.sort();
+    uids
+}
+
+/// From the previous release to this one, with shells in use.
+pub async fn upgrade(e2e: &E2e) {
+    let ns = e2e.namespace("e2e-upgrade").await;
+    for name in ["kept", "restarted"] {
+        e2e.apply(&ns, &shell(name, 1)).await.unwrap();
+    }
+    let kept_pod = wait_running(e2e, &ns, "kept", 1).await.remove(0);
+    wait_running(e2e, &ns, "restarted", 1).await;
+    e2e.run(&["exec", "-n", &ns, &kept_pod, "--", "sh", "-c", "echo before-the-upgrade > /tmp/marker"]).await;
+    let before = pod_uids(e2e, &ns).await;
+
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let applying = keep_applying(e2e, &ns, stop_rx);
+    let upgrading = async {
+        let started = Instant::now();
+        e2e.run(&["apply", "--server-side", "--force-conflicts", "-k", &E2e::overlay("local")]).await;
+        for deployment in [CONTROLLER, WEBHOOK] {
+            e2e.rollout(deployment).await;
+        }
+        // The old pods are gone too, not only the new ones ready.
+        e2e.wait_for(
+            "only this release's operator pods",
+            &["get", "pods", "-n", SYSTEM, "-o", "jsonpath={.items[*].spec.containers[0].image}"],
+            |images| !images.contains(PREVIOUS_IMAGE) && images.contains(LOCAL_IMAGE),
+        )
+        .await;
+        let took = started.elapsed();
+        // A few more applies against the new webhook alone.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let _ = stop_tx.send(true);
+        took
+    };
+    let ((applied, errors), took) = tokio::join!(applying, upgrading);
+    eprintln!(
+        "e2e: operator upgraded in {took:.1?}; {applied} MyOwnShells applied meanwhile, {} refused",
+        errors.len()
+    );
+    let failed_calls = errors.iter().filter(|e| e.contains("failed calling webhook")).count();
+    assert_eq!((failed_calls, errors.len()), (0, 0), "applies refused during the upgrade: {errors:?}");
+
+    let shells: Api<MyOwnShell> = Api::namespaced(e2e.cluster.control_plane().client().unwrap(), &ns);
+    for name in ["kept", "restarted"] {
+        eventually(&format!("{name} UpToDate=False (OperatorUpgraded)"), TIMEOUT, || async {
+            let s = shells.get(name).await.map_err(|e| e.to_string())?;
+            let c = s.status.as_ref().and_then(|st| st.conditions.iter().find(|c| c.type_ == UP_TO_DATE).cloned());
+            match c {
+                Some(c) if c.status == "False" && c.reason == "OperatorUpgraded" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", e2e.diagnostics()));
+    }
+    assert_eq!(pod_uids(e2e, &ns).await, before, "a shell pod was restarted by the upgrade");
+    let marker = e2e.run(&["exec", "-n", &ns, &kept_pod, "--", "cat", "/tmp/marker"]).await;
+    assert_eq!(marker, "before-the-upgrade\n");
+
+    // A stop and a start: the new template (no Service links, a short grace period).
+    let kubeconfig = e2e.cluster.control_plane().kubeconfig_path();
+    plugin::ok(&kubeconfig, &ns, &["stop", "restarted"]).unwrap();
+    wait_running(e2e, &ns, "restarted", 0).await;
+    plugin::ok(&kubeconfig, &ns, &["start", "restarted"]).unwrap();
+    let pod = wait_running(e2e, &ns, "restarted", 1).await.remove(0);
+    let spec = e2e
+        .run(&[
+            "get",
+            "pod",
+            &pod,
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.enableServiceLinks} {.spec.terminationGracePeriodSeconds}",
+        ])
+        .await;
+    assert_eq!(spec, "false 5", "the started shell runs this release's template");
+    e2e.run(&["delete", "namespace", &ns, "--wait=false"]).await;
+}
