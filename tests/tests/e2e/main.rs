@@ -11,12 +11,13 @@
 mod access;
 mod failures;
 mod lifetime;
+mod nodes;
 mod upgrade;
 
 use std::time::{Duration, Instant};
 
 use myownshell_envtest::assets::workspace_root;
-use myownshell_envtest::node::{self, Cluster};
+use myownshell_envtest::node::{self, Cluster, ClusterOptions};
 use myownshell_envtest::{Kubectl, eventually};
 
 /// Pods start in seconds here; rollouts of two Deployments, a certificate and a lease take a
@@ -29,7 +30,7 @@ const LOCAL_IMAGE: &str = "localhost/myownshell:local";
 const RELEASE_IMAGE: &str = "ghcr.io/myownshell/myownshell:0.1.0";
 
 struct E2e {
-    cluster: &'static Cluster,
+    cluster: Cluster,
     kubectl: Kubectl,
 }
 
@@ -100,10 +101,22 @@ async fn phase(name: &str, run: impl std::future::Future<Output = ()>) {
     eprintln!("e2e: {name}: {:.1?}", started.elapsed());
 }
 
+/// The images `cargo xtask e2e` built for the nodes (`MYOWNSHELL_NODE_IMAGES`).
+fn node_images() -> Vec<std::path::PathBuf> {
+    std::env::var_os("MYOWNSHELL_NODE_IMAGES")
+        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default()
+}
+
 #[tokio::test]
 async fn the_operator_from_config_end_to_end() {
-    let cluster = node::shared();
-    let e2e = E2e { cluster, kubectl: cluster.control_plane().kubectl() };
+    // Two nodes: the production overlay's replicas spread, and one node can be lost or drained.
+    let started = Instant::now();
+    let cluster = Cluster::start(ClusterOptions { nodes: 2, images: node_images() })
+        .await
+        .unwrap_or_else(|e| panic!("the two-node cluster: {e}"));
+    eprintln!("e2e: {} ({:.1?})", cluster.summary(), started.elapsed());
+    let mut e2e = E2e { kubectl: cluster.control_plane().kubectl(), cluster };
     phase("install the previous release from its own manifests and image", upgrade::install_previous(&e2e)).await;
     phase("upgrade to this release with shells in use: no pod restarted, no apply refused", upgrade::upgrade(&e2e))
         .await;
@@ -122,7 +135,11 @@ async fn the_operator_from_config_end_to_end() {
     phase("leader failover", leader_failover(&e2e)).await;
     phase("deleting a shell and a namespace of shells", deletion(&e2e)).await;
     phase("uninstall: the shells, then kubectl delete -k config/overlays/local", uninstall(&e2e)).await;
-    phase("the production overlay on one node", production_overlay(&e2e)).await;
+    phase("the production overlay on two nodes: every replica Ready, spread, budgets", production_overlay(&e2e)).await;
+    phase("losing a node: shells move, leadership moves, admission answers", nodes::lose_a_node(&mut e2e)).await;
+    phase("kubectl drain of a node with shells and operator pods", nodes::drain(&e2e)).await;
+    let E2e { cluster, .. } = e2e;
+    cluster.stop().unwrap();
 }
 
 /// `kubectl apply -k` of the local overlay; both Deployments Ready, each pod as its own
@@ -499,9 +516,9 @@ async fn uninstall(e2e: &E2e) {
     e2e.run(&["delete", "namespace", &ns, "--wait=false"]).await;
 }
 
-/// The production overlay, its image pointed at the local one: on a single node its required
-/// anti-affinity lets one replica of each Deployment run (the second stays Pending, as
-/// designed), and that one serves: admission works and shells converge.
+/// The production overlay, its image pointed at the local one, on two nodes: both replicas of
+/// both Deployments Ready on different nodes, the PodDisruptionBudgets in place; admission
+/// works and shells converge.
 async fn production_overlay(e2e: &E2e) {
     let rendered = e2e.run(&["kustomize", &E2e::overlay("production")]).await;
     assert!(rendered.contains(RELEASE_IMAGE));
@@ -512,29 +529,51 @@ async fn production_overlay(e2e: &E2e) {
         .await
         .unwrap();
     assert!(out.success, "{}", out.stderr);
+    for deployment in [CONTROLLER, WEBHOOK] {
+        e2e.rollout(deployment).await;
+    }
     for component in ["controller", "webhook"] {
         let selector = format!("app.kubernetes.io/component={component}");
-        e2e.wait_for(
-            &format!("one Ready {component} and one Pending on anti-affinity"),
-            &[
-                "get",
-                "pods",
-                "-n",
-                SYSTEM,
-                "-l",
-                &selector,
-                "-o",
-                "jsonpath={range .items[*]}{.status.phase}:{.status.conditions[?(@.type==\"Ready\")].status}:{.status.conditions[?(@.type==\"PodScheduled\")].message}{\"\\n\"}{end}",
-            ],
-            |out| {
-                let lines: Vec<&str> = out.lines().collect();
-                lines.len() == 2
-                    && lines.iter().any(|l| l.starts_with("Running:True:"))
-                    && lines.iter().any(|l| l.starts_with("Pending:") && l.contains("anti-affinity"))
-            },
-        )
-        .await;
+        let nodes = e2e
+            .wait_for(
+                &format!("two Ready {component} replicas on two nodes"),
+                &[
+                    "get",
+                    "pods",
+                    "-n",
+                    SYSTEM,
+                    "-l",
+                    &selector,
+                    "-o",
+                    "jsonpath={range .items[*]}{.spec.nodeName} {.status.conditions[?(@.type==\"Ready\")].status} {.metadata.deletionTimestamp}{\"\\n\"}{end}",
+                ],
+                |out| {
+                    let ready: Vec<&str> = out.lines().filter(|l| l.split_whitespace().nth(1) == Some("True")).collect();
+                    let nodes: std::collections::BTreeSet<&str> = ready.iter().filter_map(|l| l.split_whitespace().next()).collect();
+                    out.lines().count() == 2 && ready.len() == 2 && nodes.len() == 2
+                },
+            )
+            .await;
+        eprintln!(
+            "e2e: {component} replicas on: {}",
+            nodes.split_whitespace().filter(|w| w.starts_with("myownshell-node")).collect::<Vec<_>>().join(", ")
+        );
     }
+    let budgets = e2e
+        .run(&[
+            "get",
+            "pdb",
+            "-n",
+            SYSTEM,
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}={.status.disruptionsAllowed} {end}",
+        ])
+        .await;
+    assert_eq!(
+        budgets.trim(),
+        format!("{CONTROLLER}=1 {WEBHOOK}=1"),
+        "both budgets in place, each allowing one disruption with both replicas up"
+    );
     let ns = e2e.namespace("e2e-production").await;
     let denied = e2e.apply(&ns, &shell("too-big", 500)).await.unwrap_err();
     assert!(denied.contains("spec.size"), "{denied}");
