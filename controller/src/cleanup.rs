@@ -21,6 +21,7 @@ use crate::reconcile::Context;
 /// `MyOwnShell` all end the same way.
 pub(crate) async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     let name = shell.name_any();
+    ctx.metrics.shell_degraded(&shell.namespace().unwrap_or_default(), &name, None);
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
     // Read from the API server, not the cache: after a restart the cache may be behind, and
     // deleting is the one step where acting on stale data would hurt.

@@ -27,6 +27,13 @@ pub struct WriteLabels {
     pub kind: String,
 }
 
+/// Labels of `myownshell_controller_shells_degraded`: why.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// The `Degraded` condition's reason (`ImagePullFailed`, `CrashLooping`, …).
+    pub reason: String,
+}
+
 /// Bucket bounds (seconds) of the two latency histograms: 1 ms to 60 s in 1-2.5-5 steps, so the
 /// SLO bounds of controller scalability (queue latency p99 ≤ 1 s, reconcile p99 ≤ 5 s) are
 /// bucket edges and the share of events within them is exact.
@@ -58,6 +65,12 @@ pub struct Metrics {
     pub leader: Gauge,
     /// `myownshell_controller_reconciles_in_flight`: reconciles running right now.
     pub in_flight: Gauge,
+    /// `myownshell_controller_shells_degraded{reason}`: shells whose status says `Degraded=True`
+    /// now, by reason (their pods cannot run, or the reconcile fails). Kept through
+    /// [`Metrics::shell_degraded`].
+    degraded: Family<ReasonLabels, Gauge>,
+    /// Which shells are counted in `degraded`, and under which reason.
+    degraded_shells: Arc<parking_lot::Mutex<std::collections::HashMap<(String, String), String>>>,
     registry: Arc<Registry>,
 }
 
@@ -77,6 +90,7 @@ impl Metrics {
         let managed_objects = Gauge::default();
         let leader = Gauge::default();
         let in_flight = Gauge::default();
+        let degraded = Family::<ReasonLabels, Gauge>::default();
         let mut registry = Registry::with_prefix("myownshell_controller");
         registry.register("reconciles", "Reconciles of MyOwnShell objects, by result", reconciles.clone());
         registry.register_with_unit(
@@ -101,6 +115,11 @@ impl Metrics {
         // kube-runtime does not expose its scheduler queue; reconciles running now is the
         // honest load figure it allows.
         registry.register("reconciles_in_flight", "Reconciles running right now", in_flight.clone());
+        registry.register(
+            "shells_degraded",
+            "MyOwnShells whose Degraded condition is True, by reason (pods that cannot run, failing reconciles)",
+            degraded.clone(),
+        );
         Self {
             reconciles,
             reconcile_duration,
@@ -109,6 +128,8 @@ impl Metrics {
             managed_objects,
             leader,
             in_flight,
+            degraded,
+            degraded_shells: Arc::default(),
             registry: Arc::new(registry),
         }
     }
@@ -122,6 +143,25 @@ impl Metrics {
     pub fn start_reconcile(&self) -> ReconcileGuard<'_> {
         self.in_flight.inc();
         ReconcileGuard { metrics: self, started: Instant::now(), result: None }
+    }
+
+    /// Shell `namespace/name` is now `Degraded` for `reason` (`None`: it is not, or is gone).
+    pub fn shell_degraded(&self, namespace: &str, name: &str, reason: Option<&str>) {
+        let key = (namespace.to_owned(), name.to_owned());
+        let mut shells = self.degraded_shells.lock();
+        let before = match reason {
+            Some(r) => shells.insert(key, r.to_owned()),
+            None => shells.remove(&key),
+        };
+        if before.as_deref() == reason {
+            return;
+        }
+        if let Some(old) = before {
+            self.degraded.get_or_create(&ReasonLabels { reason: old }).dec();
+        }
+        if let Some(new) = reason {
+            self.degraded.get_or_create(&ReasonLabels { reason: new.to_owned() }).inc();
+        }
     }
 
     /// Count one write request of `kind` (a [`WriteLabels::kind`] value) sent to the apiserver.
@@ -186,6 +226,24 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
         }
+    }
+
+    #[test]
+    fn degraded_shells_are_counted_once_each_under_their_latest_reason() {
+        let m = Metrics::new();
+        m.shell_degraded("team", "a", Some("ImagePullFailed"));
+        m.shell_degraded("team", "a", Some("ImagePullFailed"));
+        m.shell_degraded("team", "b", Some("ImagePullFailed"));
+        m.shell_degraded("team", "b", Some("CrashLooping"));
+        m.shell_degraded("team", "c", None);
+        let text = m.encode().unwrap();
+        assert!(text.contains("myownshell_controller_shells_degraded{reason=\"ImagePullFailed\"} 1"), "{text}");
+        assert!(text.contains("myownshell_controller_shells_degraded{reason=\"CrashLooping\"} 1"), "{text}");
+        m.shell_degraded("team", "a", None);
+        m.shell_degraded("team", "b", None);
+        let text = m.encode().unwrap();
+        assert!(text.contains("myownshell_controller_shells_degraded{reason=\"ImagePullFailed\"} 0"), "{text}");
+        assert!(text.contains("myownshell_controller_shells_degraded{reason=\"CrashLooping\"} 0"), "{text}");
     }
 
     #[test]

@@ -215,6 +215,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         template: template.as_ref(),
     };
     let status = status::compute(shell, previous.as_ref(), &inputs, &lifetime::time(now));
+    ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));
     let written = write_status(shell, api, previous.as_ref(), &status, ctx).await;
     let told_as = match (&error, &diagnosis) {
         (Some(e), _) if e.is_conflict() => Some((e.reason(), actions::RECONCILE)),

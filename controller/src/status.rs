@@ -214,6 +214,11 @@ pub fn merge_patch(status: &MyOwnShellStatus) -> serde_json::Value {
     patch
 }
 
+/// The reason of `status`'s `Degraded=True`, if it is degraded.
+pub fn degraded_reason(status: &MyOwnShellStatus) -> Option<&str> {
+    status.conditions.iter().find(|c| c.type_ == DEGRADED && c.status == "True").map(|c| c.reason.as_str())
+}
+
 /// Whether `status` already shows `Degraded=True` for `reason`.
 pub fn degraded_by(status: &MyOwnShellStatus, reason: &str) -> bool {
     status.conditions.iter().any(|c| c.type_ == DEGRADED && c.status == "True" && c.reason == reason)
