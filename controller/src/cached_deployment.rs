@@ -11,14 +11,11 @@
 //! it back in well under a microsecond, once per reconcile. A Deployment unlike the reference
 //! (another image, command or status) packs less tightly; nothing else changes.
 
-use std::borrow::Cow;
 use std::sync::{Arc, LazyLock};
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::Resource;
 use myownshell_api::{MyOwnShell, MyOwnShellSpec};
 use serde::{Deserialize, Deserializer};
 
@@ -135,35 +132,11 @@ impl<'de> Deserialize<'de> for CachedDeployment {
     }
 }
 
-impl Resource for CachedDeployment {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Deployment::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Deployment::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Deployment::version(dt)
-    }
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        Deployment::api_version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Deployment::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::resource_as::resource_as!(CachedDeployment, k8s_openapi::api::apps::v1::Deployment);
 
 #[cfg(test)]
 mod tests {
+    use kube::Resource;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use kube::runtime::reflector;

@@ -28,6 +28,7 @@ pub mod pending_events;
 pub mod pods;
 pub mod prune;
 pub mod reconcile;
+mod resource_as;
 pub mod rollout;
 pub mod run;
 pub mod status;

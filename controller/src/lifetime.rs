@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, NextStop, Stop};
+use myownshell_runtime::duration::format_duration;
 
 /// What the shell should be now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,23 +96,6 @@ pub fn time(t: Timestamp) -> Time {
     Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
 }
 
-/// `d` in words: `1h30m`, `40s`.
-fn words(d: Duration) -> String {
-    let s = d.as_secs();
-    let (h, m, s) = (s / 3600, s % 3600 / 60, s % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.is_empty() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
-}
-
 /// The stop the running shell's lifetime has in store: the earlier of the idle and the run-time
 /// deadline, neither before `extendedUntil`.
 fn next_stop(
@@ -136,7 +120,7 @@ fn next_stop(
 fn stop_message(shell: &MyOwnShell, reason: &str) -> String {
     let lifetime = shell.spec.lifetime.clone().unwrap_or_default();
     let name = shell.metadata.name.as_deref().unwrap_or_default();
-    let limit = |d: Option<&str>| duration(d).map(words).unwrap_or_default();
+    let limit = |d: Option<&str>| duration(d).map(format_duration).unwrap_or_default();
     let why = match reason {
         r if r == reasons::IDLE => format!("no new connection for {}", limit(lifetime.idle_timeout.as_deref())),
         r if r == reasons::MAX_RUN_TIME => format!("ran for {}", limit(lifetime.max_run_time.as_deref())),

@@ -4,9 +4,7 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::ClusterResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use kube::runtime::watcher;
 use parking_lot::RwLock;
 use serde::{Deserialize, Deserializer};
@@ -81,29 +79,7 @@ impl<'de> Deserialize<'de> for CachedNode {
     }
 }
 
-impl Resource for CachedNode {
-    type DynamicType = ();
-    type Scope = ClusterResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        "Node".into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "nodes".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::resource_as::resource_as!(CachedNode, k8s_openapi::api::core::v1::Node);
 
 /// Why each node that is not ready is not.
 #[derive(Default)]

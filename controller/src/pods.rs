@@ -8,10 +8,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
-use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use myownshell_api::MyOwnShell;
@@ -209,29 +207,7 @@ impl<'de> Deserialize<'de> for CachedPod {
     }
 }
 
-impl Resource for CachedPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
-        "Pod".into()
-    }
-    fn group(_: &()) -> std::borrow::Cow<'_, str> {
-        "".into()
-    }
-    fn version(_: &()) -> std::borrow::Cow<'_, str> {
-        "v1".into()
-    }
-    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
-        "pods".into()
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::resource_as::resource_as!(CachedPod, k8s_openapi::api::core::v1::Pod);
 
 /// A shell, by namespace and name.
 type Shell = (String, String);

@@ -37,6 +37,24 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// `d` as Kubernetes writes a duration, to the second: `1h30m`, `40s`, `0s` (what
+/// [`parse_duration`] reads back).
+pub fn format_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    let (h, m, s) = (s / 3600, s % 3600 / 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if s > 0 || out.is_empty() {
+        out.push_str(&format!("{s}s"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +93,14 @@ mod tests {
         for (text, want) in cases {
             let err = parse_duration(text).unwrap_err();
             assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations_are_written_back_as_they_are_read() {
+        for (d, text) in [(0, "0s"), (40, "40s"), (90, "1m30s"), (3600, "1h"), (5400, "1h30m"), (604_800, "168h")] {
+            assert_eq!(format_duration(Duration::from_secs(d)), text);
+            assert_eq!(parse_duration(text), Ok(Duration::from_secs(d)));
         }
     }
 }

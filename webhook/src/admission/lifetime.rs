@@ -8,7 +8,7 @@ use json_patch::{AddOperation, PatchOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use myownshell_api::{Lifetime, MyOwnShellSpec};
-use myownshell_runtime::duration::parse_duration;
+use myownshell_runtime::duration::{format_duration, parse_duration};
 use serde_json::json;
 
 use super::problem::Problem;
@@ -23,23 +23,6 @@ pub const MIN_WARNING: Duration = Duration::from_secs(1);
 /// `--max-run-time`): a year, past which "stop" means nothing.
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
-/// `d` as the spec writes it: `1h30m`, `40s`.
-pub fn words(d: Duration) -> String {
-    let s = d.as_secs();
-    let (h, m, s) = (s / 3600, s % 3600 / 60, s % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if s > 0 || out.is_empty() {
-        out.push_str(&format!("{s}s"));
-    }
-    out
-}
-
 fn problem(field: &str, message: String) -> Problem {
     Problem::new("lifetime", format!("spec.lifetime.{field}"), message)
 }
@@ -51,7 +34,10 @@ fn duration(field: &str, text: &str, min: Duration, max: Duration) -> Result<Dur
         .filter(|_| !text.trim().ends_with('d'))
         .ok_or_else(|| problem(field, format!("must be a duration such as 40s, 30m or 1h30m, got {text:?}")))?;
     if d < min || d > max {
-        return Err(problem(field, format!("must be between {} and {}, got {text:?}", words(min), words(max))));
+        return Err(problem(
+            field,
+            format!("must be between {} and {}, got {text:?}", format_duration(min), format_duration(max)),
+        ));
     }
     Ok(d)
 }
@@ -70,7 +56,11 @@ pub fn check(lifetime: &Lifetime, policy: &Policy, now: Timestamp, problems: &mu
     {
         problems.push(problem(
             "maxRunTime",
-            format!("must be at most {} (the operator's --max-run-time), got {:?}", words(cap), words(run)),
+            format!(
+                "must be at most {} (the operator's --max-run-time), got {:?}",
+                format_duration(cap),
+                format_duration(run)
+            ),
         ));
     }
     if let Some(warn) = warn {
@@ -78,7 +68,11 @@ pub fn check(lifetime: &Lifetime, policy: &Policy, now: Timestamp, problems: &mu
             if let Some(limit) = limit.filter(|limit| warn >= *limit) {
                 problems.push(problem(
                     "warnBefore",
-                    format!("must be shorter than spec.lifetime.{field} ({}), got {:?}", words(limit), words(warn)),
+                    format!(
+                        "must be shorter than spec.lifetime.{field} ({}), got {:?}",
+                        format_duration(limit),
+                        format_duration(warn)
+                    ),
                 ));
             }
         }
@@ -90,7 +84,7 @@ pub fn check(lifetime: &Lifetime, policy: &Policy, now: Timestamp, problems: &mu
         if until.0 > latest {
             problems.push(problem(
                 "extendedUntil",
-                format!("must be at most {} from now ({latest}), got {}", words(reach), until.0),
+                format!("must be at most {} from now ({latest}), got {}", format_duration(reach), until.0),
             ));
         }
     }
@@ -149,10 +143,12 @@ pub fn default_operations(spec: Option<&MyOwnShellSpec>, policy: &Policy) -> Vec
         None if missing.is_empty() => Vec::new(),
         None => {
             let object: serde_json::Map<String, serde_json::Value> =
-                missing.iter().map(|(field, d)| ((*field).to_owned(), json!(words(*d)))).collect();
+                missing.iter().map(|(field, d)| ((*field).to_owned(), json!(format_duration(*d)))).collect();
             vec![add(&["spec", "lifetime"], serde_json::Value::Object(object))]
         }
-        Some(_) => missing.iter().map(|(field, d)| add(&["spec", "lifetime", field], json!(words(*d)))).collect(),
+        Some(_) => {
+            missing.iter().map(|(field, d)| add(&["spec", "lifetime", field], json!(format_duration(*d)))).collect()
+        }
     }
 }
 
