@@ -11,11 +11,11 @@ use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, names};
 use tracing::{debug, info};
 
+use crate::context::Context;
 use crate::deployment;
 use crate::error::Error;
 use crate::events::{self, EventType, actions};
 use crate::labels;
-use crate::reconcile::Context;
 use crate::rollout::{self, Decision, Why};
 
 /// The Deployment named like `shell`: from the cache, which holds only Deployments carrying our

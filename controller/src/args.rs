@@ -103,8 +103,8 @@ fn parse_annotation(text: &str) -> Result<(String, String), String> {
 
 impl Args {
     /// What the flags ask of every shell.
-    pub fn settings(&self) -> crate::reconcile::Settings {
-        crate::reconcile::Settings {
+    pub fn settings(&self) -> crate::context::Settings {
+        crate::context::Settings {
             template: crate::deployment::TemplateSettings {
                 pod_annotations: self.pod_annotations.iter().cloned().collect(),
             },

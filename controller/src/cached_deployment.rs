@@ -136,9 +136,9 @@ crate::resource_as::resource_as!(CachedDeployment, k8s_openapi::api::apps::v1::D
 
 #[cfg(test)]
 mod tests {
-    use kube::Resource;
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use kube::Resource;
     use kube::runtime::reflector;
     use myownshell_api::ShellResources;
 

@@ -10,11 +10,11 @@ use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, Stop};
 use tracing::{debug, info, warn};
 
+use crate::context::Context;
 use crate::error::Error;
 use crate::events::{self, EventType, actions};
 use crate::labels;
 use crate::ownership;
-use crate::reconcile::Context;
 
 /// Delete the Deployment and wait until it is gone; then the finalizer helper removes the
 /// finalizer. Idempotent: a Deployment already gone, a restart half-way, a second delete of the

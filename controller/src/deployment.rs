@@ -15,13 +15,17 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::labels;
-use crate::rollout;
 
 /// Name of the one container in each shell pod.
 pub const SHELL_CONTAINER: &str = "shell";
 /// Annotation holding a hash of the whole desired Deployment. A field dropped from the desired
 /// object changes the hash, so [`needs_apply`] notices removals, not only changed values.
 pub const SPEC_HASH_ANNOTATION: &str = "myownshell.io/spec-hash";
+/// On the Deployment: the hash of the pod template the controller built for it.
+pub const TEMPLATE_HASH_ANNOTATION: &str = "myownshell.io/template-hash";
+/// On the Deployment: when its pod template was last applied (RFC 3339, to the second).
+pub const TEMPLATE_APPLIED_ANNOTATION: &str = "myownshell.io/template-applied-at";
+
 /// How long a shell pod being deleted gets before it is killed.
 pub const TERMINATION_GRACE_SECONDS: i64 = 5;
 /// `nobody`: busybox runs as root unless told otherwise, and `runAsNonRoot` alone would then
@@ -64,7 +68,7 @@ pub struct TemplateSettings {
 }
 
 /// [`desired_with`] with the operator's `settings`; the Deployment carries the hash of its pod
-/// template (`rollout::TEMPLATE_HASH_ANNOTATION`), by which a later reconcile tells whether the
+/// template (`TEMPLATE_HASH_ANNOTATION`), by which a later reconcile tells whether the
 /// pods run the template it builds.
 pub fn desired_for(
     shell: &MyOwnShell,
@@ -104,8 +108,8 @@ pub fn desired_for(
         }),
         status: None,
     };
-    let template = deployment.spec.as_ref().map(|s| rollout::template_hash(&s.template)).unwrap_or_default();
-    deployment.annotations_mut().insert(rollout::TEMPLATE_HASH_ANNOTATION.to_owned(), template);
+    let template = deployment.spec.as_ref().map(|s| template_hash(&s.template)).unwrap_or_default();
+    deployment.annotations_mut().insert(TEMPLATE_HASH_ANNOTATION.to_owned(), template);
     rehash(&mut deployment);
     Ok(deployment)
 }
@@ -184,6 +188,12 @@ fn pod_spec(container: Container) -> PodSpec {
 
 fn runtime_default_seccomp() -> SeccompProfile {
     SeccompProfile { type_: "RuntimeDefault".to_owned(), localhost_profile: None }
+}
+
+/// The first 16 hex characters of the SHA-256 of `template`'s JSON.
+pub fn template_hash(template: &PodTemplateSpec) -> String {
+    let json = serde_json::to_vec(template).unwrap_or_default();
+    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// First 16 hex characters of the SHA-256 of the object's JSON (k8s-openapi serializes maps in

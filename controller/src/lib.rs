@@ -11,6 +11,7 @@ pub mod apply_deployment;
 pub mod args;
 pub mod cached_deployment;
 pub mod cleanup;
+pub mod context;
 pub mod deployment;
 pub mod error;
 pub mod events;

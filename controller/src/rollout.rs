@@ -20,14 +20,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::deployment::{SHELL_CONTAINER, is_subset};
-
-/// On the Deployment: the hash of the pod template the controller built for it.
-pub const TEMPLATE_HASH_ANNOTATION: &str = "myownshell.io/template-hash";
-/// On the Deployment: when its pod template was last applied (RFC 3339, to the second).
-pub const TEMPLATE_APPLIED_ANNOTATION: &str = "myownshell.io/template-applied-at";
+pub use crate::deployment::{TEMPLATE_APPLIED_ANNOTATION, TEMPLATE_HASH_ANNOTATION, template_hash};
 
 /// `--template-updates`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -113,12 +108,6 @@ pub struct Input<'a> {
     pub last_activity: Option<Timestamp>,
     /// Now.
     pub now: Timestamp,
-}
-
-/// The first 16 hex characters of the SHA-256 of `template`'s JSON.
-pub fn template_hash(template: &PodTemplateSpec) -> String {
-    let json = serde_json::to_vec(template).unwrap_or_default();
-    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 fn template_of(d: &Deployment) -> Option<&PodTemplateSpec> {

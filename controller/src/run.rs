@@ -19,6 +19,7 @@ use tracing::{error, info, warn};
 
 use crate::args::Args;
 use crate::cached_deployment::CachedDeployment;
+use crate::context::{Caches, Context};
 use crate::events::Reporter;
 use crate::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::memo::{DeploymentCache, StatusMemo};
@@ -27,7 +28,7 @@ use crate::namespaces::TerminatingNamespaces;
 use crate::nodes::NodeIndex;
 use crate::pending_events::PendingEvents;
 use crate::pods::{CachedPod, PodIndex};
-use crate::reconcile::{self, Caches, Context};
+use crate::reconcile;
 use crate::synced::Synced;
 use crate::watch;
 

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use myownshell_api::MyOwnShell;
 
-use crate::admission::request::UserInfo;
+use crate::user::UserInfo;
 
 /// The characters of a `pod-template-hash` (a decimal number, letter-encoded).
 const HASH_CHARS: &[u8] = b"456789bcdf";

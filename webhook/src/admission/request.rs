@@ -16,6 +16,8 @@ use serde_json::value::RawValue;
 
 use super::spec::{self, ScaleSpec, SetFields};
 
+pub use crate::user::UserInfo;
+
 /// The AdmissionReview version served (`admissionReviewVersions: [v1]`).
 pub const REVIEW_API_VERSION: &str = "admission.k8s.io/v1";
 /// The kind of the review object, in requests and answers.
@@ -119,32 +121,6 @@ impl<'a> Request<'a> {
         let k = &self.kind;
         let sub = self.sub_resource.as_deref().map(|s| format!(" (subresource {s})")).unwrap_or_default();
         format!("{}/{} {}{sub}", k.group, k.version, k.kind)
-    }
-}
-
-/// `request.userInfo`: the requester as the apiserver authenticated (or impersonated) them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct UserInfo<'a> {
-    /// The user name (`alice@example.com`, `system:serviceaccount:team:ci`).
-    #[serde(default, borrow)]
-    pub username: Cow<'a, str>,
-    /// The uid the authenticator gave, if any (none for client certificates).
-    #[serde(default, borrow)]
-    pub uid: Option<Cow<'a, str>>,
-    /// The user's groups.
-    #[serde(default, borrow)]
-    pub groups: Vec<Cow<'a, str>>,
-}
-
-impl UserInfo<'_> {
-    /// The uid, if the authenticator gave a non-empty one.
-    pub fn uid(&self) -> Option<&str> {
-        self.uid.as_deref().filter(|u| !u.is_empty())
-    }
-
-    /// Whether the user is in `group`.
-    pub fn in_group(&self, group: &str) -> bool {
-        self.groups.iter().any(|g| g == group)
     }
 }
 

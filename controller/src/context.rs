@@ -1,0 +1,101 @@
+//! [`Context`]: what every reconcile shares (the client, the caches, the operator's settings,
+//! the event publisher, the metrics), with [`Caches`] and [`Settings`], the parts `run` hands it.
+
+use std::sync::Arc;
+
+use kube::Client;
+use kube::runtime::reflector::Store;
+use myownshell_api::MyOwnShell;
+
+use crate::deployment::TemplateSettings;
+use crate::events;
+use crate::memo::{DeploymentCache, StatusMemo};
+use crate::metrics::Metrics;
+use crate::namespaces::TerminatingNamespaces;
+use crate::nodes::NodeIndex;
+use crate::object_map::ObjectMap;
+use crate::pending_events::PendingEvents;
+use crate::pods::PodIndex;
+use crate::rollout;
+
+/// Everything a reconcile needs, shared by all of them.
+pub struct Context {
+    /// For every API call: applies, status patches, reads past the cache, deletes.
+    pub(crate) client: Client,
+    /// Our Deployments as last seen (watch cache plus our own recent applies).
+    pub(crate) deployments: DeploymentCache,
+    /// The `MyOwnShell` watch cache: its size is the `managed_objects` gauge.
+    pub(crate) shells: Store<MyOwnShell>,
+    /// The health of the shells' pods.
+    pub(crate) pods: Arc<PodIndex>,
+    /// Which nodes are not ready.
+    pub(crate) nodes: Arc<NodeIndex>,
+    /// Which namespaces are being deleted (nothing is written there).
+    pub(crate) terminating: Arc<TerminatingNamespaces>,
+    /// What the operator's flags ask of every shell's pods, and how template changes roll out.
+    pub(crate) settings: Settings,
+    /// Publishes the events on `MyOwnShell` objects.
+    pub(crate) recorder: events::Publisher,
+    /// The controller's metrics (reconciles, writes, managed objects).
+    pub(crate) metrics: Metrics,
+    /// Status writes the `MyOwnShell` watch has not delivered yet.
+    pub(crate) statuses: StatusMemo,
+    /// When each object's oldest event not yet reconciled arrived (the queue-latency metric).
+    pub(crate) pending_events: PendingEvents,
+    /// Consecutive failures per object, for the per-object exponential backoff.
+    pub(crate) failures: ObjectMap<MyOwnShell, u32>,
+}
+
+/// What the operator's flags ask of every shell.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// What goes into every shell pod's template (`--pod-annotations`).
+    pub template: TemplateSettings,
+    /// How a template the operator changed rolls out (`--template-updates`,
+    /// `--template-update-quiet-after`).
+    pub rollout: rollout::Policy,
+}
+
+/// What the watches keep, as reconciles read it.
+#[derive(Clone)]
+pub struct Caches {
+    /// Our Deployments (watch cache plus our own recent applies).
+    pub deployments: DeploymentCache,
+    /// The `MyOwnShell`s.
+    pub shells: Store<MyOwnShell>,
+    /// The health of the shells' pods.
+    pub pods: Arc<PodIndex>,
+    /// Which nodes are not ready.
+    pub nodes: Arc<NodeIndex>,
+    /// Which namespaces are being deleted.
+    pub terminating: Arc<TerminatingNamespaces>,
+}
+
+impl Context {
+    /// The shared state of all reconciles, with no failures counted yet.
+    pub fn new(
+        client: Client,
+        caches: Caches,
+        settings: Settings,
+        recorder: events::Publisher,
+        metrics: Metrics,
+        statuses: StatusMemo,
+        pending_events: PendingEvents,
+    ) -> Self {
+        let Caches { deployments, shells, pods, nodes, terminating } = caches;
+        Self {
+            client,
+            deployments,
+            shells,
+            pods,
+            nodes,
+            terminating,
+            settings,
+            recorder,
+            metrics,
+            statuses,
+            pending_events,
+            failures: ObjectMap::default(),
+        }
+    }
+}
