@@ -177,15 +177,8 @@ async fn reconcile_until(
     readiness: ReadyFlag,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let (shells_api, deployments_api, pods_api): (Api<MyOwnShell>, Api<CachedDeployment>, Api<CachedPod>) =
-        match &args.namespace {
-            Some(ns) => (
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-            ),
-            None => (Api::all(client.clone()), Api::all(client.clone()), Api::all(client.clone())),
-        };
+    let namespace = args.namespace.as_deref();
+    let (shells_api, deployments_api) = (scoped::<MyOwnShell>(&client, namespace), scoped(&client, namespace));
     let (shells, shell_writer) = reflector::store();
     let (deployments, deployment_writer) = reflector::store();
     let (shells_synced_tx, shells_synced) = Synced::new();
@@ -205,12 +198,7 @@ async fn reconcile_until(
         nodes: nodes.clone(),
         terminating,
     };
-    let pod_triggers = {
-        let pending = pending_events.clone();
-        let node_triggers = watch::node_triggers(Api::all(client.clone()), nodes, pods.clone());
-        futures::stream::select(watch::pod_triggers(pods_api, pods), node_triggers)
-            .inspect(move |shell| pending.arrived(shell.clone(), Instant::now()))
-    };
+    let pod_triggers = health_triggers(&client, namespace, pods, nodes, pending_events.clone());
     let ctx = Arc::new(Context::new(
         client,
         caches,
@@ -260,6 +248,32 @@ async fn reconcile_until(
         .await;
     ready_when_synced.abort();
     namespaces.abort();
+}
+
+/// An Api over `namespace`, or over every namespace.
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// The shells to reconcile because what is wrong with their pods changed, or a node under one of
+/// their pods came or went: from the watches of the shells' pods and of the nodes, each noted
+/// for the queue-latency metric.
+fn health_triggers(
+    client: &Client,
+    namespace: Option<&str>,
+    pods: Arc<PodIndex>,
+    nodes: Arc<NodeIndex>,
+    pending: PendingEvents,
+) -> impl futures::Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
+    let node_triggers = watch::node_triggers(Api::all(client.clone()), nodes, pods.clone());
+    futures::stream::select(watch::pod_triggers(scoped::<CachedPod>(client, namespace), pods), node_triggers)
+        .inspect(move |shell| pending.arrived(shell.clone(), Instant::now()))
 }
 
 /// Mark the process ready once both watch caches hold their first list.
