@@ -42,6 +42,9 @@ fuzz_target!(|data: &[u8]| {
         max_size: 50,
         allowed_registries: vec!["docker.io".into(), "ghcr.io/org".into()],
         admin_groups: vec!["system:masters".into()],
+        // The lifetime flags on, so the mutating webhook reads the whole spec too.
+        max_run_time: Some(std::time::Duration::from_secs(8 * 3600)),
+        default_idle_timeout: Some(std::time::Duration::from_secs(1800)),
     };
     let shells = ShellIndex::of([(
         "ns".to_owned(),
