@@ -81,6 +81,7 @@ mod tests {
                 ("Ready", "integer", ".status.readyReplicas"),
                 ("Available", "string", ".status.conditions[?(@.type==\"Available\")].status"),
                 ("Owner", "string", ".spec.owner"),
+                ("Up-to-date", "string", ".status.conditions[?(@.type==\"UpToDate\")].status"),
                 ("State", "string", ".status.state"),
                 ("Stops", "string", ".status.nextStop.at"),
                 ("Age", "date", ".metadata.creationTimestamp"),
