@@ -26,10 +26,14 @@ pub use crate::deployment::{TEMPLATE_APPLIED_ANNOTATION, TEMPLATE_HASH_ANNOTATIO
 
 /// `--template-updates`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[expect(
+    missing_docs,
+    reason = "clap lists documented values in a \"Possible values\" block, which switches the whole --help to its spaced layout; the flag's help says what each does"
+)]
 pub enum Mode {
-    /// A template the operator changed waits for a quiet moment.
+    // A template the operator changed waits for a quiet moment.
     WhenQuiet,
-    /// Every template change rolls out at once.
+    // Every template change rolls out at once.
     Immediate,
 }
 

@@ -162,9 +162,9 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
     // SIGTERM: everything it started stops, and the env file goes.
     let pids: Vec<u32> =
         std::fs::read_to_string(state.join("pids")).unwrap().lines().map(|p| p.parse().unwrap()).collect();
-    // etcd, kube-apiserver, webhook, controller; on the node also the components, the node's
-    // processes and its sandbox.
-    let expected = if on_node { 10 } else { 4 };
+    // etcd, kube-apiserver, webhook, controller; on the node also the components, the holder of
+    // the cluster network's namespace, the node's processes and its sandbox.
+    let expected = if on_node { 11 } else { 4 };
     assert_eq!(pids.len(), expected, "{pids:?}");
     let status = dev.stop(Duration::from_secs(60)).unwrap();
     assert!(status.success(), "xtask dev exited with {status}\n{}", dev.log_tail(40));

@@ -61,7 +61,11 @@ async fn kubectl_applies_a_sample_and_shows_the_printer_columns() {
 
     let table = kubectl.run(&["get", "mos", "-n", &ns]).await.unwrap().ok().unwrap();
     let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "SIZE", "READY", "AVAILABLE", "OWNER", "STATE", "STOPS", "AGE"], "{table}");
+    assert_eq!(
+        header,
+        ["NAME", "SIZE", "READY", "AVAILABLE", "OWNER", "UP-TO-DATE", "STATE", "STOPS", "AGE"],
+        "{table}"
+    );
     let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();
     assert_eq!(row[..2], ["team-shells", "3"], "{table}");
 
