@@ -104,6 +104,36 @@ fn overlays_shape_the_deployments() {
 /// Both Deployments run the one operator image: the release tag in every overlay but `local`,
 /// which points at the locally built image and never pulls. (The webhook once kept the
 /// unqualified `myownshell:latest`, which a real node would have tried to pull from Docker Hub.)
+/// An install whose binaries make their own metrics certificates adds the component
+/// `config/prometheus/self-signed`: the ServiceMonitors then skip verification (there is no CA
+/// to check a per-pod self-signed certificate against) and name no CA Secret that would not exist.
+#[test]
+fn the_self_signed_component_lets_scrapes_through_without_a_ca() {
+    let dir = myownshell_envtest::assets::target_dir().join("tmp/prometheus-self-signed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = myownshell_envtest::assets::workspace_root().join("config");
+    let relative = |p: &str| {
+        let depth = dir.strip_prefix(myownshell_envtest::assets::workspace_root()).unwrap().components().count();
+        format!("{}config/{p}", "../".repeat(depth))
+    };
+    assert!(config.join("prometheus/self-signed/kustomization.yaml").exists());
+    let kustomization = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [{}]\ncomponents: [{}]\n",
+        relative("prometheus"),
+        relative("prometheus/self-signed")
+    );
+    std::fs::write(dir.join("kustomization.yaml"), kustomization).unwrap();
+    let objects = render(dir.to_str().unwrap()).unwrap();
+    let monitors = of_kind(&objects, "ServiceMonitor");
+    assert_eq!(monitors.len(), 2);
+    for monitor in monitors {
+        let tls = &monitor["spec"]["endpoints"][0]["tlsConfig"];
+        assert_eq!(tls["insecureSkipVerify"], true, "{tls}");
+        assert!(tls.get("ca").is_none(), "{tls}");
+        assert!(tls["serverName"].is_string());
+    }
+}
+
 #[test]
 fn every_deployment_runs_the_operator_image() {
     for dir in OVERLAYS {

@@ -33,7 +33,15 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     let image = crate::node::operator_image(locked)?;
     // The upgrade phase installs the previous release first, from its own manifests and image.
     let previous = crate::previous::ensure()?;
-    let images = std::env::join_paths([&image, &previous.image]).context("image paths")?;
+    // The cert-manager phase installs cert-manager from its own images and manifests.
+    let cert_manager = crate::certmanager::ensure()?;
+    // The helm phase installs the chart (dist/chart) with Helm built from the Go module proxy.
+    let helm = crate::helm::ensure()?;
+    // The prometheus phase runs Debian's Prometheus (unpacked once into the cache) as a process.
+    let prometheus = crate::prometheus::ensure()?;
+    let mut node_images = vec![image.clone(), previous.image.clone()];
+    node_images.extend(cert_manager.images.iter().cloned());
+    let images = std::env::join_paths(&node_images).context("image paths")?;
     // The e2e suite runs `kubectl myownshell` as its users do.
     let mut plugin = cargo();
     plugin.args(["build", "-p", "kubectl-myownshell"]);
@@ -55,6 +63,9 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
         .env("KUBEBUILDER_ASSETS", assets)
         .env("MYOWNSHELL_NODE_IMAGES", &images)
         .env("MYOWNSHELL_PREVIOUS_CONFIG", &previous.config)
+        .env(crate::certmanager::ENV, &cert_manager.dir)
+        .env(crate::helm::chart::helm_binary::HELM_ENV, &helm)
+        .env(crate::prometheus::ENV, &prometheus)
         .stdout(Stdio::piped());
     let result = run_tests(test);
     // A test binary's shared cluster ends with its process, which leaves only its (empty)

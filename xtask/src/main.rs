@@ -3,15 +3,18 @@
 mod bench;
 mod bench_node;
 mod cargo;
+mod certmanager;
 mod crdgen;
 mod dev;
 mod docs;
 mod e2e;
 mod envtest;
+mod helm;
 mod kwok;
 mod node;
 mod previous;
 mod progress;
+mod prometheus;
 mod readme;
 mod test;
 
@@ -37,6 +40,16 @@ enum Command {
         /// Fail instead of writing when the README is stale.
         #[arg(long)]
         check: bool,
+    },
+    /// Write the Helm chart `dist/chart` generated from `config/` (or, with --check, fail on drift).
+    Chart {
+        /// Compare instead of writing; exit non-zero with a diff when the chart is stale.
+        #[arg(long)]
+        check: bool,
+        /// Then make sure helm is built (once, from the Go module proxy) and print its path as
+        /// the last line (for MYOWNSHELL_HELM).
+        #[arg(long)]
+        helm: bool,
     },
     /// Make sure kube-apiserver and etcd exist (building kube-apiserver once if needed) and
     /// print, as the last line, the directory that holds them (for KUBEBUILDER_ASSETS).
@@ -80,6 +93,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Crdgen { check } => crdgen::run(check),
         Command::Docs { check } => docs::run(check),
+        Command::Chart { check, helm } => helm::run_chart(check, helm),
         Command::Envtest { node } => envtest::ensure().and_then(|dir| {
             if node {
                 let images = node::ensure()?;

@@ -49,6 +49,10 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
         crate::node::ensure()?;
     }
     crate::crdgen::run(true)?;
+    // The alerts: promtool checks the PrometheusRule of config/prometheus and runs its unit tests.
+    crate::prometheus::check_rules()?;
+    // The chart is generated from config/: a stale one fails here with its diff.
+    crate::helm::run_chart(true, false)?;
 
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
@@ -85,13 +89,17 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
     bins.args(["build", "--workspace", "--bins"]).args(locked);
     run_step("cargo build --bins", bins)?;
 
+    // tests/tests/chart.rs lints and renders the chart with Helm built from the Go module proxy.
+    let helm = crate::helm::ensure()?;
     let step = Step::start("cargo test --workspace");
     let mut test = cargo();
-    test.args(["test", "--workspace"])
+    // --no-fail-fast: one run reports every failing test binary, not only the first.
+    test.args(["test", "--workspace", "--no-fail-fast"])
         .args(locked)
         .args(extra_args)
         .env("KUBEBUILDER_ASSETS", &assets)
         .env(myownshell_envtest::kwok::KWOK_ENV, &kwok)
+        .env(crate::helm::chart::helm_binary::HELM_ENV, &helm)
         .stdout(Stdio::piped());
     let mut totals = run_tests(test)?;
     step.done();

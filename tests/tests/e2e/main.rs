@@ -9,9 +9,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod access;
+mod certmanager;
 mod failures;
+mod helm;
 mod lifetime;
 mod nodes;
+mod prometheus;
 mod upgrade;
 
 use std::time::{Duration, Instant};
@@ -132,9 +135,20 @@ async fn the_operator_from_config_end_to_end() {
     phase("failures: bad image, crash loop, OOM, unschedulable, a namespace being deleted", failures::failures(&e2e))
         .await;
     phase("metrics from pods: 200 / 403 / 401 on both Services", metrics_from_inside_the_cluster(&e2e)).await;
+    phase(
+        "prometheus: config/prometheus's jobs scraped, its rules evaluated, ControllerDown pending with no controller",
+        prometheus::prometheus(&e2e),
+    )
+    .await;
     phase("leader failover", leader_failover(&e2e)).await;
     phase("deleting a shell and a namespace of shells", deletion(&e2e)).await;
     phase("uninstall: the shells, then kubectl delete -k config/overlays/local", uninstall(&e2e)).await;
+    phase("helm: install, admission, a shell, upgrade, uninstall keeps the CRD", helm::helm(&e2e)).await;
+    phase(
+        "cert-manager: its certificate served, its CA injected, admission, a renewal with no apply refused",
+        certmanager::cert_manager(&e2e),
+    )
+    .await;
     phase("the production overlay on two nodes: every replica Ready, spread, budgets", production_overlay(&e2e)).await;
     phase("losing a node: shells move, leadership moves, admission answers", nodes::lose_a_node(&mut e2e)).await;
     phase("kubectl drain of a node with shells and operator pods", nodes::drain(&e2e)).await;
