@@ -13,10 +13,10 @@
 //! Checked: both jobs are up and `myownshell_controller_reconciles_total` has values; a third job
 //! whose token is not bound to `myownshell-metrics-reader` is down with a 403; every rule
 //! evaluates without error and every dashboard query runs; and with the controller scaled to 0,
-//! `MyOwnShellControllerDown` turns pending. Pending, not firing: its `for` is 5 minutes, and this
-//! phase runs the committed rules unchanged rather than a shortened copy (the unit tests in
-//! `tests/prometheus/rules-test.yaml` cover `for`). Then the controller comes back and the alert
-//! clears.
+//! `MyOwnShellControllerDown` fires. The rules are the committed ones but for that alert's `for`,
+//! shortened from 5 minutes to [`CONTROLLER_DOWN_FOR`] so the phase need not wait 5 minutes (its
+//! expression, labels and runbook are unchanged; `tests/prometheus/rules-test.yaml` tests the 5
+//! minutes). Then the controller comes back and the alert clears.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -38,6 +38,8 @@ const PROMETHEUS_ENV: &str = "MYOWNSHELL_PROMETHEUS";
 /// bound to.
 const UNBOUND_JOB: &str = "unbound-reader";
 const CONTROLLER_DOWN: &str = "MyOwnShellControllerDown";
+/// The `for` of [`CONTROLLER_DOWN`] in this phase (committed: 5 minutes).
+const CONTROLLER_DOWN_FOR: &str = "15s";
 /// Scrapes and rule evaluations this often, so a phase takes seconds.
 const INTERVAL: &str = "5s";
 
@@ -330,7 +332,7 @@ async fn write_config(e2e: &E2e, objects: &[Value], jobs: &[Job], readers: &Read
         }
     }
     let rule = of_kind(objects, "PrometheusRule")[0];
-    write(&dir.join("rules.json"), &rule["spec"].to_string());
+    write(&dir.join("rules.json"), &with_short_controller_down(&rule["spec"]).to_string());
     let config = json!({
         "global": {"scrape_interval": INTERVAL, "scrape_timeout": "4s", "evaluation_interval": INTERVAL},
         "rule_files": [dir.join("rules.json")],
@@ -339,6 +341,22 @@ async fn write_config(e2e: &E2e, objects: &[Value], jobs: &[Job], readers: &Read
     // JSON is YAML to Prometheus.
     write(&dir.join("prometheus.yml"), &config.to_string());
     verified
+}
+
+/// The PrometheusRule's `spec` with [`CONTROLLER_DOWN`]'s `for` set to [`CONTROLLER_DOWN_FOR`].
+fn with_short_controller_down(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    let mut found = false;
+    for group in spec["groups"].as_array_mut().into_iter().flatten() {
+        for rule in group["rules"].as_array_mut().into_iter().flatten() {
+            if rule["alert"] == CONTROLLER_DOWN {
+                rule["for"] = json!(CONTROLLER_DOWN_FOR);
+                found = true;
+            }
+        }
+    }
+    assert!(found, "no {CONTROLLER_DOWN} in the PrometheusRule");
+    spec
 }
 
 /// Both jobs up through TokenReview and SubjectAccessReview, the stranger refused with a 403;
@@ -403,7 +421,7 @@ async fn rules_and_dashboard(prometheus: &Prometheus, objects: &[Value]) {
 }
 
 /// An alert for real: the controller scaled to 0 leaves no target to scrape and
-/// MyOwnShellControllerDown turns pending; scaled back, the new pod is scraped and the alert
+/// MyOwnShellControllerDown fires; scaled back, the new pod is scraped and the alert
 /// clears. Targets are refreshed from the EndpointSlices meanwhile, as service discovery would.
 async fn controller_down(e2e: &E2e, prometheus: &Prometheus, jobs: &[Job], dir: &Path) {
     poll(prometheus, &format!("no {CONTROLLER_DOWN} while the controller is up"), || async {
@@ -413,11 +431,11 @@ async fn controller_down(e2e: &E2e, prometheus: &Prometheus, jobs: &[Job], dir: 
     .await;
     let scaled = Instant::now();
     e2e.run(&["scale", "deployment", CONTROLLER, "-n", SYSTEM, "--replicas=0"]).await;
-    let alert = poll(prometheus, &format!("{CONTROLLER_DOWN} pending"), || async {
+    let alert = poll(prometheus, &format!("{CONTROLLER_DOWN} firing"), || async {
         refresh_targets(e2e, jobs, dir).await;
         let alerts = prometheus.alerts(CONTROLLER_DOWN).await?;
         match alerts.first() {
-            Some(a) if a["state"] == "pending" || a["state"] == "firing" => Ok(a.clone()),
+            Some(a) if a["state"] == "firing" => Ok(a.clone()),
             _ => Err(format!("{alerts:?}")),
         }
     })
