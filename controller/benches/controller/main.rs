@@ -19,7 +19,9 @@
 //!   `MyOwnShell`s C at a time with the same kind of client, and stop the clock when all N
 //!   statuses report the current generation and their pod ready.
 //!
-//! Then, with the controller holding the N converged objects:
+//! Then, with the controller holding the N converged objects, each phase starting once the
+//! namespace is quiet (no MyOwnShell, Deployment, Pod or Event changed for [`QUIET_FOR`]: the
+//! cluster, not only the controller, done with the phase before):
 //! - memory: RSS when ready with nothing, peak (VmHWM) and steady (VmRSS once idle for
 //!   [`STEADY_AFTER`]), and both per object;
 //! - churn: for each `--churn-rates` rate, spec updates (`size` 1 <-> 2) to random objects at
@@ -36,9 +38,12 @@
 //!   which relists and reconciles every object;
 //! - operator upgrade: a controller whose pod template differs (`--pod-annotations`) over the
 //!   converged objects: the Deployment writes the apiserver counts (must be 0: running shells
-//!   wait for a quiet moment) and the status writes (one per shell, `UpToDate=False`);
+//!   wait for a quiet moment; their status, kube-controller-manager's, apart) and the status
+//!   writes (one per shell, `UpToDate=False`);
 //! - stops: `--stops M` shells given, 100 a second, a `maxRunTime` that ends 20 s later; how
 //!   late after its deadline each one's Deployment is seen scaled to 0 (p50, p99, max);
+//! - for churn and stops, the apiserver's own write latency over the phase (p50, p99 of
+//!   `apiserver_request_duration_seconds`): the floor under the controller's latency figures;
 //! - after each restart, the controller's peak RSS during it and its steady RSS.
 //!
 //! Prints the times, `ratio = controller/floor`, `ratio = controller/same-writes floor`, what
@@ -55,6 +60,7 @@ use std::time::Duration;
 use myownshell_envtest::create_namespace;
 use myownshell_envtest::kwok::{KwokCluster, KwokOptions};
 
+mod apiserver_latency;
 mod churn;
 mod counts;
 mod cpu;
@@ -62,8 +68,10 @@ mod floors;
 mod options;
 mod phases;
 mod process;
+mod quiet;
 mod stops;
 
+pub(crate) use apiserver_latency::*;
 pub(crate) use churn::*;
 pub(crate) use counts::*;
 pub(crate) use cpu::*;
@@ -71,6 +79,7 @@ pub(crate) use floors::*;
 pub(crate) use options::*;
 pub(crate) use phases::*;
 pub(crate) use process::*;
+pub(crate) use quiet::*;
 pub(crate) use stops::*;
 
 pub(crate) const DEADLINE: Duration = Duration::from_secs(600);

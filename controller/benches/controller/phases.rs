@@ -28,6 +28,8 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, options: &O
         .unwrap();
     let took = start.elapsed();
     println!("  converging: {}", cpu.line(cluster, controller.process.pid()));
+    // Watched only from here: four more watches would load the apiserver while converging.
+    let quiet = Quiet::watch(&client, ns);
     let peak = controller.rss_mib("VmHWM:");
     let text = scraper.scrape(&controller).await;
     println!("  after converging (the controller's own counters):");
@@ -49,14 +51,18 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, options: &O
     if options.churn_seconds > 0 {
         let mut sizes = vec![1; n];
         for &rate in &options.churn_rates {
+            quiet.settle(&format!("churn {rate}/s")).await;
             let cpu = CpuMeter::start(cluster, controller.process.pid());
+            let latency = ApiserverLatency::start(&client).await;
             churn(&client, ns, &mut sizes, rate, options.churn_seconds, &scraper, &controller).await;
+            println!("    {}", latency.line(&client).await);
             println!("    {}", cpu.line(cluster, controller.process.pid()));
         }
     }
 
     // Restart the controller over converged objects: it must write nothing.
     settled(&scraper, &controller, 0.0).await;
+    quiet.settle("the controller restart").await;
     let before = resource_versions(&client, ns).await.unwrap();
     let requests_before = apiserver_writes(&client).await;
     assert!(controller.process.is_running(), "the controller died:\n{}", controller.process.log_tail(20));
@@ -72,6 +78,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, options: &O
     );
 
     // Restart kube-apiserver under the controller: the relist must write nothing either.
+    quiet.settle("the apiserver restart").await;
     let reconciles_before = family_sum(&scraper.scrape(&controller).await, "myownshell_controller_reconciles_total");
     let before = resource_versions(&client, ns).await.unwrap();
     controller.reset_peak();
@@ -91,6 +98,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, options: &O
     // An operator upgrade that changes the pod template: no running shell is restarted, so no
     // Deployment is written; each shell's status says it is not up to date.
     settled(&scraper, &controller, 0.0).await;
+    quiet.settle("the operator upgrade").await;
     let writes_before = apiserver_writes_by_resource(&client).await;
     controller.process.stop(Duration::from_secs(10)).unwrap();
     let flags = ["--pod-annotations=bench.myownshell.io/release=2"];
@@ -99,17 +107,21 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, options: &O
     let reconciled = ready + settled(&scraper, &controller, n as f64).await;
     let after = apiserver_writes_by_resource(&client).await;
     let delta = |key: &str| after.get(key).copied().unwrap_or(0.0) - writes_before.get(key).copied().unwrap_or(0.0);
-    let deployments = delta("deployments") + delta("deployments/status") + delta("deployments/scale");
+    let deployments = delta("deployments") + delta("deployments/scale");
     println!(
-        "  operator upgrade (a new pod template): every object reconciled in {reconciled:.2?}; writes at the apiserver: Deployments {deployments:.0} (must be 0), MyOwnShell status {:.0} (one each: UpToDate=False), MyOwnShells {:.0}, Events {:.0}",
+        "  operator upgrade (a new pod template): every object reconciled in {reconciled:.2?}; writes at the apiserver: Deployments {deployments:.0} (must be 0; their status, kube-controller-manager's: {:.0}), MyOwnShell status {:.0} (one each: UpToDate=False), MyOwnShells {:.0}, Events {:.0}",
+        delta("deployments/status"),
         delta("myownshells/status"),
         delta("myownshells"),
         delta("events"),
     );
 
     if options.stops > 0 {
+        quiet.settle("the stops").await;
         let cpu = CpuMeter::start(cluster, controller.process.pid());
+        let latency = ApiserverLatency::start(&client).await;
         stops(&client, ns, options.stops.min(n), STOP_RATE).await;
+        println!("    {}", latency.line(&client).await);
         println!("    {}", cpu.line(cluster, controller.process.pid()));
     }
     assert!(controller.process.is_running(), "the controller died:\n{}", controller.process.log_tail(20));
