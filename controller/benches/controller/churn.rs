@@ -30,6 +30,11 @@ pub(crate) async fn statuses_current(client: &Client, ns: &str) {
 pub(crate) struct Picker(u64);
 
 impl Picker {
+    /// The same seed picks the same objects (the churn floor and the churn of one rate).
+    pub(crate) fn seeded(seed: u64) -> Self {
+        Self(seed)
+    }
+
     pub(crate) fn below(&mut self, n: usize) -> usize {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
@@ -52,7 +57,7 @@ pub(crate) async fn churn(
 ) {
     let before = scraper.scrape(controller).await;
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
-    let mut picker = Picker(u64::from(rate));
+    let mut picker = Picker::seeded(u64::from(rate));
     let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
     // Enough in flight for the rate at a few hundred ms per update; beyond it the rate falls.

@@ -24,6 +24,10 @@
 //! cluster, not only the controller, done with the phase before):
 //! - memory: RSS when ready with nothing, peak (VmHWM) and steady (VmRSS once idle for
 //!   [`STEADY_AFTER`]), and both per object;
+//! - churn floor: for each `--churn-rates` rate, the same updates made to the floor's
+//!   Deployments directly, with no controller: the machine the cluster alone takes, and how long
+//!   after the last update every Deployment has caught up (what the churn figures are read
+//!   against: when the cluster alone cannot keep up, no controller's queue stays short);
 //! - churn: for each `--churn-rates` rate, spec updates (`size` 1 <-> 2) to random objects at
 //!   that rate for `--churn-seconds`; queue latency and reconcile duration p50/p99 from the
 //!   controller's own `/metrics` histograms (the figures users watch in production) against
@@ -62,6 +66,7 @@ use myownshell_envtest::kwok::{KwokCluster, KwokOptions};
 
 mod apiserver_latency;
 mod churn;
+mod churn_floor;
 mod counts;
 mod cpu;
 mod floors;
@@ -73,6 +78,7 @@ mod stops;
 
 pub(crate) use apiserver_latency::*;
 pub(crate) use churn::*;
+pub(crate) use churn_floor::*;
 pub(crate) use counts::*;
 pub(crate) use cpu::*;
 pub(crate) use floors::*;
@@ -117,7 +123,7 @@ fn main() {
         println!("controller bench: {n} objects, concurrency {}", options.concurrency);
         let floor = floor(client.clone(), &floor_ns, &options).await;
         let same = same_writes_floor(client.clone(), &same_ns, &options).await;
-        let controller = with_controller(&cluster, &ctrl_ns, &options).await;
+        let controller = with_controller(&cluster, &ctrl_ns, &floor_ns, &options).await;
         // The apiserver restarted: a fresh client.
         let client = cp.client().unwrap();
         let parts = breakdown(client, &parts_ns, &options).await;

@@ -10,7 +10,8 @@ use myownshell_tests::controller::resource_versions;
 use crate::*;
 
 /// The controller phases (see the crate docs). Returns the time to converge.
-pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, options: &Options) -> Duration {
+/// `floor_ns` holds the floor's Deployments, for the churn floor.
+pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &str, options: &Options) -> Duration {
     let cp = cluster.control_plane();
     let n = options.objects;
     let client = cp.client().unwrap();
@@ -51,6 +52,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, options: &O
     if options.churn_seconds > 0 {
         let mut sizes = vec![1; n];
         for &rate in &options.churn_rates {
+            churn_floor(cluster, &client, floor_ns, options, rate, controller.process.pid()).await;
             quiet.settle(&format!("churn {rate}/s")).await;
             let cpu = CpuMeter::start(cluster, controller.process.pid());
             let latency = ApiserverLatency::start(&client).await;

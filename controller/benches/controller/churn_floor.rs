@@ -1,0 +1,96 @@
+//! The churn phase's floor: the same updates (`replicas` 1 <-> 2, the same random picks, the same
+//! rate) made to the floor's Deployments directly, with no MyOwnShell and no controller in
+//! between. What the cluster alone (kube-controller-manager scaling ReplicaSets, the scheduler,
+//! kwok making and removing pods) does with them: how much of the machine it takes, and how long
+//! after the last update every Deployment has observed its generation and has its pods ready.
+//! When the cluster alone cannot keep up with a rate, no controller in front of it can keep its
+//! queue short: the controller's churn figures are read against these.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+use myownshell_envtest::kwok::KwokCluster;
+
+use crate::*;
+
+/// `rate` updates a second to random Deployments of `ns` (the floor's) for `seconds`, then until
+/// every one has caught up; prints the figures and the CPU. `controller` is the controller's
+/// process (idle meanwhile: it watches another namespace), for the CPU line.
+pub(crate) async fn churn_floor(
+    cluster: &KwokCluster,
+    client: &Client,
+    ns: &str,
+    options: &Options,
+    rate: u32,
+    controller: u32,
+) {
+    let cpu = CpuMeter::start(cluster, controller);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let mut replicas = vec![1; options.objects];
+    let mut picker = Picker::seeded(u64::from(rate));
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(512));
+    let mut sent = tokio::task::JoinSet::new();
+    let start = Instant::now();
+    let end = start + Duration::from_secs(options.churn_seconds);
+    while Instant::now() < end {
+        ticks.tick().await;
+        let i = picker.below(replicas.len());
+        replicas[i] = if replicas[i] == 1 { 2 } else { 1 };
+        let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": replicas[i]}}));
+        let (deployments, slot) = (deployments.clone(), slots.clone().acquire_owned().await.unwrap());
+        sent.spawn(async move {
+            let result = deployments.patch(&shell(i).name_any(), &PatchParams::default(), &patch).await;
+            drop(slot);
+            result.map(|_| ())
+        });
+    }
+    let updates = sent.len();
+    let mut failed = 0;
+    while let Some(result) = sent.join_next().await {
+        failed += usize::from(!matches!(result, Ok(Ok(()))));
+    }
+    let sending = start.elapsed();
+    let (observed, ready) = caught_up(&deployments).await;
+    println!(
+        "  churn floor {rate}/s for {} s, the same updates to Deployments directly (no controller): {updates} updates ({:.0}/s achieved, {failed} failed); every Deployment observed its generation {:.2?} and had its pods ready {:.2?} after the last",
+        options.churn_seconds,
+        updates as f64 / sending.as_secs_f64(),
+        observed,
+        ready,
+    );
+    println!("    {}", cpu.line(cluster, controller));
+}
+
+/// How long from now (the last update answered) until every Deployment had observed its generation, and until every one
+/// had as many ready pods as it asks for (polled every second, each figure to the second).
+async fn caught_up(deployments: &Api<Deployment>) -> (Duration, Duration) {
+    let start = Instant::now();
+    let mut observed = None;
+    loop {
+        let list = deployments.list(&ListParams::default()).await.unwrap().items;
+        let behind = |d: &&Deployment| d.status.as_ref().and_then(|s| s.observed_generation) != d.metadata.generation;
+        let unready = |d: &&Deployment| {
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let status = d.status.as_ref();
+            status.and_then(|s| s.ready_replicas).unwrap_or(0) != want || status.and_then(|s| s.replicas) != Some(want)
+        };
+        if observed.is_none() && !list.iter().any(|d| behind(&d)) {
+            observed = Some(start.elapsed());
+        }
+        if let Some(observed) = observed
+            && !list.iter().any(|d| unready(&d))
+        {
+            return (observed, start.elapsed());
+        }
+        let late = list.iter().filter(|d| unready(d)).count();
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the floor's Deployments not caught up after {DEADLINE:?}: {late} not ready"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
