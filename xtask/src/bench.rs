@@ -42,10 +42,12 @@ pub enum Target {
         /// Updates per second to random objects, one churn phase per rate, comma-separated.
         #[arg(long, default_value = "100,400")]
         churn_rates: String,
-        /// Shells whose stop is timed at the end (given a run time ending 20 s later, 100 a
-        /// second); 0: none.
+        /// Shells whose stop is timed at the end (given a run time ending 20 s later); 0: none.
         #[arg(long, default_value_t = 2000)]
         stops: usize,
+        /// Stops due per second in that phase.
+        #[arg(long, default_value_t = 100)]
+        stop_rate: u32,
         /// Run the controller under heaptrack: one profile per controller process, PATH.first.zst
         /// and PATH.restarted.zst (the RSS figures are then heaptrack's).
         #[arg(long)]
@@ -97,7 +99,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Target::Controller { objects, concurrency, churn_seconds, churn_rates, stops, heap_profile } => {
+        Target::Controller { objects, concurrency, churn_seconds, churn_rates, stops, stop_rate, heap_profile } => {
             // The bench's cluster: the control plane's binaries and kwok's fake nodes.
             let assets = crate::envtest::ensure()?;
             let kwok = crate::kwok::ensure()?;
@@ -112,7 +114,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
                 .arg("--")
                 .args(["--objects", &objects.to_string(), "--concurrency", &concurrency.to_string()])
                 .args(["--churn-seconds", &churn_seconds.to_string(), "--churn-rates", &churn_rates])
-                .args(["--stops", &stops.to_string()]);
+                .args(["--stops", &stops.to_string(), "--stop-rate", &stop_rate.to_string()]);
             if let Some(path) = heap_profile {
                 command.arg("--heap-profile").arg(path);
             }

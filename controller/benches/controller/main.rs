@@ -44,8 +44,9 @@
 //!   converged objects: the Deployment writes the apiserver counts (must be 0: running shells
 //!   wait for a quiet moment; their status, kube-controller-manager's, apart) and the status
 //!   writes (one per shell, `UpToDate=False`);
-//! - stops: `--stops M` shells given, 100 a second, a `maxRunTime` that ends 20 s later; how
-//!   late after its deadline each one's Deployment is seen scaled to 0 (p50, p99, max);
+//! - stops: `--stops M` shells given, `--stop-rate R` a second (100), a `maxRunTime` that ends
+//!   20 s later; how late after its deadline each one's Deployment is seen scaled to 0 (p50,
+//!   p99, max);
 //! - for churn and stops, the apiserver's own write latency over the phase (p50, p99 of
 //!   `apiserver_request_duration_seconds`): the floor under the controller's latency figures;
 //! - after each restart, the controller's peak RSS during it and its steady RSS.
@@ -96,7 +97,9 @@ pub(crate) const DEADLINE: Duration = Duration::from_secs(600);
 pub(crate) const STEADY_AFTER: Duration = Duration::from_secs(20);
 pub(crate) const QUEUE_LATENCY: &str = "myownshell_controller_reconcile_queue_latency_seconds";
 pub(crate) const RECONCILE_DURATION: &str = "myownshell_controller_reconcile_duration_seconds";
-/// Shells given a stop per second in the stops phase: the churn SLO's rate.
+/// Shells given a stop per second in the stops phase unless `--stop-rate` says otherwise: the
+/// churn SLO's rate (far more than 10,000 shells with lifetimes of minutes or hours need: all
+/// 10,000 stopping within ten minutes is 17 a second).
 pub(crate) const STOP_RATE: u32 = 100;
 /// Pods each fake node holds: room for every shell at size 2 (churn doubles some) on a few nodes.
 const PODS_PER_NODE: u32 = 1000;

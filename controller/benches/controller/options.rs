@@ -11,6 +11,8 @@ pub(crate) struct Options {
     pub(crate) churn_rates: Vec<u32>,
     /// Shells whose stop is timed at the end (0: none).
     pub(crate) stops: usize,
+    /// Stops due per second (one patch each, so also patches per second).
+    pub(crate) stop_rate: u32,
 }
 
 pub(crate) fn options() -> Options {
@@ -21,6 +23,7 @@ pub(crate) fn options() -> Options {
         churn_seconds: 60,
         churn_rates: vec![100, 400],
         stops: 2000,
+        stop_rate: crate::STOP_RATE,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -52,6 +55,11 @@ pub(crate) fn options() -> Options {
                 let stops = args.get(i + 1).and_then(|v| v.parse().ok());
                 options.stops = stops.unwrap_or_else(|| usage("--stops needs a number"));
             }
+            "--stop-rate" => {
+                let rate = args.get(i + 1).and_then(|v| v.parse().ok()).filter(|r| *r > 0);
+                options.stop_rate =
+                    rate.unwrap_or_else(|| usage("--stop-rate needs a positive number of stops a second"));
+            }
             "--heap-profile" => {
                 let path = args.get(i + 1).unwrap_or_else(|| usage("--heap-profile needs a path"));
                 options.heap_profile = Some(path.into());
@@ -70,7 +78,7 @@ pub(crate) fn options() -> Options {
 
 pub(crate) fn usage(problem: &str) -> ! {
     eprintln!(
-        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--stops M] [--heap-profile PATH]"
+        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--stops M] [--stop-rate R] [--heap-profile PATH]"
     );
     std::process::exit(2)
 }

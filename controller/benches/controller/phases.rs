@@ -122,7 +122,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         quiet.settle("the stops").await;
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
-        stops(&client, ns, options.stops.min(n), STOP_RATE).await;
+        stops(&client, ns, options.stops.min(n), options.stop_rate).await;
         println!("    {}", latency.line(&client).await);
         println!("    {}", cpu.line(cluster, controller.process.pid()));
     }
