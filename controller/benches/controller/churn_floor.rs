@@ -65,6 +65,11 @@ pub(crate) async fn churn_floor(
     println!("    {}", cpu.line(cluster, controller));
 }
 
+/// Wait until every Deployment of `ns` has observed its generation and has its pods.
+pub(crate) async fn floor_caught_up(client: &Client, ns: &str) {
+    caught_up(&Api::namespaced(client.clone(), ns)).await;
+}
+
 /// How long from now (the last update answered) until every Deployment had observed its generation, and until every one
 /// had as many ready pods as it asks for (polled every second, each figure to the second).
 async fn caught_up(deployments: &Api<Deployment>) -> (Duration, Duration) {
@@ -76,7 +81,9 @@ async fn caught_up(deployments: &Api<Deployment>) -> (Duration, Duration) {
         let unready = |d: &&Deployment| {
             let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
             let status = d.status.as_ref();
-            status.and_then(|s| s.ready_replicas).unwrap_or(0) != want || status.and_then(|s| s.replicas) != Some(want)
+            // A count of 0 is left out of the status, as every zero field is.
+            status.and_then(|s| s.ready_replicas).unwrap_or(0) != want
+                || status.and_then(|s| s.replicas).unwrap_or(0) != want
         };
         if observed.is_none() && !list.iter().any(|d| behind(&d)) {
             observed = Some(start.elapsed());

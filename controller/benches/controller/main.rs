@@ -46,7 +46,8 @@
 //!   writes (one per shell, `UpToDate=False`);
 //! - stops: `--stops M` shells given, `--stop-rate R` a second (100), a `maxRunTime` that ends
 //!   20 s later; how late after its deadline each one's Deployment is seen scaled to 0 (p50,
-//!   p99, max);
+//!   p99, max); first its floor: as many of the floor's Deployments scaled to 0 by the benchmark
+//!   itself at their deadlines, at the same rate (a timer, a write and a watch, no controller);
 //! - for churn and stops, the apiserver's own write latency over the phase (p50, p99 of
 //!   `apiserver_request_duration_seconds`): the floor under the controller's latency figures;
 //! - after each restart, the controller's peak RSS during it and its steady RSS.

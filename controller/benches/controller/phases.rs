@@ -119,6 +119,12 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
     );
 
     if options.stops > 0 {
+        let cpu = CpuMeter::start(cluster, controller.process.pid());
+        let latency = ApiserverLatency::start(&client).await;
+        stops_floor(&client, floor_ns, options.stops.min(n), options.stop_rate).await;
+        println!("    {}", latency.line(&client).await);
+        println!("    {}", cpu.line(cluster, controller.process.pid()));
+        floor_caught_up(&client, floor_ns).await;
         quiet.settle("the stops").await;
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;

@@ -2,6 +2,11 @@
 //! runs out 20 s later (each at its own second), and a watch of their Deployments sees each one
 //! scaled to 0. Lateness is the moment seen minus the deadline the shell's own status implies
 //! (`startedAt + maxRunTime`): the controller's wake-up, its reconcile and the apply together.
+//!
+//! Its floor, measured first on the floor's Deployments: the same number of deadlines at the
+//! same rate, each met by this benchmark itself with a timer and a patch of `replicas: 0`, seen
+//! by the same kind of watch. What a timer, one write and a watch cost on this cluster under
+//! the load the stops cause (kube-controller-manager removing their pods), with no controller.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -53,25 +58,79 @@ pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
         failed += usize::from(!matches!(result, Ok(Ok(()))));
     }
     let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every stop was seen").unwrap();
-    let mut late: Vec<f64> = seen
-        .iter()
-        .filter_map(|(name, at)| {
-            let deadline = deadlines.get(name)?;
-            Some(at.duration_since(*deadline).as_secs_f64())
-        })
-        .collect();
-    late.sort_by(f64::total_cmp);
-    let q = |q: f64| late.get(((late.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(f64::NAN);
-    let (p50, p99, max) = (q(0.5), q(0.99), late.last().copied().unwrap_or(f64::NAN));
-    let early = late.iter().filter(|l| **l < 0.0).count();
+    let late = Lateness::of(&seen, &deadlines);
     println!(
-        "  stops: {m} shells given a run time ending {LEAD:?} after their patch, {:.0} patches/s ({failed} failed); each stop seen after its deadline: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} the target p99 <= 1 s); {early} early",
+        "  stops: {m} shells given a run time ending {LEAD:?} after their patch, {:.0} patches/s ({failed} failed); each stop seen after its deadline: {late} ({} the target p99 <= 1 s)",
         m as f64 / sending.as_secs_f64(),
-        p50 * 1000.0,
-        p99 * 1000.0,
-        max * 1000.0,
-        if p99 <= 1.0 { "within" } else { "OVER" },
+        if late.p99 <= 1.0 { "within" } else { "OVER" },
     );
+}
+
+/// The stops' floor: `m` Deployments of `ns` (the floor's, named as the shells), `rate` a
+/// second, each given a deadline [`LEAD`] ahead (to the whole second, as the shells' are) and
+/// patched to `replicas: 0` by this benchmark when it comes; prints how late the watch saw each.
+pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) {
+    let names: Vec<String> = (0..m).map(|i| crate::shell(i).name_any()).collect();
+    let seen = tokio::spawn(scaled_to_zero(client.clone(), ns.to_owned(), names.clone()));
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let mut deadlines = HashMap::new();
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut timers = tokio::task::JoinSet::new();
+    for name in names {
+        ticks.tick().await;
+        let deadline = Timestamp::from_second(Timestamp::now().as_second() + LEAD.as_secs() as i64 + 1).unwrap();
+        deadlines.insert(name.clone(), deadline);
+        let wait = Duration::try_from(deadline.duration_since(Timestamp::now())).unwrap_or_default();
+        let deployments = deployments.clone();
+        timers.spawn(async move {
+            tokio::time::sleep(wait).await;
+            let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": 0}}));
+            deployments.patch(&name, &PatchParams::default(), &patch).await.map(drop)
+        });
+    }
+    let mut failed = 0;
+    while let Some(result) = timers.join_next().await {
+        failed += usize::from(!matches!(result, Ok(Ok(()))));
+    }
+    let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every floor stop was seen").unwrap();
+    println!(
+        "  stops floor: {m} Deployments scaled to 0 by this benchmark at their deadlines, {rate}/s, no controller ({failed} failed): each seen after its deadline: {}",
+        Lateness::of(&seen, &deadlines)
+    );
+}
+
+/// How late each stop was seen after its deadline, in seconds: p50, p99, max, and how many early.
+struct Lateness {
+    p50: f64,
+    p99: f64,
+    max: f64,
+    early: usize,
+}
+
+impl Lateness {
+    fn of(seen: &HashMap<String, Timestamp>, deadlines: &HashMap<String, Timestamp>) -> Self {
+        let mut late: Vec<f64> =
+            seen.iter().filter_map(|(name, at)| Some(at.duration_since(*deadlines.get(name)?).as_secs_f64())).collect();
+        late.sort_by(f64::total_cmp);
+        let q =
+            |q: f64| late.get(((late.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied().unwrap_or(f64::NAN);
+        let early = late.iter().filter(|l| **l < 0.0).count();
+        Self { p50: q(0.5), p99: q(0.99), max: late.last().copied().unwrap_or(f64::NAN), early }
+    }
+}
+
+impl std::fmt::Display for Lateness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms; {} early",
+            self.p50 * 1000.0,
+            self.p99 * 1000.0,
+            self.max * 1000.0,
+            self.early
+        )
+    }
 }
 
 /// When each of `names`' Deployments was first seen asking for 0 pods.
