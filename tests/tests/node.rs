@@ -48,43 +48,12 @@ async fn assert_nothing_left(footprint: &node::footprint::Footprint) {
     .unwrap();
 }
 
-/// The SIGKILL test's cluster, in a process of its own: this test binary run again with only
-/// this test and [`PROBE_NODES`] set. It starts a cluster of that many nodes, runs a pod on each
-/// (so shims, containers, their mounts and veths exist everywhere), prints `footprint <json>`
-/// and waits to be killed. Run any other way, it has nothing to do.
-#[tokio::test]
-#[ignore = "a helper: the SIGKILL test runs it in a process of its own"]
-async fn sigkill_probe() {
-    let Some(nodes) = std::env::var(PROBE_NODES).ok().and_then(|n| n.parse().ok()) else { return };
-    let cluster = node::Cluster::start(node::ClusterOptions { nodes, ..Default::default() }).await.unwrap();
-    eprintln!("sigkill probe: {}", cluster.summary());
-    let kubectl = cluster.control_plane().kubectl();
-    for (i, name) in cluster.node_names().iter().enumerate() {
-        let pod = format!(
-            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"probe-{i}"}},"spec":{{"nodeName":"{name}","containers":[{{"name":"probe","image":"busybox:1.37.0","command":["sleep","3600"]}}]}}}}"#
-        );
-        kubectl.apply("default", &pod).await.unwrap().ok().unwrap();
-    }
-    eventually("every probe pod Running", TIMEOUT, || async {
-        let out = kubectl.run(&["get", "pods", "-n", "default", "-o", "jsonpath={.items[*].status.phase}"]).await?;
-        let phases: Vec<&str> = out.stdout.split_whitespace().collect();
-        if phases.len() == nodes && phases.iter().all(|p| *p == "Running") { Ok(()) } else { Err(out.stdout) }
-    })
-    .await
-    .unwrap();
-    println!("footprint {}", serde_json::to_string(&cluster.footprint()).unwrap());
-    std::future::pending::<()>().await;
-}
-
-/// How many nodes [`sigkill_probe`] starts (set only for its own process).
-const PROBE_NODES: &str = "MYOWNSHELL_SIGKILL_PROBE_NODES";
-
 #[tokio::test]
 async fn a_cluster_of_two_nodes_leaves_nothing_when_its_test_process_is_sigkilled() {
     use std::io::{BufRead, BufReader};
-    let mut probe = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["sigkill_probe", "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
-        .env(PROBE_NODES, "2")
+    // A cluster of two nodes, each running a pod, in a process of its own (src/bin/node-probe.rs).
+    let mut probe = std::process::Command::new(env!("CARGO_BIN_EXE_node-probe"))
+        .arg("2")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .spawn()
@@ -92,8 +61,7 @@ async fn a_cluster_of_two_nodes_leaves_nothing_when_its_test_process_is_sigkille
     let lines = BufReader::new(probe.stdout.take().unwrap()).lines();
     let line = lines
         .map_while(Result::ok)
-        // libtest may have printed `test sigkill_probe ... ` on the same line.
-        .find_map(|l| l.split_once("footprint ").map(|(_, json)| json.to_owned()))
+        .find_map(|l| l.strip_prefix("footprint ").map(str::to_owned))
         .unwrap_or_else(|| panic!("the probe ended without a footprint: {:?}", probe.wait()));
     let footprint: node::footprint::Footprint = serde_json::from_str(&line).unwrap();
     assert_eq!(footprint.nodes.len(), 2, "{footprint:?}");
