@@ -18,7 +18,7 @@ use myownshell_envtest::eventually;
 use myownshell_tests::tls_client::{HttpsConnection, served_certificate};
 use rustls_pki_types::CertificateDer;
 
-use super::{CONTROLLER, E2e, LOCAL_IMAGE, RELEASE_IMAGE, SYSTEM, TIMEOUT, WEBHOOK, shell};
+use super::{E2e, LOCAL_IMAGE, RELEASE_IMAGE, SYSTEM, TIMEOUT, shell};
 
 const NAMESPACE: &str = "cert-manager";
 const DEPLOYMENTS: [&str; 3] = ["cert-manager", "cert-manager-cainjector", "cert-manager-webhook"];
@@ -95,15 +95,7 @@ async fn install_cert_manager(e2e: &E2e, dir: &std::path::Path) {
 /// The overlay with the local image (as the production phase does); every Certificate Ready,
 /// both Deployments rolled out. Returns what was applied, to delete it.
 async fn install_overlay(e2e: &E2e) -> String {
-    let rendered = e2e.run(&["kustomize", &E2e::overlay("cert-manager")]).await;
-    assert!(rendered.contains(RELEASE_IMAGE));
-    let manifest = rendered.replace(RELEASE_IMAGE, LOCAL_IMAGE);
-    let out = e2e
-        .kubectl
-        .run_with_stdin(&["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&manifest))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
+    let manifest = e2e.apply_overlay(&E2e::overlay("cert-manager"), RELEASE_IMAGE, LOCAL_IMAGE).await;
     e2e.wait_for(
         "every Certificate of the overlay Ready",
         &[
@@ -117,9 +109,7 @@ async fn install_overlay(e2e: &E2e) -> String {
         |out| out.split_whitespace().count() >= 2 && out.split_whitespace().all(|c| c.ends_with("=True")),
     )
     .await;
-    for deployment in [CONTROLLER, WEBHOOK] {
-        e2e.rollout(deployment).await;
-    }
+    e2e.rollout_operator().await;
     manifest
 }
 

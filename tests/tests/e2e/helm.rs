@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use myownshell_envtest::assets::workspace_root;
 
-use super::{CONTROLLER, E2e, LOCAL_IMAGE, SYSTEM, WEBHOOK, shell, wait_running};
+use super::{E2e, LOCAL_IMAGE, SYSTEM, WEBHOOK, shell, wait_running};
 
 const RELEASE: &str = "myownshell";
 const CRD: &str = "myownshells.myownshell.io";
@@ -80,23 +80,9 @@ pub async fn helm(e2e: &E2e) {
 
 async fn install(e2e: &E2e, helm: &Helm) {
     helm.deploy("install", "").await;
-    for deployment in [CONTROLLER, WEBHOOK] {
-        e2e.rollout(deployment).await;
-    }
-    let pods = e2e
-        .run(&[
-            "get",
-            "pods",
-            "-n",
-            SYSTEM,
-            "-o",
-            "jsonpath={range .items[*]}{.spec.serviceAccountName} {.spec.containers[0].image} {.status.containerStatuses[0].ready}{\"\\n\"}{end}",
-        ])
-        .await;
-    let mut lines: Vec<&str> = pods.lines().collect();
-    lines.sort();
+    e2e.rollout_operator().await;
     let want = [format!("myownshell-controller {LOCAL_IMAGE} true"), format!("myownshell-webhook {LOCAL_IMAGE} true")];
-    assert_eq!(lines, want, "{pods}");
+    assert_eq!(e2e.operator_pods().await, want);
     let managed =
         e2e.run(&["get", "deploy", "-n", SYSTEM, "-l", "app.kubernetes.io/managed-by=Helm", "-o", "name"]).await;
     assert_eq!(managed.lines().count(), 2, "both Deployments labelled as Helm's: {managed}");

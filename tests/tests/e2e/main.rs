@@ -83,6 +83,34 @@ impl E2e {
         }
     }
 
+    /// Both of the operator's Deployments rolled out.
+    async fn rollout_operator(&self) {
+        for deployment in [CONTROLLER, WEBHOOK] {
+            self.rollout(deployment).await;
+        }
+    }
+
+    /// `kubectl kustomize overlay` (a directory) with its image `from` pointed at `to`, applied
+    /// server-side; what was applied.
+    async fn apply_overlay(&self, overlay: &str, from: &str, to: &str) -> String {
+        let rendered = self.run(&["kustomize", overlay]).await;
+        assert!(rendered.contains(from), "{overlay} no longer names the image {from}");
+        let manifest = rendered.replace(from, to);
+        let args = ["apply", "--server-side", "--force-conflicts", "-f", "-"];
+        let out = self.kubectl.run_with_stdin(&args, Some(&manifest)).await.unwrap();
+        assert!(out.success, "{}", out.stderr);
+        manifest
+    }
+
+    /// The operator's pods, one line each, `ServiceAccount image ready`, sorted.
+    async fn operator_pods(&self) -> Vec<String> {
+        let jsonpath = "jsonpath={range .items[*]}{.spec.serviceAccountName} {.spec.containers[0].image} {.status.containerStatuses[0].ready}{\"\\n\"}{end}";
+        let pods = self.run(&["get", "pods", "-n", SYSTEM, "-o", jsonpath]).await;
+        let mut lines: Vec<String> = pods.lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    }
+
     async fn namespace(&self, prefix: &str) -> String {
         let client = self.cluster.control_plane().client().unwrap();
         myownshell_envtest::create_namespace(&client, prefix).await.unwrap()
@@ -160,29 +188,9 @@ async fn the_operator_from_config_end_to_end() {
 /// ServiceAccount, running the local image.
 async fn install(e2e: &E2e) {
     e2e.run(&["apply", "--server-side", "--force-conflicts", "-k", &E2e::overlay("local")]).await;
-    for deployment in [CONTROLLER, WEBHOOK] {
-        e2e.rollout(deployment).await;
-    }
-    let pods = e2e
-        .run(&[
-            "get",
-            "pods",
-            "-n",
-            SYSTEM,
-            "-o",
-            "jsonpath={range .items[*]}{.spec.serviceAccountName} {.spec.containers[0].image} {.status.containerStatuses[0].ready}{\"\\n\"}{end}",
-        ])
-        .await;
-    let mut lines: Vec<&str> = pods.lines().collect();
-    lines.sort();
-    assert_eq!(
-        lines,
-        vec![
-            format!("myownshell-controller {LOCAL_IMAGE} true").as_str(),
-            format!("myownshell-webhook {LOCAL_IMAGE} true").as_str()
-        ],
-        "{pods}"
-    );
+    e2e.rollout_operator().await;
+    let want = [format!("myownshell-controller {LOCAL_IMAGE} true"), format!("myownshell-webhook {LOCAL_IMAGE} true")];
+    assert_eq!(e2e.operator_pods().await, want);
 }
 
 /// The webhook made its certificate, stored it, injected its CA into both configurations
@@ -534,18 +542,8 @@ async fn uninstall(e2e: &E2e) {
 /// both Deployments Ready on different nodes, the PodDisruptionBudgets in place; admission
 /// works and shells converge.
 async fn production_overlay(e2e: &E2e) {
-    let rendered = e2e.run(&["kustomize", &E2e::overlay("production")]).await;
-    assert!(rendered.contains(RELEASE_IMAGE));
-    let manifest = rendered.replace(RELEASE_IMAGE, LOCAL_IMAGE);
-    let out = e2e
-        .kubectl
-        .run_with_stdin(&["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&manifest))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
-    for deployment in [CONTROLLER, WEBHOOK] {
-        e2e.rollout(deployment).await;
-    }
+    e2e.apply_overlay(&E2e::overlay("production"), RELEASE_IMAGE, LOCAL_IMAGE).await;
+    e2e.rollout_operator().await;
     for component in ["controller", "webhook"] {
         let selector = format!("app.kubernetes.io/component={component}");
         let nodes = e2e

@@ -15,7 +15,7 @@ use myownshell_api::names::conditions::UP_TO_DATE;
 use myownshell_envtest::eventually;
 use myownshell_tests::plugin;
 
-use super::{CONTROLLER, E2e, LOCAL_IMAGE, SYSTEM, TIMEOUT, WEBHOOK, shell, wait_running};
+use super::{E2e, LOCAL_IMAGE, SYSTEM, TIMEOUT, shell, wait_running};
 
 /// The previous release's image, as `cargo xtask e2e` builds and imports it.
 const PREVIOUS_IMAGE: &str = "localhost/myownshell:previous";
@@ -29,18 +29,8 @@ fn previous_config() -> PathBuf {
 /// The previous release's local overlay, its image pointed at the previous image.
 pub async fn install_previous(e2e: &E2e) {
     let overlay = previous_config().join("overlays/local");
-    let rendered = e2e.run(&["kustomize", &overlay.display().to_string()]).await;
-    assert!(rendered.contains(LOCAL_IMAGE), "the previous overlay no longer names {LOCAL_IMAGE}");
-    let manifest = rendered.replace(LOCAL_IMAGE, PREVIOUS_IMAGE);
-    let out = e2e
-        .kubectl
-        .run_with_stdin(&["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&manifest))
-        .await
-        .unwrap();
-    assert!(out.success, "{}", out.stderr);
-    for deployment in [CONTROLLER, WEBHOOK] {
-        e2e.rollout(deployment).await;
-    }
+    e2e.apply_overlay(&overlay.display().to_string(), LOCAL_IMAGE, PREVIOUS_IMAGE).await;
+    e2e.rollout_operator().await;
 }
 
 /// Apply a new MyOwnShell every 250 ms until `stop`; how many were applied and the errors.
@@ -87,9 +77,7 @@ pub async fn upgrade(e2e: &E2e) {
     let upgrading = async {
         let started = Instant::now();
         e2e.run(&["apply", "--server-side", "--force-conflicts", "-k", &E2e::overlay("local")]).await;
-        for deployment in [CONTROLLER, WEBHOOK] {
-            e2e.rollout(deployment).await;
-        }
+        e2e.rollout_operator().await;
         // The old pods are gone too, not only the new ones ready.
         e2e.wait_for(
             "only this release's operator pods",
