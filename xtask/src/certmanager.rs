@@ -19,15 +19,13 @@
 //! `controller.tar`, `webhook.tar`, `cainjector.tar` (also in `MYOWNSHELL_NODE_IMAGES`, so that
 //! every node has them).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use anyhow::{Context, bail};
 use myownshell_envtest::assets;
 use myownshell_envtest::node::images::{self, ImageSpec};
 
-use crate::envtest::{go_command, run_go};
+use crate::go::{build_with_progress, go_command, mod_download, run_go};
 use crate::progress::Step;
 
 /// The cert-manager release.
@@ -131,14 +129,12 @@ fn stamp() -> String {
 }
 
 fn check_go() -> anyhow::Result<String> {
-    match std::process::Command::new("go").arg("version").env("GOTOOLCHAIN", "local").output() {
-        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()),
-        _ => bail!(
-            "cert-manager {VERSION} is not cached in {} and building it needs Go 1.26 or newer on PATH \
-             (its go.mod says so)",
+    crate::go::check_go(|| {
+        format!(
+            "cert-manager {VERSION} is not cached in {} and building it needs Go 1.26 or newer on PATH (its go.mod says so)",
             cache_dir().display()
-        ),
-    }
+        )
+    })
 }
 
 /// `go build` of the three mains into `work/bin/`, statically (`CGO_ENABLED=0`, from
@@ -164,29 +160,13 @@ fn build_binaries(work: &Path) -> anyhow::Result<()> {
     let mut step = Step::start(format!("go build of the controller, webhook and cainjector with {go}"));
     let ldflags = format!("-s -w -X {MODULE}/pkg/util.AppVersion={VERSION} -X {MODULE}/pkg/util.AppGitState=clean");
     let _ = std::fs::remove_dir_all(work.join("bin"));
-    let mut child = go_command(work)
-        .args(["build", "-v", "-trimpath", "-ldflags", &ldflags, "-o", "bin/"])
-        .args(&packages)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running go build")?;
+    let mut build = go_command(work);
+    build.args(["build", "-v", "-trimpath", "-ldflags", &ldflags, "-o", "bin/"]).args(&packages);
     let mut built = 0usize;
-    let mut last_lines: Vec<String> = Vec::new();
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            built += 1;
-            last_lines.push(line);
-            if last_lines.len() > 20 {
-                last_lines.remove(0);
-            }
-            step.tick(|| format!("compiled {built} of ~{total} packages"));
-        }
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        bail!("go build of cert-manager failed ({status}); last output:\n{}", last_lines.join("\n"));
-    }
+    build_with_progress(build, "go build of cert-manager", &mut step, |_| {
+        built += 1;
+        format!("compiled {built} of ~{total} packages")
+    })?;
     step.done();
     Ok(())
 }
@@ -220,22 +200,11 @@ fn build_images(bin: &Path, found: &CertManager) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct ModDownload {
-    dir: Option<String>,
-    error: Option<String>,
-}
-
 /// `deploy/crds/*.yaml` of the module (already in the module cache after the build), as one
 /// multi-document file.
 fn copy_crds(work: &Path, out: &Path) -> anyhow::Result<()> {
     let module = format!("{MODULE}@{VERSION}");
-    let info: ModDownload = serde_json::from_str(&run_go(work, &["mod", "download", "-json", &module])?)
-        .context("reading `go mod download -json`")?;
-    if let Some(err) = info.error {
-        bail!("go mod download {module}: {err}");
-    }
+    let info = mod_download(work, &module)?;
     let crds = PathBuf::from(info.dir.context("`go mod download -json` named no Dir")?).join("deploy/crds");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&crds)
         .with_context(|| format!("reading {}", crds.display()))?

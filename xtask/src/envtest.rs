@@ -8,13 +8,13 @@
 //! `kube-apiserver --version` reports the real release. etcd is copied out of the
 //! `etcd-bin-vendored` crate.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{Context, bail};
 use myownshell_envtest::assets::{self, ETCD, KUBE_APISERVER, KUBERNETES_VERSION};
 
+use crate::go::{build_with_progress, check_go as check_go_or, go_command, mod_download, run_go};
 use crate::progress::Step;
 
 const KUBERNETES_MODULE: &str = "k8s.io/kubernetes";
@@ -92,37 +92,14 @@ fn set_executable(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub(crate) fn go_command(work_dir: &Path) -> Command {
-    let mut cmd = Command::new("go");
-    cmd.current_dir(work_dir)
-        // Never try to download another toolchain: the proxy serves modules, not Go itself.
-        .env("GOTOOLCHAIN", "local")
-        .env("CGO_ENABLED", "0")
-        .env("GOFLAGS", "-mod=mod -buildvcs=false");
-    cmd
-}
-
-pub(crate) fn run_go(work_dir: &Path, args: &[&str]) -> anyhow::Result<String> {
-    let out = go_command(work_dir)
-        .args(args)
-        .stderr(Stdio::inherit())
-        .output()
-        .with_context(|| format!("running go {}", args.join(" ")))?;
-    if !out.status.success() {
-        bail!("`go {}` failed ({})", args.join(" "), out.status);
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
 fn check_go() -> anyhow::Result<String> {
-    match Command::new("go").arg("version").env("GOTOOLCHAIN", "local").output() {
-        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()),
-        _ => bail!(
+    check_go_or(|| {
+        format!(
             "kube-apiserver v{KUBERNETES_VERSION} is not cached in {} and building it needs Go 1.25 or newer on PATH: \
              install Go (e.g. `apt-get install golang-go`), or set KUBEBUILDER_ASSETS to a directory holding kube-apiserver and etcd",
             assets::cache_dir().display()
-        ),
-    }
+        )
+    })
 }
 
 /// The `go`, `godebug` and staging `replace` lines of Kubernetes' own go.mod, rewritten for a
@@ -212,13 +189,6 @@ pub fn version_ldflags(kubernetes_version: &str) -> String {
     .join(" ")
 }
 
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct ModDownload {
-    go_mod: Option<String>,
-    error: Option<String>,
-}
-
 fn build_kube_apiserver(dest_dir: &Path) -> anyhow::Result<()> {
     build_kube_binary(dest_dir, KUBE_APISERVER)
 }
@@ -232,7 +202,7 @@ pub fn build_dir() -> PathBuf {
 pub fn build_kube_binary(dest_dir: &Path, name: &str) -> anyhow::Result<()> {
     let go = check_go()?;
     let package = format!("{KUBERNETES_MODULE}/cmd/{name}");
-    let step = Step::start(format!(
+    let mut step = Step::start(format!(
         "building {name} v{KUBERNETES_VERSION} with {go} (once; cached in {})",
         dest_dir.display()
     ));
@@ -241,11 +211,7 @@ pub fn build_kube_binary(dest_dir: &Path, name: &str) -> anyhow::Result<()> {
 
     let module = format!("{KUBERNETES_MODULE}@v{KUBERNETES_VERSION}");
     eprintln!("xtask:   go mod download {module}");
-    let json = run_go(&work, &["mod", "download", "-json", &module])?;
-    let info: ModDownload = serde_json::from_str(&json).context("reading `go mod download -json`")?;
-    if let Some(err) = info.error {
-        bail!("go mod download {module}: {err}");
-    }
+    let info = mod_download(&work, &module)?;
     let go_mod_path = info.go_mod.context("`go mod download -json` named no GoMod file")?;
     let parts = parse_kubernetes_go_mod(&std::fs::read_to_string(&go_mod_path)?)?;
     std::fs::write(work.join("go.mod"), build_go_mod(&parts, KUBERNETES_VERSION))?;
@@ -261,31 +227,13 @@ pub fn build_kube_binary(dest_dir: &Path, name: &str) -> anyhow::Result<()> {
 
     let tmp = dest_dir.join(format!(".{name}.tmp"));
     let ldflags = format!("-s -w {}", version_ldflags(KUBERNETES_VERSION));
-    let mut child = go_command(&work)
-        .args(["build", "-v", "-trimpath", "-ldflags", &ldflags, "-o"])
-        .arg(&tmp)
-        .arg(&package)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running go build")?;
-    let mut step = step;
+    let mut build = go_command(&work);
+    build.args(["build", "-v", "-trimpath", "-ldflags", &ldflags, "-o"]).arg(&tmp).arg(&package);
     let mut built = 0usize;
-    let mut last_lines: Vec<String> = Vec::new();
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            built += 1;
-            last_lines.push(line);
-            if last_lines.len() > 20 {
-                last_lines.remove(0);
-            }
-            step.tick(|| format!("compiled {built} of ~{total} packages"));
-        }
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        bail!("go build {name} failed ({status}); last output:\n{}", last_lines.join("\n"));
-    }
+    build_with_progress(build, &format!("go build {name}"), &mut step, |_| {
+        built += 1;
+        format!("compiled {built} of ~{total} packages")
+    })?;
     std::fs::rename(&tmp, dest_dir.join(name))?;
     step.done();
     Ok(())

@@ -7,13 +7,13 @@
 #[path = "chart/mod.rs"]
 pub mod chart;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{Context, bail};
 use chart::helm_binary::{HELM_BINARY, HELM_ENV, HELM_VERSION, STAMP, cache_dir};
 
+use crate::go::{build_with_progress, go_command, mod_download};
 use crate::progress::Step;
 
 const MODULE: &str = "helm.sh/helm/v3";
@@ -45,21 +45,13 @@ pub fn ensure() -> anyhow::Result<PathBuf> {
 }
 
 fn check_go(dir: &Path) -> anyhow::Result<String> {
-    match Command::new("go").arg("version").env("GOTOOLCHAIN", "local").output() {
-        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()),
-        _ => bail!(
+    crate::go::check_go(|| {
+        format!(
             "helm {HELM_VERSION} is not built in {} and building it needs Go 1.26 or newer on PATH (its go.mod \
              says so): install Go, or set {HELM_ENV} to a helm binary",
             dir.display()
-        ),
-    }
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct ModDownload {
-    go_mod: Option<String>,
-    error: Option<String>,
+        )
+    })
 }
 
 /// The Kubernetes version `helm template` and `helm lint` assume, derived as Helm's Makefile
@@ -67,11 +59,7 @@ struct ModDownload {
 /// assumes 1.20 and refuses the chart's `kubeVersion`.
 fn kube_version(dir: &Path) -> anyhow::Result<(u32, u32)> {
     let module = format!("{MODULE}@{HELM_VERSION}");
-    let json = crate::envtest::run_go(dir, &["mod", "download", "-json", &module])?;
-    let info: ModDownload = serde_json::from_str(&json).context("reading `go mod download -json`")?;
-    if let Some(err) = info.error {
-        bail!("go mod download {module}: {err}");
-    }
+    let info = mod_download(dir, &module)?;
     let go_mod = info.go_mod.context("`go mod download -json` named no GoMod file")?;
     let text = std::fs::read_to_string(&go_mod).with_context(|| format!("reading {go_mod}"))?;
     client_go_kube_version(&text).with_context(|| format!("no k8s.io/client-go requirement in {go_mod}"))
@@ -103,29 +91,20 @@ fn build(dir: &Path, go: &str, kube: &(u32, u32)) -> anyhow::Result<()> {
     let mut step = Step::start(format!("building helm {HELM_VERSION} with {go} (once; cached in {})", dir.display()));
     let gobin = dir.join(".gobin");
     let _ = std::fs::remove_dir_all(&gobin);
-    let mut child = crate::envtest::go_command(dir)
-        .env("GOBIN", &gobin)
-        .args(["install", "-v", "-trimpath", "-ldflags", &ldflags(kube), &format!("{MODULE}/cmd/helm@{HELM_VERSION}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running go install")?;
-    let mut last_lines: Vec<String> = Vec::new();
+    let mut install = go_command(dir);
+    install.env("GOBIN", &gobin).args([
+        "install",
+        "-v",
+        "-trimpath",
+        "-ldflags",
+        &ldflags(kube),
+        &format!("{MODULE}/cmd/helm@{HELM_VERSION}"),
+    ]);
     let mut lines = 0usize;
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            lines += 1;
-            last_lines.push(line);
-            if last_lines.len() > 20 {
-                last_lines.remove(0);
-            }
-            step.tick(|| format!("{lines} packages compiled or modules downloaded"));
-        }
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        bail!("go install helm failed ({status}); last output:\n{}", last_lines.join("\n"));
-    }
+    build_with_progress(install, "go install helm", &mut step, |_| {
+        lines += 1;
+        format!("{lines} packages compiled or modules downloaded")
+    })?;
     std::fs::rename(gobin.join(HELM_BINARY), dir.join(HELM_BINARY))?;
     let _ = std::fs::remove_dir_all(&gobin);
     step.done();

@@ -5,14 +5,14 @@
 //! from the stages kwok's module publishes (not copied into this repository), and written next to
 //! the binary so that running a cluster needs no Go.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{Context, bail};
 use myownshell_envtest::assets;
 use myownshell_envtest::kwok::{self, KUBE_BINARIES, KWOK_BINARY, KWOK_CONFIG, KWOK_ENV, KWOK_VERSION};
 
+use crate::go::{build_with_progress, go_command, mod_download};
 use crate::progress::Step;
 
 const MODULE: &str = "sigs.k8s.io/kwok";
@@ -85,14 +85,13 @@ fn stamp() -> String {
 }
 
 fn check_go(dir: &Path) -> anyhow::Result<String> {
-    match Command::new("go").arg("version").env("GOTOOLCHAIN", "local").output() {
-        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()),
-        _ => bail!(
+    crate::go::check_go(|| {
+        format!(
             "kwok {KWOK_VERSION} is not cached in {} and building it needs Go 1.26 or newer on PATH (its go.mod \
              says so): install Go, or set {KWOK_ENV} to a directory holding {KWOK_BINARY} and {KWOK_CONFIG}",
             dir.display()
-        ),
-    }
+        )
+    })
 }
 
 /// `go install` into a scratch GOBIN, then a rename: the binary appears whole or not at all.
@@ -100,54 +99,32 @@ fn build(dir: &Path, go: &str) -> anyhow::Result<()> {
     let mut step = Step::start(format!("building kwok {KWOK_VERSION} with {go} (once; cached in {})", dir.display()));
     let gobin = dir.join(".gobin");
     let _ = std::fs::remove_dir_all(&gobin);
-    let mut child = crate::envtest::go_command(dir)
-        .env("GOBIN", &gobin)
-        .args(["install", "-v", "-ldflags=-s -w", &format!("{MODULE}/cmd/kwok@{KWOK_VERSION}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("running go install")?;
+    let mut install = go_command(dir);
+    install.env("GOBIN", &gobin).args([
+        "install",
+        "-v",
+        "-ldflags=-s -w",
+        &format!("{MODULE}/cmd/kwok@{KWOK_VERSION}"),
+    ]);
     let (mut built, mut downloaded) = (0usize, 0usize);
-    let mut last_lines: Vec<String> = Vec::new();
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if line.starts_with("go: downloading") {
-                downloaded += 1;
-            } else {
-                built += 1;
-            }
-            last_lines.push(line);
-            if last_lines.len() > 20 {
-                last_lines.remove(0);
-            }
-            step.tick(|| format!("{downloaded} modules downloaded, {built} packages compiled"));
+    build_with_progress(install, "go install kwok", &mut step, |line| {
+        if line.starts_with("go: downloading") {
+            downloaded += 1;
+        } else {
+            built += 1;
         }
-    }
-    let status = child.wait()?;
-    if !status.success() {
-        bail!("go install kwok failed ({status}); last output:\n{}", last_lines.join("\n"));
-    }
+        format!("{downloaded} modules downloaded, {built} packages compiled")
+    })?;
     std::fs::rename(gobin.join(KWOK_BINARY), dir.join(KWOK_BINARY))?;
     let _ = std::fs::remove_dir_all(&gobin);
     step.done();
     Ok(())
 }
 
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "PascalCase")]
-struct ModDownload {
-    dir: Option<String>,
-    error: Option<String>,
-}
-
 /// Cut the configuration from kwok's module (already in the module cache after the build).
 fn write_config(dir: &Path) -> anyhow::Result<()> {
     let module = format!("{MODULE}@{KWOK_VERSION}");
-    let json = crate::envtest::run_go(dir, &["mod", "download", "-json", &module])?;
-    let info: ModDownload = serde_json::from_str(&json).context("reading `go mod download -json`")?;
-    if let Some(err) = info.error {
-        bail!("go mod download {module}: {err}");
-    }
+    let info = mod_download(dir, &module)?;
     let root = PathBuf::from(info.dir.context("`go mod download -json` named no Dir")?);
     let mut stages = Vec::new();
     for stage in STAGES {

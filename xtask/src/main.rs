@@ -9,6 +9,7 @@ mod dev;
 mod docs;
 mod e2e;
 mod envtest;
+mod go;
 mod helm;
 mod kwok;
 mod node;

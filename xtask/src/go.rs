@@ -1,0 +1,92 @@
+//! Building Go tools from the module proxy, as every cached tool needs it (Kubernetes' binaries,
+//! kwok, cert-manager, Helm): the `go` command with the settings they all share, a check that Go
+//! is there, `go mod download -json`, and a build whose output becomes a progress line.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, bail};
+
+use crate::progress::Step;
+
+/// `go` in `work_dir`: the local toolchain only, static binaries, modules resolved as needed.
+pub(crate) fn go_command(work_dir: &Path) -> Command {
+    let mut cmd = Command::new("go");
+    cmd.current_dir(work_dir)
+        // Never try to download another toolchain: the proxy serves modules, not Go itself.
+        .env("GOTOOLCHAIN", "local")
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "-mod=mod -buildvcs=false");
+    cmd
+}
+
+/// `go ARGS` in `work_dir`; its standard output.
+pub(crate) fn run_go(work_dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+    let out = go_command(work_dir)
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running go {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!("`go {}` failed ({})", args.join(" "), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `go version`, or the error `missing` words (what is not cached, and what else would do).
+pub(crate) fn check_go(missing: impl FnOnce() -> String) -> anyhow::Result<String> {
+    match Command::new("go").arg("version").env("GOTOOLCHAIN", "local").output() {
+        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()),
+        _ => bail!("{}", missing()),
+    }
+}
+
+/// What `go mod download -json MODULE` says of a module: where its sources and its go.mod are.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub(crate) struct ModDownload {
+    pub(crate) dir: Option<String>,
+    pub(crate) go_mod: Option<String>,
+    error: Option<String>,
+}
+
+/// `go mod download -json module` in `work_dir` (a no-op for a module already in the cache).
+pub(crate) fn mod_download(work_dir: &Path, module: &str) -> anyhow::Result<ModDownload> {
+    let json = run_go(work_dir, &["mod", "download", "-json", module])?;
+    let info: ModDownload = serde_json::from_str(&json).context("reading `go mod download -json`")?;
+    if let Some(err) = info.error {
+        bail!("go mod download {module}: {err}");
+    }
+    Ok(info)
+}
+
+/// Run a `go build -v` or `go install -v` (`cmd`, named `what` in errors), turning each line it
+/// prints (a package compiled, a module downloaded) into `step`'s progress through `progress`,
+/// which is given the line; on failure the error holds its last 20 lines.
+pub(crate) fn build_with_progress(
+    mut cmd: Command,
+    what: &str,
+    step: &mut Step,
+    mut progress: impl FnMut(&str) -> String,
+) -> anyhow::Result<()> {
+    let mut child =
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().with_context(|| format!("running {what}"))?;
+    let mut last_lines: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let detail = progress(&line);
+            step.tick(|| detail);
+            last_lines.push_back(line);
+            if last_lines.len() > 20 {
+                last_lines.pop_front();
+            }
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() {
+        let last: Vec<String> = last_lines.into();
+        bail!("{what} failed ({status}); last output:\n{}", last.join("\n"));
+    }
+    Ok(())
+}
