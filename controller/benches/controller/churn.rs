@@ -44,6 +44,47 @@ impl Picker {
     }
 }
 
+/// `rate` updates a second for `seconds`, each flipping a random object's count (`counts[i]`)
+/// between 1 and 2, picked as [`Picker::seeded`]`(rate)` picks: the churn floor and the churn of
+/// one rate update the same objects in the same order. `update(i, count)` sends the request.
+/// Returns how many were sent, how many failed, and how long sending took.
+pub(crate) async fn flip_at_rate<F, Fut>(
+    counts: &mut [i32],
+    rate: u32,
+    seconds: u64,
+    update: F,
+) -> (usize, usize, Duration)
+where
+    F: Fn(usize, i32) -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>> + Send + 'static,
+{
+    let mut picker = Picker::seeded(u64::from(rate));
+    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    // Enough in flight for the rate at a few hundred ms per update; beyond it the rate falls.
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(512));
+    let mut sent = tokio::task::JoinSet::new();
+    let start = Instant::now();
+    let end = start + Duration::from_secs(seconds);
+    while Instant::now() < end {
+        ticks.tick().await;
+        let i = picker.below(counts.len());
+        counts[i] = if counts[i] == 1 { 2 } else { 1 };
+        let (request, slot) = (update(i, counts[i]), slots.clone().acquire_owned().await.unwrap());
+        sent.spawn(async move {
+            let result = request.await;
+            drop(slot);
+            result
+        });
+    }
+    let updates = sent.len();
+    let mut failed = 0;
+    while let Some(result) = sent.join_next().await {
+        failed += usize::from(!matches!(result, Ok(Ok(()))));
+    }
+    (updates, failed, start.elapsed())
+}
+
 /// One churn phase: `rate` updates per second to random objects for `seconds`, then until every
 /// status is current again; the SLO figures from the controller's histograms over the phase.
 pub(crate) async fn churn(
@@ -57,32 +98,15 @@ pub(crate) async fn churn(
 ) {
     let before = scraper.scrape(controller).await;
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
-    let mut picker = Picker::seeded(u64::from(rate));
-    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    // Enough in flight for the rate at a few hundred ms per update; beyond it the rate falls.
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(512));
-    let mut sent = tokio::task::JoinSet::new();
     let start = Instant::now();
-    let end = start + Duration::from_secs(seconds);
-    while Instant::now() < end {
-        ticks.tick().await;
-        let i = picker.below(sizes.len());
-        sizes[i] = if sizes[i] == 1 { 2 } else { 1 };
-        let patch = Patch::Merge(serde_json::json!({"spec": {"size": sizes[i]}}));
-        let (shells, slot) = (shells.clone(), slots.clone().acquire_owned().await.unwrap());
-        sent.spawn(async move {
-            let result = shells.patch(&shell(i).name_any(), &PatchParams::default(), &patch).await;
-            drop(slot);
-            result.map(|_| ())
-        });
-    }
-    let mut failed = 0;
-    let updates = sent.len();
-    while let Some(result) = sent.join_next().await {
-        failed += usize::from(!matches!(result, Ok(Ok(()))));
-    }
-    let sending = start.elapsed();
+    let (updates, failed, sending) = flip_at_rate(sizes, rate, seconds, |i, size| {
+        let shells = shells.clone();
+        async move {
+            let patch = Patch::Merge(serde_json::json!({"spec": {"size": size}}));
+            shells.patch(&shell(i).name_any(), &PatchParams::default(), &patch).await.map(drop)
+        }
+    })
+    .await;
     statuses_current(client, ns).await;
     let drained = start.elapsed().saturating_sub(sending);
     let after = scraper.scrape(controller).await;

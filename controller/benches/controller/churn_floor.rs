@@ -15,49 +15,32 @@ use myownshell_envtest::kwok::KwokCluster;
 
 use crate::*;
 
-/// `rate` updates a second to random Deployments of `ns` (the floor's) for `seconds`, then until
-/// every one has caught up; prints the figures and the CPU. `controller` is the controller's
-/// process (idle meanwhile: it watches another namespace), for the CPU line.
+/// `rate` updates a second to random Deployments of `ns` (the floor's, whose replica counts are
+/// `replicas`) for `seconds`, then until every one has caught up; prints the figures and the CPU.
+/// `controller` is the controller's process (idle meanwhile: it watches another namespace), for
+/// the CPU line.
 pub(crate) async fn churn_floor(
     cluster: &KwokCluster,
     client: &Client,
     ns: &str,
-    options: &Options,
-    rate: u32,
+    replicas: &mut [i32],
+    (rate, seconds): (u32, u64),
     controller: u32,
 ) {
     let cpu = CpuMeter::start(cluster, controller);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let mut replicas = vec![1; options.objects];
-    let mut picker = Picker::seeded(u64::from(rate));
-    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(512));
-    let mut sent = tokio::task::JoinSet::new();
-    let start = Instant::now();
-    let end = start + Duration::from_secs(options.churn_seconds);
-    while Instant::now() < end {
-        ticks.tick().await;
-        let i = picker.below(replicas.len());
-        replicas[i] = if replicas[i] == 1 { 2 } else { 1 };
-        let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": replicas[i]}}));
-        let (deployments, slot) = (deployments.clone(), slots.clone().acquire_owned().await.unwrap());
-        sent.spawn(async move {
-            let result = deployments.patch(&shell(i).name_any(), &PatchParams::default(), &patch).await;
-            drop(slot);
-            result.map(|_| ())
-        });
-    }
-    let updates = sent.len();
-    let mut failed = 0;
-    while let Some(result) = sent.join_next().await {
-        failed += usize::from(!matches!(result, Ok(Ok(()))));
-    }
-    let sending = start.elapsed();
+    let (updates, failed, sending) = flip_at_rate(replicas, rate, seconds, |i, count| {
+        let deployments = deployments.clone();
+        async move {
+            let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": count}}));
+            deployments.patch(&shell(i).name_any(), &PatchParams::default(), &patch).await.map(drop)
+        }
+    })
+    .await;
     let (observed, ready) = caught_up(&deployments).await;
     println!(
         "  churn floor {rate}/s for {} s, the same updates to Deployments directly (no controller): {updates} updates ({:.0}/s achieved, {failed} failed); every Deployment observed its generation {:.2?} and had its pods ready {:.2?} after the last",
-        options.churn_seconds,
+        seconds,
         updates as f64 / sending.as_secs_f64(),
         observed,
         ready,

@@ -50,9 +50,10 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
     );
 
     if options.churn_seconds > 0 {
-        let mut sizes = vec![1; n];
+        let (mut sizes, mut floor_replicas) = (vec![1; n], vec![1; n]);
         for &rate in &options.churn_rates {
-            churn_floor(cluster, &client, floor_ns, options, rate, controller.process.pid()).await;
+            let phase = (rate, options.churn_seconds);
+            churn_floor(cluster, &client, floor_ns, &mut floor_replicas, phase, controller.process.pid()).await;
             quiet.settle(&format!("churn {rate}/s")).await;
             let cpu = CpuMeter::start(cluster, controller.process.pid());
             let latency = ApiserverLatency::start(&client).await;
