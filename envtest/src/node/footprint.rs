@@ -60,8 +60,16 @@ pub struct NodeFootprint {
 /// Clock ticks since boot now (`/proc/uptime`, in the kernel's fixed 100 ticks per second).
 pub fn ticks_now() -> u64 {
     let uptime = std::fs::read_to_string("/proc/uptime").unwrap_or_default();
-    let seconds: f64 = uptime.split_whitespace().next().and_then(|s| s.parse().ok()).unwrap_or_default();
-    (seconds * 100.0) as u64
+    uptime.split_whitespace().next().and_then(uptime_ticks).unwrap_or_default()
+}
+
+/// `/proc/uptime`'s seconds with two decimals (`35382.03`) as ticks, exactly. Not through a float:
+/// `35382.03 * 100.0` is `3538202.999…`, one tick short, which made a process started in this
+/// very tick look younger than the record.
+fn uptime_ticks(seconds: &str) -> Option<u64> {
+    let (whole, hundredths) = seconds.split_once('.').unwrap_or((seconds, "0"));
+    let hundredths = format!("{hundredths:0<2}");
+    Some(whole.parse::<u64>().ok()? * 100 + hundredths.get(..2)?.parse::<u64>().ok()?)
 }
 
 /// When `pid` started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
@@ -191,6 +199,15 @@ mod tests {
             recorded_at: 0,
         };
         assert_eq!(node.pod_prefix(), "10.216.12.");
+    }
+
+    #[test]
+    fn uptime_is_read_as_exact_ticks() {
+        for (uptime, ticks) in
+            [("35382.03", Some(3538203)), ("0.10", Some(10)), ("7", Some(700)), ("1.5", Some(150)), ("x.01", None)]
+        {
+            assert_eq!(uptime_ticks(uptime), ticks, "{uptime}");
+        }
     }
 
     #[test]
