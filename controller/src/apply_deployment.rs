@@ -69,6 +69,9 @@ pub(crate) struct Wanted {
     pub(crate) replicas: i32,
     pub(crate) activity: Option<Timestamp>,
     pub(crate) now: Timestamp,
+    /// The lifetime stops or starts the shell in this reconcile and tells so in its own Event
+    /// (`Stopped`, `Started`): a change of replicas it makes is not told again as `Scaled`.
+    pub(crate) lifetime_tells_scale: bool,
 }
 
 /// Server-side apply the Deployment `wanted` asks for unless the live one already matches it.
@@ -102,21 +105,76 @@ pub(crate) async fn ensure_deployment(
         .patch(&name, &PatchParams::apply(names::FIELD_MANAGER).force(), &Patch::Apply(&desired))
         .await
         .map_err(|source| Error::ApplyDeployment { name: name.clone(), source })?;
-    let (reason, note) = match (live.and_then(|d| d.spec.as_ref()).map(|s| s.replicas.unwrap_or(1)), &decision) {
-        (None, _) => (reasons::CREATED, format!("Created Deployment {name} with {replicas} shell pod(s)")),
-        (Some(before), _) if before != replicas => {
-            (reasons::SCALED, format!("Scaled Deployment {name} from {before} to {replicas} shell pod(s)"))
+    let before = live.and_then(|d| d.spec.as_ref()).map(|s| s.replicas.unwrap_or(1));
+    match applied_event(&name, before, replicas, &decision, wanted.lifetime_tells_scale) {
+        Some((reason, note)) => {
+            info!(shell = %name, reason, "{note}");
+            events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reason, actions::APPLY, note);
         }
-        (Some(_), Decision::Roll(why)) if !matches!(why, Why::SpecChanged | Why::New) => (
+        None => debug!(shell = %name, replicas, "Deployment scaled by the lifetime"),
+    }
+    Ok((Some(ctx.deployments.record_applied(applied)), decision))
+}
+
+/// The Event for an apply of Deployment `name` that had `before` replicas (`None`: it is created)
+/// and now has `replicas`; `None` when only the replicas changed and the lifetime tells it.
+///
+/// One Event per stop: at 10,000 shells a second Event for the same stop was one more write
+/// per stop on an apiserver that the stops already keep busy (`cargo xtask bench controller
+/// --stops`), for nothing a user reads that `Stopped` does not say.
+fn applied_event(
+    name: &str,
+    before: Option<i32>,
+    replicas: i32,
+    decision: &Decision,
+    lifetime_tells_scale: bool,
+) -> Option<(&'static str, String)> {
+    let Some(before) = before else {
+        return Some((reasons::CREATED, format!("Created Deployment {name} with {replicas} shell pod(s)")));
+    };
+    let rolled = match decision {
+        Decision::Roll(why) if !matches!(why, Why::SpecChanged | Why::New) => Some(*why),
+        _ => None,
+    };
+    match rolled {
+        _ if before != replicas && !lifetime_tells_scale => {
+            Some((reasons::SCALED, format!("Scaled Deployment {name} from {before} to {replicas} shell pod(s)")))
+        }
+        Some(why) => Some((
             reasons::TEMPLATE_UPDATED,
             format!(
                 "Applied this operator release's pod template to Deployment {name} ({}); its pods restart",
                 why.words()
             ),
-        ),
-        (Some(_), _) => (reasons::UPDATED, format!("Updated Deployment {name} to match the spec")),
-    };
-    info!(shell = %name, reason, "{note}");
-    events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reason, actions::APPLY, note);
-    Ok((Some(ctx.deployments.record_applied(applied)), decision))
+        )),
+        None if before != replicas => None,
+        None => Some((reasons::UPDATED, format!("Updated Deployment {name} to match the spec"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_apply_is_told_once() {
+        let roll = |why| Decision::Roll(why);
+        // (what, before, replicas, decision, the lifetime tells the scale, the Event's reason)
+        let cases = [
+            ("created", None, 1, roll(Why::New), false, Some("Created")),
+            ("created by a start", None, 1, roll(Why::New), true, Some("Created")),
+            ("size changed", Some(1), 3, Decision::Current, false, Some("Scaled")),
+            ("stopped by the lifetime", Some(1), 0, Decision::Current, true, None),
+            ("started by the lifetime", Some(0), 2, Decision::Current, true, None),
+            ("started with the new template", Some(0), 2, roll(Why::NoPods), true, Some("TemplateUpdated")),
+            ("size changed as the template rolls", Some(1), 2, roll(Why::Quiet), false, Some("Scaled")),
+            ("template rolled on request", Some(1), 1, roll(Why::Requested), false, Some("TemplateUpdated")),
+            ("the user's spec changed", Some(1), 1, roll(Why::SpecChanged), false, Some("Updated")),
+            ("labels repaired", Some(1), 1, Decision::Current, false, Some("Updated")),
+        ];
+        for (what, before, replicas, decision, lifetime, want) in cases {
+            let got = applied_event("web", before, replicas, &decision, lifetime);
+            assert_eq!(got.as_ref().map(|(reason, _)| *reason), want, "{what}");
+        }
+    }
 }

@@ -107,7 +107,9 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         return delete_stopped(shell, stop, api, ctx).await;
     }
     let replicas = plan.replicas(shell.spec.size.unwrap_or(defaults::SIZE));
-    let wanted = Wanted { replicas, activity: last_activity(previous.as_ref()), now };
+    let lifetime_tells_scale =
+        plan.happenings.iter().any(|h| matches!(h, lifetime::Happening::Started | lifetime::Happening::Stopped(_)));
+    let wanted = Wanted { replicas, activity: last_activity(previous.as_ref()), now, lifetime_tells_scale };
     let (current, error, template) = write_deployment(shell, &wanted, ctx).await;
     if error.as_ref().is_some_and(Error::is_namespace_terminating) {
         ctx.terminating.insert(&namespace);
@@ -157,7 +159,11 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         Some(rollout::Decision::Wait { until }) => Some(until),
         _ => None,
     };
-    Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at], now))
+    // From the clock now, not `now` at the start: the requeue counts from the end of this
+    // reconcile, so a reconcile whose writes took a second under load would otherwise wake a
+    // second after the deadline. (Our own status write's echo is filtered out, so this reconcile
+    // is usually the last one before the deadline.)
+    Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at], Timestamp::now()))
 }
 
 /// The last sign a shell is in use: its last connection, or its start, whichever is later.

@@ -95,6 +95,8 @@ async fn an_idle_shell_is_warned_then_stopped_and_start_brings_its_pods_back() {
     assert!(again.stopped.is_none());
     assert!(again.started_at.unwrap().0 >= stop.at.0, "the clocks restart");
     t.event_with_reason("idle", "Started").await;
+    let reasons = t.event_reasons("idle").await;
+    assert!(!reasons.iter().any(|r| r == "Scaled"), "a stop and a start are told once, by the lifetime: {reasons:?}");
 }
 
 #[tokio::test]

@@ -66,7 +66,8 @@ reasons! {
     AS_EXPECTED = "AsExpected", [Condition("Degraded=False")];
     /// The shell Deployment was created.
     CREATED = "Created", [NormalEvent];
-    /// The shell Deployment's replica count was changed to match `size`.
+    /// The shell Deployment's replica count was changed to match `size` (a stop or start by the
+    /// lifetime is told once, as `Stopped` or `Started`).
     SCALED = "Scaled", [NormalEvent];
     /// The shell Deployment was changed back to match the spec (a spec change or a hand edit).
     UPDATED = "Updated", [NormalEvent];
