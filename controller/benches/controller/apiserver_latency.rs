@@ -10,9 +10,9 @@
 use kube::Client;
 use myownshell_tests::controller::{histogram_delta, histogram_quantile};
 
+use crate::apiserver_metrics::{self, CHANGE_VERBS, label};
+
 const NAME: &str = "apiserver_request_duration_seconds_bucket{";
-const WRITE_VERBS: [&str; 4] = ["POST", "PUT", "PATCH", "APPLY"];
-const RESOURCES: [&str; 3] = ["myownshells", "deployments", "events"];
 
 /// A reading of the apiserver's write-latency histogram, to compare with a later one.
 pub(crate) struct ApiserverLatency {
@@ -37,18 +37,16 @@ impl ApiserverLatency {
     }
 }
 
-/// The cumulative buckets of every write of [`RESOURCES`], summed over their label sets.
+/// The cumulative buckets of every change (not deletion) of `apiserver_metrics::RESOURCES`,
+/// summed over their label sets.
 async fn write_buckets(client: &Client) -> Vec<(f64, f64)> {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client.request_text(request).await.unwrap();
+    let text = apiserver_metrics::text(client).await;
     let mut by_le: Vec<(f64, f64)> = Vec::new();
     for line in text.lines().filter(|l| l.starts_with(NAME)) {
-        let label = |name: &str| line.split(&format!("{name}=\"")).nth(1).and_then(|r| r.split('"').next());
-        let write = label("verb").is_some_and(|v| WRITE_VERBS.contains(&v));
-        if !write || !label("resource").is_some_and(|r| RESOURCES.contains(&r)) {
+        if !apiserver_metrics::of_resources(line, &CHANGE_VERBS) {
             continue;
         }
-        let le = match label("le") {
+        let le = match label(line, "le") {
             Some("+Inf") => f64::INFINITY,
             Some(le) => match le.parse() {
                 Ok(le) => le,
@@ -56,7 +54,7 @@ async fn write_buckets(client: &Client) -> Vec<(f64, f64)> {
             },
             None => continue,
         };
-        let value = line.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let value = apiserver_metrics::value(line);
         match by_le.iter_mut().find(|(l, _)| *l == le) {
             Some((_, sum)) => *sum += value,
             None => by_le.push((le, value)),

@@ -67,6 +67,7 @@ use myownshell_envtest::create_namespace;
 use myownshell_envtest::kwok::{KwokCluster, KwokOptions};
 
 mod apiserver_latency;
+mod apiserver_metrics;
 mod churn;
 mod churn_floor;
 mod counts;
