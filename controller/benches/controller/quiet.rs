@@ -54,8 +54,8 @@ impl Quiet {
         Self { seen, watches }
     }
 
-    /// Wait until nothing has changed for [`QUIET_FOR`]; print and return how long that took.
-    pub(crate) async fn settle(&self, before: &str) -> Duration {
+    /// Wait until nothing has changed for [`QUIET_FOR`]; print how long that took.
+    pub(crate) async fn settle(&self, before: &str) {
         let start = Instant::now();
         loop {
             let (quiet_since, what) = self.seen.lock().unwrap().last_change.clone();
@@ -64,7 +64,7 @@ impl Quiet {
                 println!(
                     "  before {before}: the cluster quiet (nothing changed for {QUIET_FOR:?}) after waiting {took:.1?}"
                 );
-                return took;
+                return;
             }
             assert!(start.elapsed() < DEADLINE, "the cluster never settled before {before}: {what} still changing");
             tokio::time::sleep(Duration::from_millis(250)).await;
