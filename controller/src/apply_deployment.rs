@@ -132,23 +132,21 @@ fn applied_event(
     let Some(before) = before else {
         return Some((reasons::CREATED, format!("Created Deployment {name} with {replicas} shell pod(s)")));
     };
-    let rolled = match decision {
-        Decision::Roll(why) if !matches!(why, Why::SpecChanged | Why::New) => Some(*why),
-        _ => None,
-    };
-    match rolled {
-        _ if before != replicas && !lifetime_tells_scale => {
-            Some((reasons::SCALED, format!("Scaled Deployment {name} from {before} to {replicas} shell pod(s)")))
-        }
-        Some(why) => Some((
+    let scaled = before != replicas;
+    if scaled && !lifetime_tells_scale {
+        return Some((reasons::SCALED, format!("Scaled Deployment {name} from {before} to {replicas} shell pod(s)")));
+    }
+    match decision {
+        Decision::Roll(why) if !matches!(why, Why::SpecChanged | Why::New) => Some((
             reasons::TEMPLATE_UPDATED,
             format!(
                 "Applied this operator release's pod template to Deployment {name} ({}); its pods restart",
                 why.words()
             ),
         )),
-        None if before != replicas => None,
-        None => Some((reasons::UPDATED, format!("Updated Deployment {name} to match the spec"))),
+        // A stop or start: the lifetime's Event tells it.
+        _ if scaled => None,
+        _ => Some((reasons::UPDATED, format!("Updated Deployment {name} to match the spec"))),
     }
 }
 

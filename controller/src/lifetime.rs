@@ -67,6 +67,12 @@ impl Plan {
         }
     }
 
+    /// Whether this reconcile stops or starts the shell: its own Event (`Stopped`, `Started`)
+    /// tells the change of replicas.
+    pub fn starts_or_stops(&self) -> bool {
+        self.happenings.iter().any(|h| matches!(h, Happening::Started | Happening::Stopped(_)))
+    }
+
     /// `status.state`.
     pub fn state(&self) -> &'static str {
         match self.phase {

@@ -107,8 +107,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         return delete_stopped(shell, stop, api, ctx).await;
     }
     let replicas = plan.replicas(shell.spec.size.unwrap_or(defaults::SIZE));
-    let lifetime_tells_scale =
-        plan.happenings.iter().any(|h| matches!(h, lifetime::Happening::Started | lifetime::Happening::Stopped(_)));
+    let lifetime_tells_scale = plan.starts_or_stops();
     let wanted = Wanted { replicas, activity: last_activity(previous.as_ref()), now, lifetime_tells_scale };
     let (current, error, template) = write_deployment(shell, &wanted, ctx).await;
     if error.as_ref().is_some_and(Error::is_namespace_terminating) {
@@ -159,11 +158,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         Some(rollout::Decision::Wait { until }) => Some(until),
         _ => None,
     };
-    // From the clock now, not `now` at the start: the requeue counts from the end of this
-    // reconcile, so a reconcile whose writes took a second under load would otherwise wake a
-    // second after the deadline. (Our own status write's echo is filtered out, so this reconcile
-    // is usually the last one before the deadline.)
-    Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at], Timestamp::now()))
+    Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at]))
 }
 
 /// The last sign a shell is in use: its last connection, or its start, whichever is later.
@@ -223,9 +218,14 @@ async fn write_status(
 /// When to reconcile again without a change: at the first of the lifetime's next deadline, the
 /// moment a pod problem lapses by itself and the quiet moment a waiting template waits for;
 /// else only on a change.
-fn next_look(moments: [Option<Timestamp>; 3], now: Timestamp) -> Action {
+///
+/// The delay is counted from the clock as the reconcile returns, not from the `now` it started
+/// with: kube's Controller counts a requeue from the return, so a reconcile whose writes took a
+/// second under load would otherwise wake a second after the deadline. (The echo of our own
+/// status write is filtered out, so that reconcile is usually the last before the deadline.)
+fn next_look(moments: [Option<Timestamp>; 3]) -> Action {
     match moments.into_iter().flatten().min() {
-        Some(at) => Action::requeue(lifetime::until(at, now)),
+        Some(at) => Action::requeue(lifetime::until(at, Timestamp::now())),
         None => Action::await_change(),
     }
 }
