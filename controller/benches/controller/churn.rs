@@ -59,8 +59,7 @@ where
     Fut: std::future::Future<Output = Result<(), kube::Error>> + Send + 'static,
 {
     let mut picker = Picker::seeded(u64::from(rate));
-    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut ticks = crate::pace::ticks(rate);
     // Enough in flight for the rate at a few hundred ms per update; beyond it the rate falls.
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(512));
     let mut sent = tokio::task::JoinSet::new();
@@ -78,10 +77,7 @@ where
         });
     }
     let updates = sent.len();
-    let mut failed = 0;
-    while let Some(result) = sent.join_next().await {
-        failed += usize::from(!matches!(result, Ok(Ok(()))));
-    }
+    let failed = crate::pace::failures(sent).await;
     (updates, failed, start.elapsed())
 }
 

@@ -74,6 +74,7 @@ mod counts;
 mod cpu;
 mod floors;
 mod options;
+mod pace;
 mod phases;
 mod process;
 mod quiet;

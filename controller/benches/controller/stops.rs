@@ -37,8 +37,7 @@ pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
         tokio::spawn(scaled_to_zero(client.clone(), ns.to_owned(), started.iter().map(|(n, _)| n.clone()).collect()));
 
     let mut deadlines = HashMap::new();
-    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut ticks = crate::pace::ticks(rate);
     let mut sent = tokio::task::JoinSet::new();
     let start = Instant::now();
     for (name, started_at) in &started {
@@ -53,10 +52,7 @@ pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
         sent.spawn(async move { shells.patch(&name, &PatchParams::default(), &patch).await.map(drop) });
     }
     let sending = start.elapsed();
-    let mut failed = 0;
-    while let Some(result) = sent.join_next().await {
-        failed += usize::from(!matches!(result, Ok(Ok(()))));
-    }
+    let failed = crate::pace::failures(sent).await;
     let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every stop was seen").unwrap();
     let late = Lateness::of(&seen, &deadlines);
     println!(
@@ -74,8 +70,7 @@ pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) 
     let seen = tokio::spawn(scaled_to_zero(client.clone(), ns.to_owned(), names.clone()));
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let mut deadlines = HashMap::new();
-    let mut ticks = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut ticks = crate::pace::ticks(rate);
     let mut timers = tokio::task::JoinSet::new();
     for name in names {
         ticks.tick().await;
@@ -89,10 +84,7 @@ pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) 
             deployments.patch(&name, &PatchParams::default(), &patch).await.map(drop)
         });
     }
-    let mut failed = 0;
-    while let Some(result) = timers.join_next().await {
-        failed += usize::from(!matches!(result, Ok(Ok(()))));
-    }
+    let failed = crate::pace::failures(timers).await;
     let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every floor stop was seen").unwrap();
     println!(
         "  stops floor: {m} Deployments scaled to 0 by this benchmark at their deadlines, {rate}/s, no controller ({failed} failed): each seen after its deadline: {}",
