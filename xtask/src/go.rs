@@ -90,3 +90,22 @@ pub(crate) fn build_with_progress(
     }
     Ok(())
 }
+
+/// `go install -v ARGS` into a scratch GOBIN in `dir`, then a rename to `dir/binary`: the binary
+/// appears whole or not at all. Each printed line goes to `progress` (see [`build_with_progress`]).
+pub(crate) fn install_whole(
+    dir: &Path,
+    binary: &str,
+    args: &[&str],
+    step: &mut Step,
+    progress: impl FnMut(&str) -> String,
+) -> anyhow::Result<()> {
+    let gobin = dir.join(".gobin");
+    let _ = std::fs::remove_dir_all(&gobin);
+    let mut install = go_command(dir);
+    install.env("GOBIN", &gobin).args(["install", "-v"]).args(args);
+    build_with_progress(install, &format!("go install {binary}"), step, progress)?;
+    std::fs::rename(gobin.join(binary), dir.join(binary))?;
+    let _ = std::fs::remove_dir_all(&gobin);
+    Ok(())
+}

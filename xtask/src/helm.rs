@@ -13,7 +13,7 @@ use std::process::Command;
 use anyhow::{Context, bail};
 use chart::helm_binary::{HELM_BINARY, HELM_ENV, HELM_VERSION, STAMP, cache_dir};
 
-use crate::go::{build_with_progress, go_command, mod_download};
+use crate::go::{install_whole, mod_download};
 use crate::progress::Step;
 
 const MODULE: &str = "helm.sh/helm/v3";
@@ -86,27 +86,15 @@ fn ldflags(kube: &(u32, u32)) -> String {
     flags.join(" ")
 }
 
-/// `go install` into a scratch GOBIN, then a rename: the binary appears whole or not at all.
+/// Build helm into `dir` (whole or not at all: `go::install_whole`).
 fn build(dir: &Path, go: &str, kube: &(u32, u32)) -> anyhow::Result<()> {
     let mut step = Step::start(format!("building helm {HELM_VERSION} with {go} (once; cached in {})", dir.display()));
-    let gobin = dir.join(".gobin");
-    let _ = std::fs::remove_dir_all(&gobin);
-    let mut install = go_command(dir);
-    install.env("GOBIN", &gobin).args([
-        "install",
-        "-v",
-        "-trimpath",
-        "-ldflags",
-        &ldflags(kube),
-        &format!("{MODULE}/cmd/helm@{HELM_VERSION}"),
-    ]);
+    let package = format!("{MODULE}/cmd/helm@{HELM_VERSION}");
     let mut lines = 0usize;
-    build_with_progress(install, "go install helm", &mut step, |_| {
+    install_whole(dir, HELM_BINARY, &["-trimpath", "-ldflags", &ldflags(kube), &package], &mut step, |_| {
         lines += 1;
         format!("{lines} packages compiled or modules downloaded")
     })?;
-    std::fs::rename(gobin.join(HELM_BINARY), dir.join(HELM_BINARY))?;
-    let _ = std::fs::remove_dir_all(&gobin);
     step.done();
     Ok(())
 }

@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use myownshell_envtest::assets;
 use myownshell_envtest::kwok::{self, KUBE_BINARIES, KWOK_BINARY, KWOK_CONFIG, KWOK_ENV, KWOK_VERSION};
 
-use crate::go::{build_with_progress, go_command, mod_download};
+use crate::go::{install_whole, mod_download};
 use crate::progress::Step;
 
 const MODULE: &str = "sigs.k8s.io/kwok";
@@ -94,20 +94,12 @@ fn check_go(dir: &Path) -> anyhow::Result<String> {
     })
 }
 
-/// `go install` into a scratch GOBIN, then a rename: the binary appears whole or not at all.
+/// Build kwok into `dir` (whole or not at all: `go::install_whole`).
 fn build(dir: &Path, go: &str) -> anyhow::Result<()> {
     let mut step = Step::start(format!("building kwok {KWOK_VERSION} with {go} (once; cached in {})", dir.display()));
-    let gobin = dir.join(".gobin");
-    let _ = std::fs::remove_dir_all(&gobin);
-    let mut install = go_command(dir);
-    install.env("GOBIN", &gobin).args([
-        "install",
-        "-v",
-        "-ldflags=-s -w",
-        &format!("{MODULE}/cmd/kwok@{KWOK_VERSION}"),
-    ]);
+    let package = format!("{MODULE}/cmd/kwok@{KWOK_VERSION}");
     let (mut built, mut downloaded) = (0usize, 0usize);
-    build_with_progress(install, "go install kwok", &mut step, |line| {
+    install_whole(dir, KWOK_BINARY, &["-ldflags=-s -w", &package], &mut step, |line| {
         if line.starts_with("go: downloading") {
             downloaded += 1;
         } else {
@@ -115,8 +107,6 @@ fn build(dir: &Path, go: &str) -> anyhow::Result<()> {
         }
         format!("{downloaded} modules downloaded, {built} packages compiled")
     })?;
-    std::fs::rename(gobin.join(KWOK_BINARY), dir.join(KWOK_BINARY))?;
-    let _ = std::fs::remove_dir_all(&gobin);
     step.done();
     Ok(())
 }
