@@ -20,7 +20,7 @@ const POLL: Duration = Duration::from_millis(20);
 pub fn run(rounds: usize) -> anyhow::Result<()> {
     crate::envtest::ensure()?;
     crate::node::ensure()?;
-    let image = crate::node::operator_image(false)?;
+    let image = crate::node::operator_image(crate::node::ImageProfile::Release, false)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(measure(image, rounds))
 }

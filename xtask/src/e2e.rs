@@ -11,6 +11,7 @@ use myownshell_envtest::node::cgroups;
 use anyhow::Context;
 
 use crate::cargo::{Totals, cargo, in_ci, run_tests};
+use crate::node::ImageProfile;
 use crate::progress::Step;
 
 /// The node suites' test targets in the tests crate.
@@ -26,11 +27,13 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Make the node's pieces and the operator image, then run the node suites.
+/// Make the node's pieces and the operator image, then run the node suites. The image is made of
+/// the dev-profile binaries (`ImageProfile::Dev`): the suites test the operator's behaviour, and
+/// the binaries are the ones `cargo xtask test` has just built for the other tests.
 pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals> {
     crate::node::ensure()?;
     let locked = in_ci();
-    let image = crate::node::operator_image(locked)?;
+    let image = crate::node::operator_image(ImageProfile::Dev, locked)?;
     // The upgrade phase installs the previous release first, from its own manifests and image.
     let previous = crate::previous::ensure()?;
     // The cert-manager phase installs cert-manager from its own images and manifests.

@@ -3,7 +3,8 @@
 //! and kube-proxy from the Go module proxy; containerd, runc, the CNI plugins, busybox, umoci,
 //! tini, iptables and conntrack from Debian (installed with apt-get when missing and we are
 //! root); the pause and shell images built locally. And the operator image, from this
-//! workspace's release binaries, for the end-to-end suite and `cargo xtask dev`.
+//! workspace's binaries: the dev build for the end-to-end suite, the release build for
+//! `cargo xtask bench node` (see [`ImageProfile`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -127,42 +128,84 @@ pub fn shell_image() -> String {
     }
 }
 
-/// Build the three binaries in release mode and the operator image from them; return the
-/// archive's path (`target/images/operator.tar`).
-pub fn operator_image(locked: bool) -> anyhow::Result<PathBuf> {
-    let step = Step::start("cargo build --release (controller, webhook, rbac-proxy)");
-    let mut build = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    build.args([
-        "build",
-        "--release",
-        "-p",
-        "myownshell-controller",
-        "-p",
-        "myownshell-webhook",
-        "-p",
-        "myownshell-rbac-proxy",
-    ]);
+/// The operator's binaries, as the image holds them.
+const OPERATOR_BINARIES: [&str; 3] = ["myownshell-controller", "myownshell-webhook", "myownshell-rbac-proxy"];
+
+/// Which build the operator image is made from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageProfile {
+    /// The dev-profile binaries `cargo xtask test` builds anyway (`cargo build --workspace
+    /// --bins`), for the e2e suite: it needs the release's behaviour, not its speed, and the
+    /// image then costs no compile of its own (a release build with fat LTO took 13 minutes on
+    /// 2 cores, more than a quarter of a cold run).
+    Dev,
+    /// The shipped release build (fat LTO), for `cargo xtask bench node`, which measures it.
+    Release,
+}
+
+impl ImageProfile {
+    /// The profile's directory under the target directory.
+    fn dir(self) -> &'static str {
+        match self {
+            Self::Dev => "debug",
+            Self::Release => "release",
+        }
+    }
+}
+
+/// `cargo build --workspace --bins`: what `cargo xtask test` builds before the tests (they run
+/// the binaries as processes). The dev operator image is built with the very same command, so
+/// after the test's build it is a no-op: building the three packages alone (`-p`) would unify
+/// the dependencies' features differently and rebuild them.
+pub fn build_workspace_bins(locked: bool) -> Command {
+    let mut build = crate::cargo::cargo();
+    build.args(["build", "--workspace", "--bins"]);
     if locked {
         build.arg("--locked");
     }
-    let status = build.status().context("running cargo build --release")?;
+    build
+}
+
+fn build_operator(profile: ImageProfile, locked: bool) -> anyhow::Result<()> {
+    let mut build = match profile {
+        ImageProfile::Dev => build_workspace_bins(locked),
+        ImageProfile::Release => {
+            let mut build = crate::cargo::cargo();
+            build.args(["build", "--release"]);
+            for binary in OPERATOR_BINARIES {
+                build.args(["-p", binary]);
+            }
+            if locked {
+                build.arg("--locked");
+            }
+            build
+        }
+    };
+    let step = Step::start(format!("cargo build ({} profile: controller, webhook, rbac-proxy)", profile.dir()));
+    let status = build.status().context("running cargo build")?;
     if !status.success() {
-        bail!("cargo build --release failed ({status})");
+        bail!("cargo build of the operator's binaries failed ({status})");
     }
     step.done();
-    let release = assets::target_dir().join("release");
-    let binaries: Vec<PathBuf> = ["myownshell-controller", "myownshell-webhook", "myownshell-rbac-proxy"]
-        .iter()
-        .map(|b| release.join(b))
-        .collect();
-    let out_dir = assets::target_dir().join("images");
+    Ok(())
+}
+
+/// Build the operator's three binaries in `profile` and the operator image from them; return the
+/// archive's path (`target/images/<debug|release>/operator.tar`, one per profile, so that one
+/// never passes for the other). Built again only when a binary is newer than the archive.
+pub fn operator_image(profile: ImageProfile, locked: bool) -> anyhow::Result<PathBuf> {
+    build_operator(profile, locked)?;
+    let built = assets::target_dir().join(profile.dir());
+    let binaries: Vec<PathBuf> = OPERATOR_BINARIES.iter().map(|b| built.join(b)).collect();
+    let out_dir = assets::target_dir().join("images").join(profile.dir());
     let archive = out_dir.join(images::OPERATOR_ARCHIVE);
     let newest_binary = binaries.iter().filter_map(|b| b.metadata().and_then(|m| m.modified()).ok()).max();
     let archive_time = archive.metadata().and_then(|m| m.modified()).ok();
     if archive_time.is_some() && archive_time >= newest_binary {
         return Ok(archive);
     }
-    let step = Step::start(format!("building the operator image {}", images::OPERATOR_IMAGE));
+    let step =
+        Step::start(format!("building the operator image {} ({} binaries)", images::OPERATOR_IMAGE, profile.dir()));
     let rootfs = out_dir.join("operator-rootfs");
     let _ = std::fs::remove_dir_all(&rootfs);
     images::operator_rootfs(&rootfs, &binaries).map_err(anyhow::Error::msg)?;

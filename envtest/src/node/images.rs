@@ -5,8 +5,9 @@
 //!   build), compiled statically; under the name the CRI plugin is configured with;
 //! - the shell image: Debian's `busybox-static` with its applets linked, under the default image
 //!   name of a `MyOwnShell` (`busybox:1.37.0`, see `myownshell_api::defaults::IMAGE`);
-//! - the operator image: the workspace's release binaries with the shared libraries they link,
-//!   user and entrypoint as in the Dockerfile (see ARCHITECTURE.md).
+//! - the operator image: the workspace's binaries (the dev build for the e2e suite, the release
+//!   build for the node bench) with the shared libraries they link, user and entrypoint as in
+//!   the Dockerfile (see ARCHITECTURE.md).
 
 use std::path::{Path, PathBuf};
 
