@@ -35,6 +35,7 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     let locked = in_ci();
     let image = crate::node::operator_image(ImageProfile::Dev, locked)?;
     // The upgrade phase installs the previous release first, from its own manifests and image.
+    // After the operator's build: it reuses that build's dependencies (`previous::build`).
     let previous = crate::previous::ensure()?;
     // The cert-manager phase installs cert-manager from its own images and manifests.
     let cert_manager = crate::certmanager::ensure()?;

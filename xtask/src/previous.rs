@@ -2,10 +2,16 @@
 //! built from a pinned commit of this repository and cached by commit
 //! (`~/.cache/myownshell/previous/<commit>/`), so it is built once per machine, not per run.
 //!
-//! It is built in the dev profile without debug information, into a target directory of its
-//! own: a test image needs the release's behaviour, not its speed, and this takes a quarter of
-//! the time of an optimized build with link-time optimization (which `cargo xtask e2e` already
-//! pays once, for the current release).
+//! It is built in the dev profile, as the e2e suite's image of the current release is (see
+//! `node::ImageProfile`): a test image needs the release's behaviour, not its speed. And it
+//! shares the workspace's build directory (cargo's `build.build-dir`, where the dependencies'
+//! compiled artifacts live) with the workspace's dev profile settings, so the dependencies the
+//! current build compiled are not compiled again: the two commits' Cargo.lock differ in one
+//! crate of our own, and of the previous build's 315 units only 16 are its own (its 6 crates,
+//! and 7 dependencies whose features unify differently when only its three binaries are built;
+//! from `cargo build --unit-graph` of both). Its final binaries go to a target directory of its
+//! own (`--target-dir`), never over the workspace's; its own crates are kept apart from the
+//! workspace's in the shared build directory by [`OWN_UNITS`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,14 +63,14 @@ pub fn ensure() -> anyhow::Result<PreviousRelease> {
     let _ = std::fs::remove_dir_all(&src);
     std::fs::create_dir_all(&src).with_context(|| format!("creating {}", src.display()))?;
     export_commit(&src)?;
-    let binaries = build(&src, &dir.join("target"))?;
+    let binaries = build(&src, &dir)?;
     let rootfs = dir.join("rootfs");
     let _ = std::fs::remove_dir_all(&rootfs);
     images::operator_rootfs(&rootfs, &binaries).map_err(anyhow::Error::msg)?;
     let mut spec = images::operator_spec();
     spec.name = PREVIOUS_IMAGE.to_owned();
     images::build_archive(&spec, &rootfs, &release.image, &dir.join("image-build")).map_err(anyhow::Error::msg)?;
-    for scratch in [rootfs, dir.join("image-build"), dir.join("target")] {
+    for scratch in [rootfs, dir.join("image-build"), dir.join("target"), dir.join(PROFILE_CONFIG)] {
         let _ = std::fs::remove_dir_all(scratch);
     }
     std::fs::write(dir.join(STAMP), format!("{PREVIOUS_RELEASE}\n"))?;
@@ -89,20 +95,26 @@ fn export_commit(into: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Build its three binaries (dev profile, no debug information); their paths.
-fn build(src: &Path, target: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cargo
-        .current_dir(src)
-        .args(["build", "--locked", "--config", "profile.dev.debug=0"])
-        .args(["-p", "myownshell-controller", "-p", "myownshell-webhook", "-p", "myownshell-rbac-proxy"])
-        .arg("--target-dir")
-        .arg(target);
+/// The config file (in the cache directory) that gives the previous release's build the
+/// workspace's build directory and dev profile.
+const PROFILE_CONFIG: &str = "build-config.toml";
+
+/// Build its three binaries in the dev profile into `dir/target`, sharing the workspace's build
+/// directory; their paths (copied to `dir/bin`).
+fn build(src: &Path, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let target = dir.join("target");
+    let config = dir.join(PROFILE_CONFIG);
+    std::fs::write(&config, build_config(src)?).with_context(|| format!("writing {}", config.display()))?;
+    let mut cargo = crate::cargo::cargo();
+    cargo.current_dir(src).args(["build", "--locked", "--config"]).arg(&config);
+    for binary in BINARIES {
+        cargo.args(["-p", binary]);
+    }
+    cargo.arg("--target-dir").arg(&target);
     run(&mut cargo, "cargo build of the previous release")?;
-    let binaries = ["myownshell-controller", "myownshell-webhook", "myownshell-rbac-proxy"];
-    let kept = cache_dir().join("bin");
+    let kept = dir.join("bin");
     std::fs::create_dir_all(&kept)?;
-    binaries
+    BINARIES
         .iter()
         .map(|b| {
             let to = kept.join(b);
@@ -110,4 +122,96 @@ fn build(src: &Path, target: &Path) -> anyhow::Result<Vec<PathBuf>> {
             Ok(to)
         })
         .collect()
+}
+
+const BINARIES: [&str; 3] = ["myownshell-controller", "myownshell-webhook", "myownshell-rbac-proxy"];
+
+/// `build.build-dir`: the workspace's build directory; then the workspace's dev profile (the
+/// previous release's manifest has none, and a dependency compiled with other settings is a
+/// dependency compiled again; profiles in a config file take precedence over the manifest's);
+/// then a setting of its own for each of the previous release's packages (see [`OWN_UNITS`]).
+fn build_config(src: &Path) -> anyhow::Result<String> {
+    let build_dir = cargo_metadata(&assets::workspace_root())?["build_directory"]
+        .as_str()
+        .map(str::to_owned)
+        .context("cargo metadata names no build_directory (cargo 1.91 or newer has it)")?;
+    let manifest = assets::workspace_root().join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    let profile = dev_profile(&text);
+    if profile.is_empty() {
+        bail!("{} has no [profile.dev] section to build the previous release with", manifest.display());
+    }
+    let members = cargo_metadata(src)?["packages"]
+        .as_array()
+        .map(|packages| packages.iter().filter_map(|p| p["name"].as_str().map(str::to_owned)).collect::<Vec<_>>())
+        .unwrap_or_default();
+    if members.is_empty() {
+        bail!("cargo metadata lists no package in the previous release");
+    }
+    // A JSON string is a TOML basic string (the same escapes).
+    let mut config = format!("[build]\nbuild-dir = {}\n\n{profile}", serde_json::to_string(&build_dir)?);
+    for member in members {
+        config.push_str(&format!("\n[profile.dev.package.{}]\n{OWN_UNITS}", serde_json::to_string(&member)?));
+    }
+    Ok(config)
+}
+
+/// The profile settings of the previous release's own packages. They must differ from anything
+/// the workspace builds its packages with: cargo names a package of a workspace by its path
+/// within the workspace, not by its absolute path (a workspace may move), so the previous
+/// release's `controller/` would otherwise be the same unit as the current `controller/`, in the
+/// same build directory: one build would take the other's artifacts as its own, fresh. These
+/// two change no behaviour: the number of code-generation units (an odd one no one picks), and
+/// no incremental caches (it is built once).
+const OWN_UNITS: &str = "codegen-units = 251\nincremental = false\n";
+
+/// `cargo metadata --no-deps` of the workspace in `dir`.
+fn cargo_metadata(dir: &Path) -> anyhow::Result<serde_json::Value> {
+    let out = crate::cargo::cargo()
+        .current_dir(dir)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running cargo metadata in {}", dir.display()))?;
+    if !out.status.success() {
+        bail!("cargo metadata in {} failed ({})", dir.display(), out.status);
+    }
+    serde_json::from_slice(&out.stdout).context("reading cargo metadata")
+}
+
+/// The `[profile.dev]` and `[profile.dev.…]` tables of a manifest, as they are written.
+fn dev_profile(manifest: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in manifest.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            inside = trimmed == "[profile.dev]" || trimmed.starts_with("[profile.dev.");
+        }
+        if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dev_profile_tables_are_cut_from_the_manifest() {
+        let manifest = "[workspace]\nmembers = []\n\n[profile.dev]\ndebug = 1\n\n[profile.dev.package.\"*\"]\ndebug = false\n# note\n[profile.release]\nlto = true\n[profile.devx]\nx = 1\n";
+        assert_eq!(
+            dev_profile(manifest),
+            "[profile.dev]\ndebug = 1\n\n[profile.dev.package.\"*\"]\ndebug = false\n# note\n"
+        );
+    }
+
+    #[test]
+    fn the_workspace_has_a_dev_profile_to_share() {
+        let manifest = std::fs::read_to_string(assets::workspace_root().join("Cargo.toml")).unwrap();
+        assert!(dev_profile(&manifest).starts_with("[profile.dev]\n"));
+    }
 }
