@@ -147,7 +147,7 @@ fn build_binaries(work: &Path) -> anyhow::Result<()> {
         std::fs::create_dir_all(work.join(component))?;
         std::fs::write(work.join(component).join("main.go"), main)?;
     }
-    eprintln!("xtask:   go mod tidy ({MODULE}@{VERSION})");
+    eprintln!("{}   go mod tidy ({MODULE}@{VERSION})", crate::progress::prefix());
     run_go(work, &["mod", "tidy"])?;
     let packages: Vec<String> = COMPONENTS.iter().map(|(c, _)| format!("./{c}")).collect();
     let mut list = vec!["list", "-deps"];

@@ -17,11 +17,13 @@ use crate::progress::Step;
 /// The node suites' test targets in the tests crate.
 const SUITES: [&str; 2] = ["node", "e2e"];
 
-/// `cargo xtask e2e [cargo test args]`.
+/// `cargo xtask e2e [cargo test args]`; ends with where the time went.
 pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let assets = crate::envtest::ensure()?;
-    let totals = run_suites(&assets, extra_args)?;
+    let result = crate::progress::timed("envtest binaries", crate::envtest::ensure)
+        .and_then(|assets| run_suites(&assets, extra_args));
+    crate::progress::print_summary(started);
+    let totals = result?;
     eprintln!("xtask: e2e passed in {}", crate::progress::format_duration(started.elapsed()));
     println!("{} passed, {} failed", totals.passed, totals.failed);
     Ok(())
@@ -31,14 +33,14 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
 /// the dev-profile binaries (`ImageProfile::Dev`): the suites test the operator's behaviour, and
 /// the binaries are the ones `cargo xtask test` has just built for the other tests.
 pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals> {
-    crate::node::ensure()?;
+    crate::progress::timed("node", crate::node::ensure)?;
     let locked = in_ci();
     let image = crate::node::operator_image(ImageProfile::Dev, locked)?;
     // The upgrade phase installs the previous release first, from its own manifests and image.
     // After the operator's build: it reuses that build's dependencies (`previous::build`).
-    let previous = crate::previous::ensure()?;
+    let previous = crate::progress::timed("previous release", crate::previous::ensure)?;
     // The cert-manager phase installs cert-manager from its own images and manifests.
-    let cert_manager = crate::certmanager::ensure()?;
+    let cert_manager = crate::progress::timed("cert-manager", crate::certmanager::ensure)?;
     // The helm phase installs the chart (dist/chart) with Helm built from the Go module proxy.
     let helm = crate::helm::ensure()?;
     // The prometheus phase runs Debian's Prometheus (unpacked once into the cache) as a process.
@@ -47,13 +49,15 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     node_images.extend(cert_manager.images.iter().cloned());
     let images = std::env::join_paths(&node_images).context("image paths")?;
     // The e2e suite runs `kubectl myownshell` as its users do.
-    let mut plugin = cargo();
-    plugin.args(["build", "-p", "kubectl-myownshell"]);
+    let plugin = Step::quiet("cargo build -p kubectl-myownshell");
+    let mut build = cargo();
+    build.args(["build", "-p", "kubectl-myownshell"]);
     if locked {
-        plugin.arg("--locked");
+        build.arg("--locked");
     }
-    let status = plugin.status()?;
+    let status = build.status()?;
     anyhow::ensure!(status.success(), "cargo build -p kubectl-myownshell failed ({status})");
+    plugin.done();
     let step = Step::start(format!("cargo test --test {}", SUITES.join(" --test ")));
     let mut test = cargo();
     test.args(["test", "-p", "myownshell-tests"]);

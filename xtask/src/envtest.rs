@@ -82,7 +82,11 @@ fn install_etcd(dir: &Path) -> anyhow::Result<()> {
     std::fs::copy(source, &tmp).with_context(|| format!("copying etcd from {}", source.display()))?;
     set_executable(&tmp)?;
     std::fs::rename(&tmp, &target)?;
-    eprintln!("xtask: etcd v{} installed from the etcd-bin-vendored crate", myownshell_envtest::assets::ETCD_VERSION);
+    eprintln!(
+        "{} etcd v{} installed from the etcd-bin-vendored crate",
+        crate::progress::prefix(),
+        myownshell_envtest::assets::ETCD_VERSION
+    );
     Ok(())
 }
 
@@ -210,7 +214,7 @@ pub fn build_kube_binary(dest_dir: &Path, name: &str) -> anyhow::Result<()> {
     std::fs::create_dir_all(&work)?;
 
     let module = format!("{KUBERNETES_MODULE}@v{KUBERNETES_VERSION}");
-    eprintln!("xtask:   go mod download {module}");
+    eprintln!("{}   go mod download {module}", crate::progress::prefix());
     let info = mod_download(&work, &module)?;
     let go_mod_path = info.go_mod.context("`go mod download -json` named no GoMod file")?;
     let parts = parse_kubernetes_go_mod(&std::fs::read_to_string(&go_mod_path)?)?;
@@ -218,7 +222,8 @@ pub fn build_kube_binary(dest_dir: &Path, name: &str) -> anyhow::Result<()> {
     std::fs::write(work.join("tools.go"), tools_go())?;
 
     eprintln!(
-        "xtask:   go mod tidy ({} staging modules replaced with {})",
+        "{}   go mod tidy ({} staging modules replaced with {})",
+        crate::progress::prefix(),
         parts.staging_modules.len(),
         staging_version(KUBERNETES_VERSION)
     );
