@@ -7,16 +7,16 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use myownshell_api::MyOwnShell;
 
+use crate::cache::memo::{DeploymentCache, StatusMemo};
+use crate::cache::namespaces::TerminatingNamespaces;
+use crate::cache::object_map::ObjectMap;
+use crate::cache::pending_events::PendingEvents;
 use crate::deployment::TemplateSettings;
 use crate::events;
-use crate::memo::{DeploymentCache, StatusMemo};
+use crate::health::nodes::NodeIndex;
+use crate::health::pods::PodIndex;
+use crate::life::rollout;
 use crate::metrics::Metrics;
-use crate::namespaces::TerminatingNamespaces;
-use crate::nodes::NodeIndex;
-use crate::object_map::ObjectMap;
-use crate::pending_events::PendingEvents;
-use crate::pods::PodIndex;
-use crate::rollout;
 
 /// Everything a reconcile needs, shared by all of them.
 pub struct Context {

@@ -60,7 +60,7 @@ pub fn desired_with(shell: &MyOwnShell, live: Option<&Deployment>, replicas: i32
 }
 
 /// What the operator adds to every shell pod (`--pod-annotations`): a change of it changes the
-/// pod template as an upgrade does, and rolls out as one (`crate::rollout`).
+/// pod template as an upgrade does, and rolls out as one (`crate::life::rollout`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TemplateSettings {
     /// Annotations on every shell pod (for a service mesh, log shipping, a cost centre).

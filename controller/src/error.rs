@@ -172,7 +172,7 @@ impl Error {
     pub fn is_namespace_terminating(&self) -> bool {
         match self.step() {
             Error::ApplyDeployment { source, .. } | Error::WriteStatus(source) => {
-                crate::namespaces::is_terminating_refusal(source)
+                crate::cache::namespaces::is_terminating_refusal(source)
             }
             _ => false,
         }

@@ -9,8 +9,8 @@ use myownshell_runtime::events::{self, Occurrence};
 pub use myownshell_runtime::events::{EventType, Reporter};
 use tracing::warn;
 
+use crate::cache::namespaces::TerminatingNamespaces;
 use crate::metrics::Metrics;
-use crate::namespaces::TerminatingNamespaces;
 
 /// Actions (what the controller did), as the events.k8s.io API asks for.
 pub mod actions {

@@ -14,18 +14,18 @@ use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults, names};
 use tracing::{debug, info, instrument, warn};
 
-use crate::announce;
-use crate::apply_deployment::{Wanted, ensure_deployment, find_deployment, instance_free};
-use crate::cleanup::{cleanup, delete_stopped};
+use crate::cache::memo;
 use crate::context::Context;
 use crate::error::{Error, api_message};
 use crate::events::{self, EventType, actions};
-use crate::health;
-use crate::lifetime::{self, Phase};
-use crate::memo;
+use crate::health::diagnose::diagnose;
+use crate::life::lifetime::{self, Phase};
+use crate::life::rollout;
 use crate::ownership;
-use crate::rollout;
-use crate::status::{self, Failure};
+use crate::write::announce;
+use crate::write::apply_deployment::{Wanted, ensure_deployment, find_deployment, instance_free};
+use crate::write::cleanup::{cleanup, delete_stopped};
+use crate::write::status::{self, Failure};
 
 /// How long to wait before retrying an object that failed `failures` times in a row:
 /// 500 ms doubling up to 5 minutes.
@@ -117,7 +117,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     }
     // A shell meant to run no pods has none to diagnose (its last ones are on their way out).
     let diagnosis = (replicas > 0)
-        .then(|| health::diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
+        .then(|| diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
         .flatten();
     let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
     let inputs = status::Inputs {

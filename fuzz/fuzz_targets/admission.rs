@@ -6,9 +6,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use myownshell_webhook::access::ShellAccess;
-use myownshell_webhook::admission::{Answer, Policy, Webhook, review};
-use myownshell_webhook::shell_index::ShellIndex;
+use myownshell_webhook::connect::access::ShellAccess;
+use myownshell_webhook::admission::Policy;
+use myownshell_webhook::dispatch::{Answer, Webhook, review};
+use myownshell_webhook::connect::shell_index::ShellIndex;
 
 fn review_with_spec(spec: &serde_json::Value, scale: bool) -> Vec<u8> {
     let (kind, object) = if scale {

@@ -23,7 +23,7 @@ use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, eventually, shared};
 use myownshell_tests::access::{Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest};
 use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
-use myownshell_webhook::access::DECISION_TABLE;
+use myownshell_webhook::connect::access::DECISION_TABLE;
 use serde_json::json;
 use tokio::sync::OnceCell;
 

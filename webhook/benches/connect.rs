@@ -13,11 +13,12 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use myownshell_api::names;
 use myownshell_envtest::tls::LoopbackTls;
-use myownshell_webhook::access::ShellAccess;
-use myownshell_webhook::admission::{Answer, Policy, Webhook, review};
+use myownshell_webhook::admission::Policy;
+use myownshell_webhook::connect::access::ShellAccess;
+use myownshell_webhook::connect::shell_index::ShellIndex;
+use myownshell_webhook::dispatch::{Answer, Webhook, review};
 use myownshell_webhook::metrics::Metrics;
 use myownshell_webhook::server::AppState;
-use myownshell_webhook::shell_index::ShellIndex;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

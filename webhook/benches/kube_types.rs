@@ -1,6 +1,6 @@
 //! The same admission answers made with kube's own types (`kube::core::admission`), for the
 //! row of `cargo xtask bench webhook` that decides whether the webhook's hand-written review
-//! types (`webhook/src/admission/request.rs`, `response.rs`) are worth keeping.
+//! types (`webhook/src/review/request.rs`, `response.rs`) are worth keeping.
 //!
 //! The decisions are the webhook's own (`defaulting::operations`, `validation::check_spec`,
 //! `warnings`); only the decoding of the review and the encoding of the answer differ:

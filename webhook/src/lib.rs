@@ -1,19 +1,25 @@
-//! The MyOwnShell admission webhook: defaulting, validation and who may connect to a shell as
-//! pure functions ([`admission`], [`access`], with [`image`] references; quantities are read by
-//! [`myownshell_api::quantity`], shared with the controller), what it knows of every shell
-//! ([`shell_index`]), who asks ([`user`]), the record of connections ([`connections`]), a thin HTTP layer
-//! ([`server`]), metrics ([`metrics`]), flags ([`args`]) and the process around them ([`run`]).
-//! Certificates come from the `myownshell-certs` crate.
+//! The MyOwnShell admission webhook. Its folders read like its architecture (ARCHITECTURE.md has
+//! the map):
+//! - [`review`]: the AdmissionReview on the wire (request, spec, who asks, response);
+//! - [`admission`]: the spec rules as pure functions (defaulting, validation, the operator's
+//!   bounds), with image references; quantities are read by [`myownshell_api::quantity`], shared
+//!   with the controller;
+//! - [`connect`]: the connect gate (who may connect to a shell), what it knows of every shell,
+//!   and the record of connections;
+//! - [`dispatch`]: one review from bytes to answer, for whichever webhook it came to;
+//! - the process: a thin HTTP layer ([`server`]), metrics ([`metrics`]), flags ([`args`]) and
+//!   the process around them ([`run`]). Certificates come from the `myownshell-certs` crate.
 
 #![warn(missing_docs)]
 
-pub mod access;
 pub mod admission;
 pub mod args;
-pub mod connections;
-pub mod image;
+pub mod connect;
+pub mod dispatch;
 pub mod metrics;
+pub mod review;
 pub mod run;
 pub mod server;
-pub mod shell_index;
-pub mod user;
+
+#[cfg(test)]
+mod tests;

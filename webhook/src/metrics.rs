@@ -13,8 +13,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::admission::connect::ConnectKind;
-use crate::admission::{Operation, Outcome, Webhook};
+use crate::connect::gate::ConnectKind;
+use crate::dispatch::{Outcome, Webhook};
+use crate::review::Operation;
 
 /// How a request ended, as the `result` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

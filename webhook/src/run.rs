@@ -20,10 +20,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::Args;
-use crate::connections;
+use crate::connect::record;
+use crate::connect::shell_index::{self, ShellIndex};
 use crate::metrics::Metrics;
 use crate::server::{AppState, admission_service};
-use crate::shell_index::{self, ShellIndex};
 
 /// How often `--cert-dir` files are compared for changes.
 const CERT_DIR_POLL: Duration = Duration::from_secs(1);
@@ -163,7 +163,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     // the record of those, self-managed certificates, metrics auth.
     let client = args.client.client().await.context("configuring the Kubernetes client")?;
     tokio::spawn(shell_index::watch(client.clone(), shells.clone(), shutdown.clone()));
-    let recorder = connections::start(client.clone(), args.connection_record_interval, shutdown.clone());
+    let recorder = record::start(client.clone(), args.connection_record_interval, shutdown.clone());
     let service = args.metrics_service();
     args.metrics_auth
         .serve(client.clone(), metrics.router(), &service, shutdown.clone())

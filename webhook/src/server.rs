@@ -1,6 +1,6 @@
 //! The thin HTTP layer: route the three webhook paths, read the body (bounded), hand it to
-//! [`crate::admission::review`], write the answer, count it, and hand connections into shells
-//! to the record ([`crate::connections`]).
+//! [`crate::dispatch::review`], write the answer, count it, and hand connections into shells
+//! to the record ([`crate::connect::record`]).
 //!
 //! The admission port serves exactly three POST paths, so it is a plain hyper service rather
 //! than a router: the apiserver calls it for every write of a `MyOwnShell` and every connection
@@ -19,11 +19,12 @@ use hyper::body::Body;
 use myownshell_api::names;
 use myownshell_runtime::server::RequestBody;
 
-use crate::admission::connect::Connection;
-use crate::admission::{self, Answer, Outcome, Policy, Webhook};
-use crate::connections::Recorder;
+use crate::admission::Policy;
+use crate::connect::gate::Connection;
+use crate::connect::record::Recorder;
+use crate::connect::shell_index::ShellIndex;
+use crate::dispatch::{self, Answer, Outcome, Webhook};
 use crate::metrics::{Metrics, RequestResult};
-use crate::shell_index::ShellIndex;
 
 /// Largest AdmissionReview body read. The apiserver caps objects at 3 MiB and a review holds
 /// the object and the old object; anything bigger is not from the apiserver.
@@ -68,10 +69,10 @@ fn json(body: Vec<u8>) -> Response {
     response
 }
 
-/// Answer one review body; the pure part is [`admission::review`].
+/// Answer one review body; the pure part is [`dispatch::review`].
 pub fn answer(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
     let (response, operation, outcome, connections) =
-        match admission::review(webhook, body, &state.policy, &state.shells) {
+        match dispatch::review(webhook, body, &state.policy, &state.shells) {
             Answer::BadRequest(reason) => return bad_request(webhook, reason, state, started),
             Answer::Review { response, operation, outcome, connections } => (response, operation, outcome, connections),
         };

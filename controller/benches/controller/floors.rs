@@ -15,7 +15,7 @@ use kube::{Client, Resource, ResourceExt};
 use myownshell_api::names::reasons;
 use myownshell_api::{Lifetime, MyOwnShell, MyOwnShellSpec, names};
 use myownshell_controller::events::actions;
-use myownshell_controller::{deployment, status};
+use myownshell_controller::{deployment, write::status};
 use myownshell_envtest::create_namespace;
 
 use crate::*;

@@ -16,10 +16,10 @@ use myownshell_api::{defaults, names};
 use serde_json::{Value, json};
 
 use super::lifetime;
-use super::request::{Object, Operation, Request};
-use super::response::{EncodedPatch, Response};
-use super::spec::SetFields;
-use super::validation::Policy;
+use super::policy::Policy;
+use crate::review::request::{Object, Operation, Request};
+use crate::review::response::{EncodedPatch, Response};
+use crate::review::spec::SetFields;
 
 /// What the finalizer list needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use myownshell_api::{Lifetime, MyOwnShellSpec};
 use myownshell_runtime::duration::{format_duration, parse_duration};
 use serde_json::json;
 
+use super::policy::Policy;
 use super::problem::Problem;
-use super::validation::Policy;
 
 /// The shortest `idleTimeout`, `maxRunTime` or `deletePausedAfter`: short enough for demos and
 /// tests (`idleTimeout: 40s`), long enough that a shell is not stopped before it is up.

@@ -6,9 +6,9 @@
 
 use myownshell_api::MyOwnShellSpec;
 
-use super::request::{Request, UserInfo};
-use super::response::Response;
-use crate::access::{self, ShellAccess};
+use crate::connect::access::{self, ShellAccess};
+use crate::review::request::{Request, UserInfo};
+use crate::review::response::Response;
 
 /// The refusal of an update from `old` to `new` by `user`, if it is refused.
 pub fn refusal(

@@ -2,48 +2,19 @@
 //! and the value; who may change a spec ([`super::ownership`]); warnings for values that pass but
 //! are risky.
 
-use std::time::Duration;
-
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShellSpec;
 
 use super::lifetime;
 use super::ownership;
+use super::policy::Policy;
 use super::problem::Problem;
-use super::request::{Operation, Request};
 use super::resources;
-use super::response::Response;
 use super::sharing;
-use crate::image;
-use crate::shell_index::ShellIndex;
-
-/// The operator's admission settings (`--max-size`, `--allowed-registries`, `--admin-groups`,
-/// `--max-run-time`, `--default-idle-timeout`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Policy {
-    /// Largest `spec.size` admitted.
-    pub max_size: i32,
-    /// Registries or repository prefixes images may come from; empty means any.
-    pub allowed_registries: Vec<String>,
-    /// Groups whose members may change any shell's spec, besides its owner.
-    pub admin_groups: Vec<String>,
-    /// The longest `spec.lifetime.maxRunTime` admitted, and the one a spec without it gets.
-    pub max_run_time: Option<Duration>,
-    /// The `spec.lifetime.idleTimeout` a spec without one gets.
-    pub default_idle_timeout: Option<Duration>,
-}
-
-impl Default for Policy {
-    fn default() -> Self {
-        Self {
-            max_size: 50,
-            allowed_registries: Vec::new(),
-            admin_groups: vec!["system:masters".to_owned()],
-            max_run_time: None,
-            default_idle_timeout: None,
-        }
-    }
-}
+use crate::admission::image;
+use crate::connect::shell_index::ShellIndex;
+use crate::review::request::{Operation, Request};
+use crate::review::response::Response;
 
 /// The rule `size` breaks, if any.
 pub fn check_size(size: i32, policy: &Policy) -> Option<Problem> {

@@ -1,0 +1,187 @@
+//! The controller's watches and what they keep: pruned `MyOwnShell`s and Deployments in the
+//! reflector stores (the echoes of its own writes filtered out, a signal once each has its first
+//! list); the shells' pods' health, the nodes' readiness and the namespaces being deleted in
+//! indexes of their own, each read from the watch's JSON into the little it needs.
+//!
+//! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
+//! are dropped before objects reach the stores. Deployments are watched only if they carry the
+//! managed-by label, so the controller never caches the rest of the cluster's Deployments, and
+//! each is kept packed ([`CachedDeployment`]).
+
+use std::time::Duration;
+
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::ExponentialBackoff;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use myownshell_api::MyOwnShell;
+use tokio::sync::watch;
+use tracing::warn;
+
+use crate::cache::cached_deployment::CachedDeployment;
+use crate::cache::memo::{DeploymentCache, StatusMemo};
+use crate::cache::namespaces::TerminatingNamespaces;
+use crate::cache::prune::prune_shell;
+use crate::health::nodes::{CachedNode, NodeIndex};
+use crate::health::pods::{CachedPod, PodIndex};
+use crate::labels;
+
+/// Delays between watch retries: 250 ms doubling to 5 s with jitter, back to the start after any
+/// success (kube-runtime's backoff on `backon`). kube's default climbs to 30 s, which after an
+/// apiserver restart (a failed connect, then "resource version too old" while etcd compacts)
+/// left the controller blind for ~20 s; one controller relisting every 5 s at worst is no
+/// burden to an apiserver, and the jitter keeps replicas from relisting in step.
+pub fn watch_backoff() -> ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(WATCH_BACKOFF_MIN)
+        .with_max_delay(WATCH_BACKOFF_MAX)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into()
+}
+
+/// The first delay of [`watch_backoff`].
+pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(250);
+/// The longest delay of [`watch_backoff`] (before jitter).
+pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// The `MyOwnShell` watch: pruned objects into `writer`, each applied object out.
+pub fn shell_stream(
+    api: Api<MyOwnShell>,
+    writer: reflector::store::Writer<MyOwnShell>,
+    synced: watch::Sender<bool>,
+    written: StatusMemo,
+) -> impl Stream<Item = Result<MyOwnShell, watcher::Error>> + Send + 'static {
+    watcher(api, watcher::Config::default().any_semantic())
+        .backoff(watch_backoff())
+        .modify(prune_shell)
+        .reflect(writer)
+        // The echo of our own status write changes nothing a reconcile would act on.
+        .try_filter_map(skip_own_writes(synced, move |event| written.observe(event)))
+        .applied_objects()
+}
+
+/// The watch of Deployments carrying our managed-by label: pruned objects (as
+/// [`CachedDeployment`]s) into the cache, each touched object out (so a change or deletion of a
+/// Deployment triggers a reconcile of the `MyOwnShell` of its name).
+pub fn deployment_stream(
+    api: Api<CachedDeployment>,
+    cache: DeploymentCache,
+    writer: reflector::store::Writer<CachedDeployment>,
+    synced: watch::Sender<bool>,
+) -> impl Stream<Item = Result<CachedDeployment, watcher::Error>> + Send + 'static {
+    let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
+    let cached = writer.as_reader();
+    watcher(api, config)
+        .backoff(watch_backoff())
+        // A relist brings every Deployment again, most of them unchanged.
+        .modify(move |d| {
+            if let Some(old) = cached.get(&reflector::ObjectRef::from_obj(d)) {
+                d.share_unchanged(&old);
+            }
+        })
+        .reflect(writer)
+        // After `reflect`: the store already holds what the event carries.
+        // The echo of our own apply: the reconcile that made it already used its response.
+        .try_filter_map(skip_own_writes(synced, move |event| cache.observe(event)))
+        .touched_objects()
+}
+
+/// The watch of the shells' pods (those carrying our managed-by label) into `index`; out come
+/// the shells whose pods' problems changed.
+pub fn pod_triggers(
+    api: Api<CachedPod>,
+    index: Arc<PodIndex>,
+) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
+    let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
+    logged(watcher(api, config).backoff(watch_backoff()), "pods")
+        .flat_map(move |event| futures::stream::iter(index.apply(&event)))
+}
+
+/// The watch of the nodes into `nodes`; out come the shells with a pod on a node whose
+/// readiness changed.
+pub fn node_triggers(
+    api: Api<CachedNode>,
+    nodes: Arc<NodeIndex>,
+    pods: Arc<PodIndex>,
+) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
+    logged(watcher(api, watcher::Config::default().any_semantic()).backoff(watch_backoff()), "nodes").flat_map(
+        move |event| futures::stream::iter(nodes.apply(&event).map(|node| pods.shells_on(&node)).unwrap_or_default()),
+    )
+}
+
+/// Keep `terminating` up to date from the watch of the namespaces' metadata (`only`: of that one
+/// namespace) until the returned future is dropped.
+pub async fn follow_namespaces(
+    api: Api<PartialObjectMeta<Namespace>>,
+    only: Option<String>,
+    terminating: Arc<TerminatingNamespaces>,
+) {
+    let mut config = watcher::Config::default().any_semantic();
+    if let Some(name) = only {
+        config = config.fields(&format!("metadata.name={name}"));
+    }
+    logged(watcher(api, config).backoff(watch_backoff()), "namespaces")
+        .for_each(|event| {
+            terminating.apply(&event);
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// A watch's events, its errors logged (the backoff paces the retries).
+fn logged<K: Send + 'static>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+    what: &'static str,
+) -> impl Stream<Item = watcher::Event<K>> + Send + 'static {
+    events.filter_map(move |result| {
+        std::future::ready(match result {
+            Ok(event) => Some(event),
+            Err(e) => {
+                warn!(error = %e, watch = what, "watch failed; retrying");
+                None
+            }
+        })
+    })
+}
+
+/// The filter of a watch after `reflect`: drops the events `own_write` recognises as the echo
+/// of this controller's own write, and marks the watch synced at its first `InitDone`.
+fn skip_own_writes<K>(
+    synced: watch::Sender<bool>,
+    own_write: impl Fn(&watcher::Event<K>) -> bool,
+) -> impl FnMut(watcher::Event<K>) -> std::future::Ready<Result<Option<watcher::Event<K>>, watcher::Error>> {
+    move |event| {
+        let own = own_write(&event);
+        if matches!(event, watcher::Event::InitDone) {
+            synced.send_replace(true);
+        }
+        std::future::ready(Ok((!own).then_some(event)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::utils::Backoff;
+
+    use super::*;
+
+    #[test]
+    fn watch_backoff_grows_to_a_cap_with_jitter_and_resets() {
+        let mut b = watch_backoff();
+        let delays: Vec<Duration> = b.by_ref().take(8).collect();
+        // backon's jitter adds up to one more delay on top of each.
+        assert!(delays[0] >= WATCH_BACKOFF_MIN && delays[0] <= WATCH_BACKOFF_MIN * 2, "{delays:?}");
+        assert!(delays.iter().all(|d| *d <= WATCH_BACKOFF_MAX * 2), "capped: {delays:?}");
+        assert!(delays[7] >= WATCH_BACKOFF_MAX, "reaches the cap: {delays:?}");
+        b.reset();
+        let first = b.next().unwrap_or_default();
+        assert!(first >= WATCH_BACKOFF_MIN && first <= WATCH_BACKOFF_MIN * 2, "after a reset: {first:?}");
+    }
+}

@@ -1,0 +1,176 @@
+//! What a reconcile tells in Events, as pure functions: what its lifetime did
+//! ([`lifetime_events`]), and a failure or a pod problem once per cause ([`trouble_event`]).
+
+use myownshell_api::MyOwnShellStatus;
+use myownshell_api::names::conditions::DEGRADED;
+use myownshell_api::names::reasons;
+
+use crate::events::{EventType, actions};
+use crate::health::diagnose::cause_of;
+use crate::life::lifetime::{Happening, Plan};
+
+/// One Event to write about a shell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Announcement {
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// A reason of `myownshell_api::names::reasons`.
+    pub reason: &'static str,
+    /// What the controller did (`crate::events::actions`).
+    pub action: &'static str,
+    /// For people.
+    pub note: String,
+}
+
+/// The Events of what the lifetime did in this reconcile (`plan.happenings`); `name` is the
+/// shell's, `replicas` the pods it runs now.
+pub fn lifetime_events(name: &str, plan: &Plan, replicas: i32) -> Vec<Announcement> {
+    let event = |type_, reason, note| Announcement { type_, reason, action: actions::LIFETIME, note };
+    plan.happenings
+        .iter()
+        .map(|happening| match happening {
+            Happening::Started => event(
+                EventType::Normal,
+                reasons::STARTED,
+                format!("Started: {replicas} shell pod(s) come back, and the lifetime's clocks start again"),
+            ),
+            Happening::StoppingSoon(next) => event(
+                EventType::Warning,
+                reasons::STOPPING_SOON,
+                format!(
+                    "Stops at {} ({}); `kubectl myownshell extend {name}` pushes the stop back without a restart",
+                    next.at.0, next.reason
+                ),
+            ),
+            Happening::Stopped(stop) => {
+                event(EventType::Normal, reasons::STOPPED, format!("Stopped ({}): {}", stop.reason, stop.message))
+            }
+        })
+        .collect()
+}
+
+/// The `Degraded=True` cause of `status`, if it has one.
+fn degraded_cause(status: &MyOwnShellStatus) -> Option<String> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == DEGRADED && c.status == "True")
+        .map(|c| cause_of(&c.reason, &c.message))
+}
+
+/// The Warning for a failure or a pod problem, once per cause: only when `status` shows a
+/// `Degraded` cause that `previous` did not (a failure persisting through retries, or a crash
+/// loop restarting again, is told once). `told_as` is the Event's reason and action for the
+/// trouble this reconcile found (`None`: none, or none worth an Event).
+pub fn trouble_event(
+    previous: Option<&MyOwnShellStatus>,
+    status: &MyOwnShellStatus,
+    told_as: Option<(&'static str, &'static str)>,
+) -> Option<Announcement> {
+    let (reason, action) = told_as?;
+    let cause = degraded_cause(status)?;
+    if previous.and_then(degraded_cause).as_ref() == Some(&cause) {
+        return None;
+    }
+    let message = status.conditions.iter().find(|c| c.type_ == DEGRADED).map(|c| c.message.clone())?;
+    Some(Announcement { type_: EventType::Warning, reason, action, note: message })
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+    use k8s_openapi::jiff::Timestamp;
+    use myownshell_api::{NextStop, Stop};
+
+    use super::*;
+    use crate::life::lifetime::{Phase, time};
+
+    fn degraded(status: &str, reason: &str, message: &str) -> MyOwnShellStatus {
+        MyOwnShellStatus {
+            conditions: vec![Condition {
+                type_: DEGRADED.into(),
+                status: status.into(),
+                reason: reason.into(),
+                message: message.into(),
+                observed_generation: None,
+                last_transition_time: time(Timestamp::UNIX_EPOCH),
+            }],
+            ..MyOwnShellStatus::default()
+        }
+    }
+
+    #[test]
+    fn trouble_is_told_once_per_cause() {
+        let crash = |restarts: u32| {
+            degraded(
+                "True",
+                "CrashLooping",
+                &format!("pod web-1, container shell: restarted {restarts} times, last ended Error"),
+            )
+        };
+        let pods = Some((reasons::CRASH_LOOPING, actions::CHECK_PODS));
+        let well = degraded("False", "AsExpected", "the shells run as specified");
+        type ToldAs = Option<(&'static str, &'static str)>;
+        let cases: Vec<(&str, Option<MyOwnShellStatus>, MyOwnShellStatus, ToldAs, bool)> = vec![
+            ("first seen", Some(well.clone()), crash(1), pods, true),
+            ("no status before", None, crash(1), pods, true),
+            ("the same cause, a counter moved", Some(crash(1)), crash(4), pods, false),
+            (
+                "another pod",
+                Some(crash(1)),
+                degraded("True", "CrashLooping", "pod web-2, container shell: restarted 1 times"),
+                pods,
+                true,
+            ),
+            (
+                "another reason",
+                Some(crash(1)),
+                degraded("True", "OOMKilled", "pod web-1, container shell: x"),
+                pods,
+                true,
+            ),
+            ("well again", Some(crash(1)), well.clone(), None, false),
+            ("nothing to tell", Some(well.clone()), well, None, false),
+        ];
+        for (what, previous, status, told_as, told) in cases {
+            let event = trouble_event(previous.as_ref(), &status, told_as);
+            assert_eq!(event.is_some(), told, "{what}");
+            if let Some(e) = event {
+                assert_eq!(
+                    (e.type_, e.reason, e.note.as_str()),
+                    (EventType::Warning, "CrashLooping", status.conditions[0].message.as_str()),
+                    "{what}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn each_happening_is_an_event() {
+        let at = time(Timestamp::from_second(1_800_000_000).unwrap());
+        let plan = Plan {
+            phase: Phase::Running { started_at: at.0 },
+            next_stop: None,
+            happenings: vec![
+                Happening::Started,
+                Happening::StoppingSoon(NextStop { at: at.clone(), reason: "Idle".into(), warned: true }),
+                Happening::Stopped(Stop { reason: "Idle".into(), at, message: "no new connection for 40s".into() }),
+            ],
+            wake_at: None,
+            delete: false,
+        };
+        let events = lifetime_events("web", &plan, 2);
+        let got: Vec<(EventType, &str)> = events.iter().map(|e| (e.type_, e.reason)).collect();
+        assert_eq!(
+            got,
+            vec![(EventType::Normal, "Started"), (EventType::Warning, "StoppingSoon"), (EventType::Normal, "Stopped")]
+        );
+        assert!(events[0].note.contains("2 shell pod(s)"), "{}", events[0].note);
+        assert!(
+            events[1].note.contains("2027-01-15T08:00:00Z (Idle)") && events[1].note.contains("extend web"),
+            "{}",
+            events[1].note
+        );
+        assert_eq!(events[2].note, "Stopped (Idle): no new connection for 40s");
+    }
+}

@@ -1,0 +1,15 @@
+//! Everything a reconcile writes: the Deployment, server-side applied only when it differs
+//! ([`apply_deployment`]); the status and conditions, computed as a pure function ([`status`]);
+//! what a reconcile tells in Events ([`announce`], published by [`crate::events`]); and the
+//! cleanup of a deleted shell ([`cleanup`]: its Deployment deleted, its pods awaited, then the
+//! finalizer released).
+//!
+//! Must not write or delete what is not ours (every Deployment write and delete goes through
+//! [`crate::ownership`]'s rule, with a uid precondition on delete), must not write what has not
+//! changed (a restart over 10,000 converged shells writes nothing), and must not decide lifetimes
+//! or rollouts: it carries out what [`crate::life`] decided.
+
+pub mod announce;
+pub mod apply_deployment;
+pub mod cleanup;
+pub mod status;

@@ -1,0 +1,486 @@
+//! `MyOwnShell` status as a pure function of the object, its Deployment, its lifetime's plan,
+//! what is wrong with its pods, and the outcome of the reconcile. Conditions follow the Kubernetes API conventions: one entry per type, CamelCase
+//! reasons, human messages, and `lastTransitionTime` that moves only when `status` flips.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING, STOPPING, UP_TO_DATE};
+use myownshell_api::names::reasons;
+use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
+
+use crate::health::diagnose::Diagnosis;
+use crate::labels;
+use crate::life::lifetime::{Phase, Plan};
+use crate::life::rollout::Decision;
+
+/// A failed reconcile, shown as `Degraded=True` with this reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// CamelCase condition reason, from [`crate::error::Error::reason`].
+    pub reason: &'static str,
+    /// What went wrong, for people reading `kubectl describe`.
+    pub message: String,
+}
+
+/// What a reconcile learned, for the status.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Inputs<'a> {
+    /// The shell's Deployment (ours), if it exists.
+    pub deployment: Option<&'a Deployment>,
+    /// The reconcile's failure, if it failed.
+    pub failure: Option<&'a Failure>,
+    /// The lifetime's plan (`None`: reckoned as running, with no lifetime).
+    pub plan: Option<&'a Plan>,
+    /// What is wrong with the shell's pods, if anything.
+    pub diagnosis: Option<&'a Diagnosis>,
+    /// Whether the pods run the template the controller builds now (`None`: not known).
+    pub template: Option<&'a Decision>,
+}
+
+/// A condition's value: status, reason, message.
+type Value = (bool, &'static str, String);
+
+fn available(inputs: &Inputs<'_>, wanted: i32, observed: &Observed) -> Value {
+    if let Some(Phase::Stopped(stop)) = inputs.plan.map(|p| &p.phase) {
+        return (false, reasons::STOPPED, format!("stopped at {} ({}): {}", stop.at.0, stop.reason, stop.message));
+    }
+    match (inputs.deployment, wanted, inputs.diagnosis) {
+        (None, _, _) => (false, reasons::DEPLOYMENT_MISSING, "the shell Deployment does not exist yet".to_owned()),
+        (Some(_), 0, _) => (false, reasons::PAUSED, "size is 0: no shell pods run".to_owned()),
+        (Some(_), _, Some(d)) => (false, d.reason, d.message.clone()),
+        (Some(_), _, None) if observed.ready >= wanted => {
+            (true, reasons::SHELLS_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
+        }
+        (Some(_), _, None) => {
+            (false, reasons::SHELLS_NOT_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
+        }
+    }
+}
+
+fn progressing(inputs: &Inputs<'_>, wanted: i32, observed: &Observed) -> Value {
+    let stopped = matches!(inputs.plan.map(|p| &p.phase), Some(Phase::Stopped(_)));
+    if let Some(message) = &observed.deadline_exceeded {
+        (false, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
+    } else if stopped && observed.replicas == 0 && inputs.deployment.is_some() {
+        (false, reasons::STOPPED, "stopped: nothing to roll out".to_owned())
+    } else if wanted == 0 && observed.replicas == 0 && inputs.deployment.is_some() {
+        (false, reasons::PAUSED, "size is 0: nothing to roll out".to_owned())
+    } else if inputs.deployment.is_some() && observed.settled(wanted) {
+        (false, reasons::ROLLOUT_COMPLETE, format!("all {wanted} shell pods are up to date and ready"))
+    } else {
+        let up = observed.ready.min(observed.updated);
+        (true, reasons::ROLLING_OUT, format!("{up} of {wanted} shell pods are up to date and ready"))
+    }
+}
+
+fn degraded(inputs: &Inputs<'_>, observed: &Observed) -> Value {
+    if let Some(f) = inputs.failure {
+        (true, f.reason, f.message.clone())
+    } else if let Some(d) = inputs.diagnosis {
+        (true, d.reason, d.message.clone())
+    } else if let Some(message) = &observed.replica_failure {
+        (true, reasons::REPLICA_FAILURE, message.clone())
+    } else if let Some(message) = &observed.deadline_exceeded {
+        (true, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
+    } else {
+        (false, reasons::AS_EXPECTED, "the shells run as specified".to_owned())
+    }
+}
+
+/// `Stopping`, for shells with a lifetime or a stop: whether one is due within `warnBefore`.
+fn stopping(shell: &MyOwnShell, plan: &Plan) -> Option<Value> {
+    let name = shell.metadata.name.as_deref().unwrap_or_default();
+    match (&plan.phase, &plan.next_stop) {
+        (Phase::Stopped(stop), _) => {
+            Some((false, reasons::STOPPED, format!("stopped at {} ({})", stop.at.0, stop.reason)))
+        }
+        (_, Some(next)) if next.warned => Some((
+            true,
+            if next.reason == reasons::IDLE { reasons::IDLE } else { reasons::MAX_RUN_TIME },
+            format!("stops at {} ({}); `kubectl myownshell extend {name}` pushes it back", next.at.0, next.reason),
+        )),
+        (_, Some(next)) => {
+            Some((false, reasons::NO_STOP_DUE, format!("the next stop is at {} ({})", next.at.0, next.reason)))
+        }
+        (_, None) if shell.spec.lifetime.is_some() => Some((false, reasons::NO_STOP_DUE, "no stop is due".to_owned())),
+        (_, None) => None,
+    }
+}
+
+/// `UpToDate`, once there is a Deployment: whether its pods run the template built now.
+fn up_to_date(shell: &MyOwnShell, decision: &Decision) -> Value {
+    let name = shell.metadata.name.as_deref().unwrap_or_default();
+    match decision {
+        Decision::Wait { until } => (
+            false,
+            reasons::OPERATOR_UPGRADED,
+            format!(
+                "the pods run the pod template of an earlier operator release (or operator flags); it is applied when the shell next starts, at {until} if nobody connects before, or now with `kubectl myownshell update {name}` (which restarts the pods)"
+            ),
+        ),
+        Decision::Current | Decision::Roll(_) => {
+            (true, reasons::TEMPLATE_CURRENT, "the pods run this operator release's pod template".to_owned())
+        }
+    }
+}
+
+/// The status `shell` should have, given what the reconcile learned. `previous` is the latest
+/// status known (condition transition times carry over from it).
+pub fn compute(
+    shell: &MyOwnShell,
+    previous: Option<&MyOwnShellStatus>,
+    inputs: &Inputs<'_>,
+    now: &Time,
+) -> MyOwnShellStatus {
+    let name = shell.metadata.name.as_deref().unwrap_or_default();
+    let generation = shell.metadata.generation;
+    let size = shell.spec.size.unwrap_or(defaults::SIZE);
+    let wanted = inputs.plan.map_or(size, |p| p.replicas(size));
+    let deployment = inputs.deployment;
+    let observed = Observed::of(deployment);
+    let previous_conditions = previous.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let condition = |type_: &str, (status, reason, message): Value| {
+        let status = if status { "True" } else { "False" }.to_owned();
+        let last_transition_time = previous_conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or_else(|| now.clone());
+        Condition {
+            type_: type_.to_owned(),
+            status,
+            reason: reason.to_owned(),
+            message,
+            observed_generation: generation,
+            last_transition_time,
+        }
+    };
+    let mut conditions = vec![
+        condition(AVAILABLE, available(inputs, wanted, &observed)),
+        condition(PROGRESSING, progressing(inputs, wanted, &observed)),
+        condition(DEGRADED, degraded(inputs, &observed)),
+    ];
+    conditions.extend(inputs.plan.and_then(|p| stopping(shell, p)).map(|v| condition(STOPPING, v)));
+    if deployment.is_some() {
+        conditions.extend(inputs.template.map(|d| condition(UP_TO_DATE, up_to_date(shell, d))));
+    }
+    let (state, started_at, stopped) = match inputs.plan.map(|p| &p.phase) {
+        Some(Phase::Running { started_at }) => (Some("Running"), Some(crate::life::lifetime::time(*started_at)), None),
+        Some(Phase::Paused) => (Some("Paused"), None, None),
+        Some(Phase::Stopped(stop)) => (Some("Stopped"), None, Some(stop.clone())),
+        None => (None, None, None),
+    };
+    MyOwnShellStatus {
+        replicas: observed.replicas,
+        ready_replicas: observed.ready,
+        observed_generation: generation,
+        selector: Some(labels::selector_string(&labels::instance_for(name, deployment))),
+        // `deployment` is ours here (reconcile never passes a foreign one): record its uid, the
+        // proof of ownership that survives the loss of its ownerReference (see `ownership`).
+        deployment_uid: deployment.and_then(|d| d.metadata.uid.clone()),
+        // The admission webhook's to write (it sees the connections); carried over so that its
+        // writes never look like a difference to correct.
+        last_connection: previous.and_then(|s| s.last_connection.clone()),
+        conditions,
+        state: state.map(str::to_owned),
+        started_at,
+        stopped,
+        next_stop: inputs.plan.and_then(|p| p.next_stop.clone()),
+    }
+}
+
+/// The time for a condition's `lastTransitionTime`, to the second: the apiserver keeps
+/// `metav1.Time` to the second, so a finer one would make the status we wrote differ from the
+/// status we read back, and the echo of our own write look like someone else's change.
+pub fn now() -> Time {
+    let now = Timestamp::now();
+    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
+/// The merge patch that makes the stored status `status`. Serialising leaves out an unset
+/// field, and a merge patch keeps what it leaves out, so a field that no longer holds (the uid of
+/// a Deployment that is gone, a stop that was undone) is cleared explicitly with `null`.
+/// `lastConnection` is left out: the admission webhook writes it, and a copy the controller read
+/// a moment ago must not overwrite a newer one.
+pub fn merge_patch(status: &MyOwnShellStatus) -> serde_json::Value {
+    let mut patch = serde_json::json!({ "status": status });
+    if let Some(fields) = patch["status"].as_object_mut() {
+        for cleared in ["deploymentUID", "state", "startedAt", "stopped", "nextStop"] {
+            fields.entry(cleared).or_insert(serde_json::Value::Null);
+        }
+        fields.remove("lastConnection");
+    }
+    patch
+}
+
+/// The reason of `status`'s `Degraded=True`, if it is degraded.
+pub fn degraded_reason(status: &MyOwnShellStatus) -> Option<&str> {
+    status.conditions.iter().find(|c| c.type_ == DEGRADED && c.status == "True").map(|c| c.reason.as_str())
+}
+
+/// Whether `status` already shows `Degraded=True` for `reason`.
+pub fn degraded_by(status: &MyOwnShellStatus, reason: &str) -> bool {
+    status.conditions.iter().any(|c| c.type_ == DEGRADED && c.status == "True" && c.reason == reason)
+}
+
+/// What the Deployment reports.
+#[derive(Debug, Default)]
+struct Observed {
+    replicas: i32,
+    ready: i32,
+    updated: i32,
+    /// The Deployment controller has seen the latest Deployment spec.
+    current: bool,
+    deadline_exceeded: Option<String>,
+    replica_failure: Option<String>,
+}
+
+impl Observed {
+    fn of(deployment: Option<&Deployment>) -> Self {
+        let Some(d) = deployment else { return Self::default() };
+        let Some(status) = &d.status else { return Self::default() };
+        let conditions = status.conditions.as_deref().unwrap_or_default();
+        let find = |type_: &str, status: &str, reason: Option<&str>| {
+            conditions
+                .iter()
+                .find(|c| {
+                    c.type_ == type_ && c.status == status && reason.is_none_or(|r| c.reason.as_deref() == Some(r))
+                })
+                .map(|c| c.message.clone().unwrap_or_else(|| format!("Deployment condition {type_} is {status}")))
+        };
+        Self {
+            replicas: status.replicas.unwrap_or(0),
+            ready: status.ready_replicas.unwrap_or(0),
+            updated: status.updated_replicas.unwrap_or(0),
+            current: status.observed_generation >= d.metadata.generation,
+            deadline_exceeded: find("Progressing", "False", Some(reasons::PROGRESS_DEADLINE_EXCEEDED)),
+            replica_failure: find("ReplicaFailure", "True", None),
+        }
+    }
+
+    /// Rolled out: the latest spec is observed, no old or surplus pods, all wanted pods ready.
+    fn settled(&self, wanted: i32) -> bool {
+        self.current && self.replicas == wanted && self.updated >= wanted && self.ready >= wanted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
+    use k8s_openapi::jiff::Timestamp;
+    use myownshell_api::MyOwnShellSpec;
+
+    use super::*;
+
+    fn time(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    fn shell(size: i32) -> MyOwnShell {
+        let mut s = MyOwnShell::new("web", MyOwnShellSpec { size: Some(size), ..MyOwnShellSpec::default() });
+        s.metadata.generation = Some(3);
+        s
+    }
+
+    fn deployment(generation: i64, status: Option<DeploymentStatus>) -> Deployment {
+        let mut d = Deployment::default();
+        d.metadata.generation = Some(generation);
+        d.status = status;
+        d
+    }
+
+    fn rolled(replicas: i32, updated: i32, ready: i32) -> Option<DeploymentStatus> {
+        Some(DeploymentStatus {
+            observed_generation: Some(1),
+            replicas: Some(replicas),
+            updated_replicas: Some(updated),
+            ready_replicas: Some(ready),
+            ..DeploymentStatus::default()
+        })
+    }
+
+    fn of<'a>(deployment: Option<&'a Deployment>, failure: Option<&'a Failure>) -> Inputs<'a> {
+        Inputs { deployment, failure, ..Inputs::default() }
+    }
+
+    fn summary(status: &MyOwnShellStatus) -> Vec<(String, String, String)> {
+        status.conditions.iter().map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone())).collect()
+    }
+
+    fn triple(t: &str, s: &str, r: &str) -> (String, String, String) {
+        (t.to_owned(), s.to_owned(), r.to_owned())
+    }
+
+    #[test]
+    fn conditions_table() {
+        let failure = Failure { reason: "DeploymentApplyFailed", message: "nope".into() };
+        let deadline = Some(DeploymentStatus {
+            observed_generation: Some(1),
+            replicas: Some(2),
+            conditions: Some(vec![DeploymentCondition {
+                type_: "Progressing".into(),
+                status: "False".into(),
+                reason: Some("ProgressDeadlineExceeded".into()),
+                message: Some("ReplicaSet web-1 has timed out progressing.".into()),
+                ..DeploymentCondition::default()
+            }]),
+            ..DeploymentStatus::default()
+        });
+        type Case<'a> = (&'a str, i32, Option<Deployment>, Option<&'a Failure>, [(&'a str, &'a str, &'a str); 3]);
+        let cases: Vec<Case> = vec![
+            (
+                "no Deployment yet",
+                2,
+                None,
+                None,
+                [
+                    ("Available", "False", "DeploymentMissing"),
+                    ("Progressing", "True", "RollingOut"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "created, nothing ready",
+                2,
+                Some(deployment(1, None)),
+                None,
+                [
+                    ("Available", "False", "ShellsNotReady"),
+                    ("Progressing", "True", "RollingOut"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "all ready",
+                2,
+                Some(deployment(1, rolled(2, 2, 2))),
+                None,
+                [
+                    ("Available", "True", "ShellsReady"),
+                    ("Progressing", "False", "RolloutComplete"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "scaled up: old pods ready, new spec not yet observed",
+                3,
+                Some(deployment(2, rolled(2, 2, 2))),
+                None,
+                [
+                    ("Available", "False", "ShellsNotReady"),
+                    ("Progressing", "True", "RollingOut"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "scaled down: surplus pods still there",
+                1,
+                Some(deployment(1, rolled(2, 2, 2))),
+                None,
+                [
+                    ("Available", "True", "ShellsReady"),
+                    ("Progressing", "True", "RollingOut"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "paused",
+                0,
+                Some(deployment(1, rolled(0, 0, 0))),
+                None,
+                [
+                    ("Available", "False", "Paused"),
+                    ("Progressing", "False", "Paused"),
+                    ("Degraded", "False", "AsExpected"),
+                ],
+            ),
+            (
+                "apply failed",
+                2,
+                Some(deployment(1, rolled(2, 2, 2))),
+                Some(&failure),
+                [
+                    ("Available", "True", "ShellsReady"),
+                    ("Progressing", "False", "RolloutComplete"),
+                    ("Degraded", "True", "DeploymentApplyFailed"),
+                ],
+            ),
+            (
+                "progress deadline exceeded",
+                2,
+                Some(deployment(1, deadline)),
+                None,
+                [
+                    ("Available", "False", "ShellsNotReady"),
+                    ("Progressing", "False", "ProgressDeadlineExceeded"),
+                    ("Degraded", "True", "ProgressDeadlineExceeded"),
+                ],
+            ),
+        ];
+        for (case, size, deployment, failure, want) in cases {
+            let status = compute(&shell(size), None, &of(deployment.as_ref(), failure), &time(100));
+            let want: Vec<_> = want.iter().map(|(t, s, r)| triple(t, s, r)).collect();
+            assert_eq!(summary(&status), want, "{case}");
+            assert!(status.conditions.iter().all(|c| !c.message.is_empty()), "{case}: every condition explains itself");
+            assert!(status.conditions.iter().all(|c| c.observed_generation == Some(3)), "{case}");
+        }
+    }
+
+    #[test]
+    fn counts_selector_and_generation() {
+        let status = compute(&shell(2), None, &of(Some(&deployment(1, rolled(2, 2, 1))), None), &time(100));
+        assert_eq!((status.replicas, status.ready_replicas), (2, 1));
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(
+            status.selector.as_deref(),
+            Some("app.kubernetes.io/instance=web,app.kubernetes.io/name=myownshell")
+        );
+        assert_eq!(status.conditions[0].message, "1 of 2 shell pods are ready");
+    }
+
+    #[test]
+    fn condition_times_are_whole_seconds_as_the_apiserver_keeps_them() {
+        let Time(t) = now();
+        assert_eq!(t.subsec_nanosecond(), 0, "{t}");
+    }
+
+    #[test]
+    fn the_merge_patch_clears_a_recorded_uid_that_no_longer_holds() {
+        let recorded = MyOwnShellStatus { deployment_uid: Some("deploy-uid".into()), ..MyOwnShellStatus::default() };
+        assert_eq!(merge_patch(&recorded)["status"]["deploymentUID"], "deploy-uid");
+        let cleared = merge_patch(&MyOwnShellStatus::default());
+        assert!(cleared["status"]["deploymentUID"].is_null(), "{cleared}");
+        assert!(cleared["status"].as_object().is_some_and(|s| s.contains_key("deploymentUID")), "{cleared}");
+    }
+
+    #[test]
+    fn the_deployment_uid_is_recorded_while_the_deployment_exists() {
+        let mut ours = deployment(1, rolled(1, 1, 1));
+        ours.metadata.uid = Some("deploy-uid".into());
+        let status = compute(&shell(1), None, &of(Some(&ours), None), &time(100));
+        assert_eq!(status.deployment_uid.as_deref(), Some("deploy-uid"));
+        let gone = compute(&shell(1), Some(&status), &of(None, None), &time(101));
+        assert_eq!(gone.deployment_uid, None, "a Deployment that is gone is no proof of anything");
+    }
+
+    #[test]
+    fn last_transition_time_moves_only_on_a_transition() {
+        let ready = Some(deployment(1, rolled(2, 2, 2)));
+        let first = compute(&shell(2), None, &of(None, None), &time(100));
+        assert!(first.conditions.iter().all(|c| c.last_transition_time == time(100)));
+
+        // Same statuses later (a message may change): times stay.
+        let again = compute(&shell(2), Some(&first), &of(Some(&deployment(1, rolled(2, 2, 1))), None), &time(200));
+        let times: Vec<_> = again.conditions.iter().map(|c| c.last_transition_time.clone()).collect();
+        assert_eq!(times, vec![time(100), time(100), time(100)]);
+
+        // Available and Progressing flip; Degraded does not.
+        let flipped = compute(&shell(2), Some(&again), &of(ready.as_ref(), None), &time(300));
+        let times: Vec<_> = flipped.conditions.iter().map(|c| c.last_transition_time.clone()).collect();
+        assert_eq!(times, vec![time(300), time(300), time(100)]);
+
+        // Nothing changed at all: the status is equal, so the controller writes nothing.
+        assert_eq!(compute(&shell(2), Some(&flipped), &of(ready.as_ref(), None), &time(400)), flipped);
+    }
+}

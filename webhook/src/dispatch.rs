@@ -1,0 +1,97 @@
+//! One review from bytes to answer: decode the body ([`crate::review`]), run the webhook it came
+//! to (the spec rules of [`crate::admission`], or the connect gate of [`crate::connect`]) and say
+//! how it ended. Pure: the HTTP layer ([`crate::server`]) moves the bytes, counts the outcome
+//! and hands the connections to the record.
+
+use std::borrow::Cow;
+
+use crate::admission::{Policy, mutate, validate};
+use crate::connect::ShellIndex;
+use crate::connect::gate::{self, Connection};
+use crate::review::{DecodeError, Operation, Response, decode};
+
+/// Which endpoint a review came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Webhook {
+    /// The mutating webhook (defaults, the finalizer, the owner).
+    Mutate = 0,
+    /// The validating webhook (the rules).
+    Validate = 1,
+    /// The connect webhook (who may connect to a shell's pods).
+    Connect = 2,
+}
+
+impl Webhook {
+    /// Each webhook, in discriminant order.
+    pub const ALL: [Webhook; 3] = [Webhook::Mutate, Webhook::Validate, Webhook::Connect];
+
+    /// The `webhook` label value: `mutate`, `validate` or `connect`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Webhook::Mutate => "mutate",
+            Webhook::Validate => "validate",
+            Webhook::Connect => "connect",
+        }
+    }
+}
+
+/// How a review ended (the `result` label of the request metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Allowed unchanged.
+    Allowed,
+    /// Allowed with a patch.
+    Patched,
+    /// Denied: the spec breaks a rule.
+    Denied,
+    /// A request that does not decode (denied with code 400).
+    Invalid,
+}
+
+impl Outcome {
+    fn of(response: &Response<'_>) -> Self {
+        match (response.allowed, response.patch.is_some(), response.status.as_ref().map(|s| s.code)) {
+            (true, true, _) => Outcome::Patched,
+            (true, false, _) => Outcome::Allowed,
+            (false, _, Some(400)) => Outcome::Invalid,
+            (false, _, _) => Outcome::Denied,
+        }
+    }
+}
+
+/// The result of one review, for the HTTP layer.
+#[derive(Debug, Clone)]
+pub enum Answer<'a> {
+    /// HTTP 200 with this response in an AdmissionReview.
+    Review {
+        /// The answer.
+        response: Response<'a>,
+        /// The request's operation, when it decoded.
+        operation: Option<Operation>,
+        /// How the review ended.
+        outcome: Outcome,
+        /// The connections into shells it decided on (connect webhook only), to be recorded.
+        connections: Vec<Connection>,
+    },
+    /// HTTP 400 with this plain reason: the body is not an AdmissionReview the apiserver sends.
+    BadRequest(String),
+}
+
+/// Decode, run `webhook`, and say what to answer. Never panics, whatever the bytes. `shells` is
+/// what the webhook knows of every shell (who may connect, whose it is).
+pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &ShellIndex) -> Answer<'a> {
+    let request = match decode(body) {
+        Ok(request) => request,
+        Err(DecodeError::BadRequest(reason)) => return Answer::BadRequest(reason),
+        Err(DecodeError::Undecodable { uid, reason }) => {
+            let response = Response::deny(Cow::Owned(uid), 400, "BadRequest", reason);
+            return Answer::Review { response, operation: None, outcome: Outcome::Invalid, connections: Vec::new() };
+        }
+    };
+    let (response, connections) = match webhook {
+        Webhook::Mutate => (mutate(&request, policy), Vec::new()),
+        Webhook::Validate => (validate(&request, policy, shells), Vec::new()),
+        Webhook::Connect => gate::connect(&request, shells),
+    };
+    Answer::Review { outcome: Outcome::of(&response), operation: Some(request.operation), response, connections }
+}

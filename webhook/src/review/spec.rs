@@ -1,0 +1,158 @@
+//! A review's raw `spec` read by serde: into `myownshell_api::MyOwnShellSpec` (the one spec
+//! definition), into the `Scale` spec of `kubectl scale`, or only for which fields it sets.
+//!
+//! A spec that does not decode is read a second time with `serde_path_to_error`, so that the
+//! answer names the field and what it must be (`spec.size: must be a 32-bit integer (invalid
+//! type: string "three", expected i32)`) instead of a bare serde message. Only bad input pays
+//! for that second reading.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+
+use myownshell_api::MyOwnShellSpec;
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde_path_to_error::Segment;
+
+/// `Scale.spec` (`autoscaling/v1`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct ScaleSpec {
+    /// Kept as JSON so that a value out of `int32` range is reported, not a parse error.
+    #[serde(default)]
+    pub replicas: Option<serde_json::Number>,
+}
+
+/// Which fields of a spec are set (present and not null), by name; their values are not read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetFields(BTreeSet<String>);
+
+impl SetFields {
+    /// Whether the spec sets `field` (a JSON name, e.g. `size`).
+    pub fn contains(&self, field: &str) -> bool {
+        self.0.contains(field)
+    }
+}
+
+/// The `MyOwnShell` spec in `raw`.
+pub(crate) fn shell_spec(raw: &str) -> Result<MyOwnShellSpec, String> {
+    must_be_object(raw)?;
+    read(raw, shell_rule)
+}
+
+/// The `Scale` spec in `raw`.
+pub(super) fn scale_spec(raw: &str) -> Result<ScaleSpec, String> {
+    read(raw, |path| (path == ["replicas"]).then_some("a 32-bit integer"))
+}
+
+/// Which fields the spec in `raw` sets, whatever their values.
+pub(super) fn set_fields(raw: &str) -> Result<SetFields, String> {
+    must_be_object(raw)?;
+    let fields: BTreeMap<String, Option<IgnoredAny>> =
+        serde_json::from_str(raw).map_err(|e| format!("spec does not decode: {}", without_position(&e)))?;
+    Ok(SetFields(fields.into_iter().filter_map(|(name, value)| value.map(|_| name)).collect()))
+}
+
+/// serde reads a struct from a JSON array too; a spec must be an object.
+fn must_be_object(raw: &str) -> Result<(), String> {
+    if raw.starts_with('{') {
+        return Ok(());
+    }
+    let kind = match raw.bytes().next() {
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        _ => "a number",
+    };
+    Err(format!("spec does not decode: expected an object, got {kind}"))
+}
+
+/// What the field at a path (keys and indexes below `spec`) must be, in the words of the CRD
+/// schema, where serde would only say `expected i32` or `expected Quantity`. A test holds the
+/// top-level entries to the fields of the CRD.
+fn shell_rule(path: &[&str]) -> Option<&'static str> {
+    Some(match path {
+        ["size"] => "a 32-bit integer",
+        ["image"] => "a string",
+        ["command"] => "a list of strings",
+        ["command", _] => "a string",
+        ["resources"] => "an object with requests and limits",
+        ["resources", "requests" | "limits"] => "a map of resource names to quantities",
+        ["resources", "requests" | "limits", _] => "a quantity such as \"250m\" or 1",
+        ["owner" | "ownerUID"] => "a string",
+        ["sharedWith"] => "an object with users and groups",
+        ["sharedWith", "users" | "groups"] => "a list of names",
+        ["sharedWith", "users" | "groups", _] => "a string",
+        ["lifetime"] => "an object with idleTimeout, maxRunTime, warnBefore and deletePausedAfter",
+        ["lifetime", "extendedUntil" | "restartedAt"] => "a time such as \"2026-01-01T00:00:00Z\"",
+        ["lifetime", _] => "a duration such as \"30m\" or \"1h30m\"",
+        ["stopped"] => "true or false",
+        ["updateRequestedAt"] => "a time such as \"2026-01-01T00:00:00Z\"",
+        _ => return None,
+    })
+}
+
+/// `raw` as `T`; when it does not decode, the field that does not and, where `rule` knows it,
+/// what that field must be.
+fn read<T: DeserializeOwned>(raw: &str, rule: fn(&[&str]) -> Option<&'static str>) -> Result<T, String> {
+    // The common case pays nothing for path tracking.
+    let plain = match serde_json::from_str(raw) {
+        Ok(value) => return Ok(value),
+        Err(e) => e,
+    };
+    let mut reader = serde_json::Deserializer::from_str(raw);
+    let Err(tracked) = serde_path_to_error::deserialize::<_, T>(&mut reader) else {
+        // Only trailing input fails the plain reading alone, which a raw JSON value never has.
+        return Err(format!("spec does not decode: {}", without_position(&plain)));
+    };
+    let steps: Vec<Cow<'_, str>> = tracked
+        .path()
+        .iter()
+        .map(|segment| match segment {
+            Segment::Seq { index } => Cow::Owned(index.to_string()),
+            Segment::Map { key } => Cow::Borrowed(key.as_str()),
+            Segment::Enum { variant } => Cow::Borrowed(variant.as_str()),
+            Segment::Unknown => Cow::Borrowed("?"),
+        })
+        .collect();
+    let steps: Vec<&str> = steps.iter().map(Cow::as_ref).collect();
+    let field = field_name(tracked.path());
+    let detail = without_position(tracked.inner());
+    Err(match rule(&steps) {
+        Some(rule) => format!("spec does not decode: {field}: must be {rule} ({detail})"),
+        None => format!("spec does not decode: {field}: {detail}"),
+    })
+}
+
+/// The field as the validation rules name it: `spec.command[0]`, `spec.resources.limits[cpu]`.
+fn field_name(path: &serde_path_to_error::Path) -> String {
+    let mut name = String::from("spec");
+    let mut keys: Vec<&str> = Vec::new();
+    for segment in path {
+        match segment {
+            Segment::Seq { index } => name.push_str(&format!("[{index}]")),
+            // A resource list's entries are resource names, written in brackets.
+            Segment::Map { key } if matches!(keys.as_slice(), ["resources", "requests" | "limits"]) => {
+                name.push_str(&format!("[{key}]"));
+            }
+            Segment::Map { key: part } | Segment::Enum { variant: part } => {
+                name.push('.');
+                name.push_str(part);
+                keys.push(part);
+            }
+            Segment::Unknown => name.push_str(".?"),
+        }
+    }
+    name
+}
+
+/// serde_json's message without its ` at line L column C`: a position in the spec's own text,
+/// which the apiserver wrote and the user never saw.
+fn without_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match text.strip_suffix(&position) {
+        Some(message) => message.to_owned(),
+        None => text,
+    }
+}
