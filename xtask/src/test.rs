@@ -101,14 +101,23 @@ fn locked() -> &'static [&'static str] {
     if in_ci() { &["--locked"] } else { &[] }
 }
 
-/// The tools lane in a thread while this one runs the checks; both must succeed. A failed check
-/// stops the tools lane from starting its next tool (the one under way finishes: its cache entry
-/// appears whole or not at all), and the error says what failed in which lane.
+/// The tools lane in a thread while this one runs the checks; both must succeed.
 fn prepare_alongside_checks(node_suites: bool) -> anyhow::Result<Tools> {
+    alongside(|stop| prepare_tools(node_suites, stop), run_checks)
+}
+
+/// `tools` in a thread of its own (the `tools` lane) while this thread runs `checks`. A failed
+/// check sets the flag `tools` is given, so that it starts no other tool (the one under way
+/// finishes: its cache entry appears whole or not at all) and returns `None`; the error says
+/// what failed in which lane.
+fn alongside<T: Send>(
+    tools: impl FnOnce(&AtomicBool) -> anyhow::Result<Option<T>> + Send,
+    checks: impl FnOnce() -> anyhow::Result<()>,
+) -> anyhow::Result<T> {
     let stop = AtomicBool::new(false);
     let (tools, checks) = std::thread::scope(|scope| {
-        let tools = scope.spawn(|| progress::in_lane("tools", || prepare_tools(node_suites, &stop)));
-        let checks = run_checks();
+        let tools = scope.spawn(|| progress::in_lane("tools", || tools(&stop)));
+        let checks = checks();
         if let Err(e) = &checks
             && !tools.is_finished()
         {
@@ -208,4 +217,50 @@ fn run_checks() -> anyhow::Result<()> {
 
     // Also what the e2e suite's operator image is made of (`node::operator_image`).
     run_step("cargo build --bins", crate::node::build_workspace_bins(in_ci()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A tools lane that runs until it is stopped (or 10 s pass), as a long Go build would.
+    fn until_stopped(stop: &AtomicBool) -> anyhow::Result<Option<u32>> {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(10) {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(Some(1))
+    }
+
+    #[test]
+    fn both_lanes_succeed() {
+        assert_eq!(alongside(|_| Ok(Some(7)), || Ok(())).unwrap(), 7);
+    }
+
+    #[test]
+    fn a_failed_check_stops_the_tools_lane_and_is_the_error() {
+        let started = Instant::now();
+        let err = alongside(until_stopped, || bail!("cargo fmt --check failed")).unwrap_err();
+        assert_eq!(format!("{err:#}"), "cargo fmt --check failed");
+        assert!(started.elapsed() < Duration::from_secs(5), "the tools lane was not stopped");
+    }
+
+    #[test]
+    fn a_failed_tool_is_named_with_its_lane() {
+        let err = alongside(|_| -> anyhow::Result<Option<u32>> { bail!("making helm: go install failed") }, || Ok(()))
+            .unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            "the tools lane (Go builds and packages the tests run): making helm: go install failed"
+        );
+        let both =
+            alongside(|_| -> anyhow::Result<Option<u32>> { bail!("making kwok: no Go") }, || bail!("clippy failed"))
+                .unwrap_err();
+        assert_eq!(format!("{both:#}"), "clippy failed; and the tools lane failed too: making kwok: no Go");
+    }
 }
