@@ -127,7 +127,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         diagnosis: diagnosis.as_ref(),
         template: template.as_ref(),
     };
-    let status = status::compute(shell, previous.as_ref(), &inputs, &lifetime::time(now));
+    let status = status::compute(shell, previous.as_ref(), &inputs, &myownshell_runtime::time::to_second(now));
     ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));
     let written = write_status(shell, api, previous.as_ref(), &status, ctx).await;
     let told_as = match (&error, &diagnosis) {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use myownshell_runtime::duration::parse_duration;
+use myownshell_runtime::time::parse_duration;
 
 /// Your shells: list them, connect to one, start, stop, extend or update them.
 #[derive(Debug, Parser)]

@@ -4,16 +4,16 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShell;
+use myownshell_runtime::time::{plus, to_second};
 use serde_json::{Value, json};
 
 /// The default of `extend` when no duration is given and the shell has no idle timeout.
 pub const DEFAULT_EXTENSION: Duration = Duration::from_secs(3600);
 
 fn time(t: Timestamp) -> Value {
-    serde_json::to_value(Time(Timestamp::from_second(t.as_second()).unwrap_or(t))).unwrap_or(Value::Null)
+    serde_json::to_value(to_second(t)).unwrap_or(Value::Null)
 }
 
 /// `start`: run again, clocks restarted from `now`.
@@ -33,12 +33,8 @@ pub fn stop_patch() -> Value {
 
 /// `extend`: no lifetime stop before `now + by`. Returns the patch and that time.
 pub fn extend_patch(now: Timestamp, by: Duration) -> (Value, Timestamp) {
-    let until = now.checked_add(jiff_span(by)).unwrap_or(now);
+    let until = plus(now, by);
     (json!({"spec": {"lifetime": {"extendedUntil": time(until)}}}), until)
-}
-
-fn jiff_span(d: Duration) -> k8s_openapi::jiff::SignedDuration {
-    k8s_openapi::jiff::SignedDuration::try_from(d).unwrap_or(k8s_openapi::jiff::SignedDuration::ZERO)
 }
 
 /// How long `extend` pushes the stop back when no duration is given: the shell's idle timeout,
@@ -49,7 +45,7 @@ pub fn default_extension(shell: &MyOwnShell) -> Duration {
         .lifetime
         .as_ref()
         .and_then(|l| l.idle_timeout.as_deref())
-        .and_then(|t| myownshell_runtime::duration::parse_duration(t).ok())
+        .and_then(|t| myownshell_runtime::time::parse_duration(t).ok())
         .unwrap_or(DEFAULT_EXTENSION)
 }
 

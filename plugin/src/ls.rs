@@ -3,6 +3,7 @@
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShell;
 use myownshell_api::names::conditions::{DEGRADED, STOPPING, UP_TO_DATE};
+use myownshell_runtime::time::format_age;
 
 /// One line of the listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,17 +26,6 @@ pub struct Row {
     pub reason: String,
 }
 
-/// `d` as kubectl writes ages: `45s`, `4m59s`, `3h12m`, `2d5h`.
-pub fn human(seconds: i64) -> String {
-    let s = seconds.max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{}s", s / 60, s % 60),
-        3600..86400 => format!("{}h{}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{}h", s / 86400, s % 86400 / 3600),
-    }
-}
-
 /// The line for `shell` at `now`.
 pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
     let status = shell.status.clone().unwrap_or_default();
@@ -51,7 +41,7 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
     let up_to_date =
         status.conditions.iter().find(|c| c.type_ == UP_TO_DATE).map_or_else(|| "-".to_owned(), |c| c.status.clone());
     let stops_in = match &status.next_stop {
-        Some(next) if status.stopped.is_none() => human(next.at.0.as_second() - now.as_second()),
+        Some(next) if status.stopped.is_none() => format_age(next.at.0.as_second() - now.as_second()),
         _ => "-".to_owned(),
     };
     Row {
@@ -93,11 +83,12 @@ pub fn render(rows: &[Row], all_namespaces: bool) -> String {
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use myownshell_api::{MyOwnShellSpec, MyOwnShellStatus, NextStop, Stop};
+    use myownshell_runtime::time::at_second;
 
     use super::*;
 
     fn at(seconds: i64) -> Time {
-        Time(Timestamp::from_second(seconds).unwrap_or(Timestamp::UNIX_EPOCH))
+        at_second(seconds)
     }
 
     fn shell(name: &str, status: MyOwnShellStatus) -> MyOwnShell {
@@ -199,9 +190,5 @@ mod tests {
              longer-name   alice   Pending   0/1     -            -\n"
         );
         assert!(render(&rows, true).starts_with("NAMESPACE   NAME"));
-        assert_eq!(
-            [human(59), human(61), human(3600 * 5 + 120), human(86400 * 2 + 3600)],
-            ["59s", "1m1s", "5h2m", "2d1h"]
-        );
     }
 }

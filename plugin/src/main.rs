@@ -79,7 +79,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             lifecycle::patch(&shells, name, &patch).await?;
             println!(
                 "myownshell.myownshell.io/{name} extended: no stop before {until} (in {})",
-                ls::human(by.as_secs() as i64)
+                myownshell_runtime::time::format_age(by.as_secs() as i64)
             );
         }
     }

@@ -16,10 +16,10 @@ use crate::proxy::{UpstreamError, UpstreamUrl};
 use crate::secure_server::SecureServingOptions;
 use crate::transport::TlsFiles;
 use myownshell_runtime::client::ClientArgs;
-use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{BindAddress, LogArgs, ProbeArgs};
 use myownshell_runtime::guard::GuardConfig;
 use myownshell_runtime::server::ServeOptions;
+use myownshell_runtime::time::parse_duration;
 
 /// Command-line flags (named and meant as kube-rbac-proxy's).
 #[derive(Debug, Clone, Parser)]

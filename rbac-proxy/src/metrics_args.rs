@@ -16,8 +16,8 @@ use crate::authz::AuthzCacheOptions;
 use crate::layer::AuthOptions;
 use crate::secure_server::{SecureServer, SecureServingOptions, ServeError};
 use crate::transport::TlsFiles;
-use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{BindAddress, parse_bind_address};
+use myownshell_runtime::time::parse_duration;
 
 /// The Service in front of a binary's `/metrics`. Without certificate files the endpoint
 /// serves a self-signed certificate for its DNS names, so a scraper that verifies names

@@ -2,8 +2,8 @@
 //! ([`process`]: logging, the crypto provider, the tokio runtime, exit codes), logging ([`log`]),
 //! shutdown on SIGTERM/SIGINT ([`shutdown`]), the Kubernetes client from `--kubeconfig`
 //! ([`client`]), the `/healthz` + `/readyz` probes and the plain-HTTP server they run on
-//! ([`probes`]), the `/metrics` route ([`metrics`]), their [`paths`], shared flags ([`flags`],
-//! [`duration`]), and the HTTPS server every
+//! ([`probes`]), the `/metrics` route ([`metrics`]), their [`paths`], shared flags ([`flags`]),
+//! durations and times as Kubernetes writes them ([`time`]), and the HTTPS server every
 //! TLS endpoint runs on: rustls with live certificate swaps ([`tls`]), HTTP/1.1 with graceful
 //! shutdown and a connection limit ([`server`]), and a guard per connection that closes the
 //! ones doing nothing useful ([`guard`]).
@@ -14,7 +14,6 @@
 #![warn(missing_docs)]
 
 pub mod client;
-pub mod duration;
 pub mod events;
 pub mod flags;
 pub mod guard;
@@ -26,4 +25,5 @@ pub mod probes;
 pub mod process;
 pub mod server;
 pub mod shutdown;
+pub mod time;
 pub mod tls;

@@ -9,7 +9,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams, PostParams};
 use myownshell_api::names::conditions::UP_TO_DATE;
 use myownshell_tests::controller::{ControllerProcess, ControllerTest, cond, condition, sized_shell};
@@ -112,7 +111,7 @@ async fn a_quiet_shell_takes_the_new_template_by_itself() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         connections.tick().await;
-        let time = Timestamp::from_second(Timestamp::now().as_second()).unwrap().to_string();
+        let time = myownshell_runtime::time::now().0.to_string();
         let patch =
             json!({"status": {"lastConnection": {"user": "alice", "time": time, "pod": "used-1", "kind": "exec"}}});
         t.shells.patch_status("used", &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();

@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::Parser;
 use myownshell_rbac_proxy::metrics_args::MetricsService;
 use myownshell_runtime::client::ClientArgs;
-use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{LogArgs, ProbeArgs};
+use myownshell_runtime::time::parse_duration;
 
 /// An extra subject alternative name: an IP address or a DNS name.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,8 +10,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use myownshell_api::names::reasons;
+use myownshell_runtime::time::plus;
 
 /// How long after a container last ended its shell still counts as restarting: a crash loop
 /// backs off up to 5 minutes between restarts, so a shell whose container ended less than that
@@ -121,10 +122,6 @@ fn rank(reason: &str) -> u8 {
         r if r == reasons::OOM_KILLED => 4,
         _ => 5,
     }
-}
-
-fn plus(t: Timestamp, d: Duration) -> Timestamp {
-    SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
 }
 
 fn ended_words(ended: &Ended) -> String {

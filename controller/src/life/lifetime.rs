@@ -12,11 +12,10 @@
 
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, NextStop, Stop};
-use myownshell_runtime::duration::format_duration;
+use myownshell_runtime::time::{format_duration, minus, plus, second_of, to_second as time};
 
 /// What the shell should be now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,20 +85,7 @@ impl Plan {
 /// A `lifetime` duration as written in the spec (`40s`, `1h30m`); the webhook refuses what does
 /// not parse, so one that does not (written while the webhook was away) counts as unset.
 pub fn duration(text: Option<&str>) -> Option<Duration> {
-    text.and_then(|t| myownshell_runtime::duration::parse_duration(t).ok())
-}
-
-fn plus(t: Timestamp, d: Duration) -> Timestamp {
-    SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
-}
-
-fn minus(t: Timestamp, d: Duration) -> Timestamp {
-    SignedDuration::try_from(d).ok().and_then(|d| t.checked_sub(d).ok()).unwrap_or(Timestamp::MIN)
-}
-
-/// A `Time` to the second, as the apiserver keeps it (a finer one would read back different).
-pub fn time(t: Timestamp) -> Time {
-    Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
+    text.and_then(|t| myownshell_runtime::time::parse_duration(t).ok())
 }
 
 /// The stop the running shell's lifetime has in store: the earlier of the idle and the run-time
@@ -175,7 +161,7 @@ pub fn plan(shell: &MyOwnShell, status: Option<&MyOwnShellStatus>, now: Timestam
             if status.state.is_some() {
                 happenings.push(Happening::Started);
             }
-            Timestamp::from_second(now.as_second()).unwrap_or(now)
+            second_of(now)
         }
     };
     let Some((at, reason)) = next_stop(shell, &status, started_at) else {

@@ -18,7 +18,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, PodTemplateSpec};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
+use myownshell_runtime::time::{plus, second_of};
 use serde_json::Value;
 
 use crate::deployment::{SHELL_CONTAINER, is_subset};
@@ -154,10 +155,6 @@ pub fn applied_at(live: &Deployment) -> Option<Timestamp> {
         .or_else(|| live.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
-fn plus(t: Timestamp, d: Duration) -> Timestamp {
-    SignedDuration::try_from(d).ok().and_then(|d| t.checked_add(d).ok()).unwrap_or(Timestamp::MAX)
-}
-
 /// Roll now, wait, or nothing to roll.
 pub fn decide(input: &Input<'_>, policy: &Policy) -> Decision {
     let Some(live) = input.live else { return Decision::Roll(Why::New) };
@@ -198,7 +195,7 @@ pub fn shape(mut built: Deployment, live: Option<&Deployment>, decision: &Decisi
     };
     match decision {
         Decision::Roll(_) => {
-            let second = Timestamp::from_second(now.as_second()).unwrap_or(now);
+            let second = second_of(now);
             set(&mut built, TEMPLATE_APPLIED_ANNOTATION, Some(second.to_string()));
             crate::deployment::rehash(&mut built);
         }

@@ -5,8 +5,8 @@ use std::time::Duration;
 use clap::Parser;
 use myownshell_rbac_proxy::metrics_args::MetricsService;
 use myownshell_runtime::client::ClientArgs;
-use myownshell_runtime::duration::parse_duration;
 use myownshell_runtime::flags::{LogArgs, ProbeArgs};
+use myownshell_runtime::time::parse_duration;
 
 /// Reconciles `MyOwnShell` objects into Deployments.
 #[derive(Debug, Clone, Parser)]

@@ -82,8 +82,10 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
     use myownshell_api::{NextStop, Stop};
 
+    use myownshell_runtime::time::to_second as time;
+
     use super::*;
-    use crate::life::lifetime::{Phase, time};
+    use crate::life::lifetime::Phase;
 
     fn degraded(status: &str, reason: &str, message: &str) -> MyOwnShellStatus {
         MyOwnShellStatus {

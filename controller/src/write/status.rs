@@ -4,7 +4,6 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use k8s_openapi::jiff::Timestamp;
 use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING, STOPPING, UP_TO_DATE};
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
@@ -166,7 +165,9 @@ pub fn compute(
         conditions.extend(inputs.template.map(|d| condition(UP_TO_DATE, up_to_date(shell, d))));
     }
     let (state, started_at, stopped) = match inputs.plan.map(|p| &p.phase) {
-        Some(Phase::Running { started_at }) => (Some("Running"), Some(crate::life::lifetime::time(*started_at)), None),
+        Some(Phase::Running { started_at }) => {
+            (Some("Running"), Some(myownshell_runtime::time::to_second(*started_at)), None)
+        }
         Some(Phase::Paused) => (Some("Paused"), None, None),
         Some(Phase::Stopped(stop)) => (Some("Stopped"), None, Some(stop.clone())),
         None => (None, None, None),
@@ -188,14 +189,6 @@ pub fn compute(
         stopped,
         next_stop: inputs.plan.and_then(|p| p.next_stop.clone()),
     }
-}
-
-/// The time for a condition's `lastTransitionTime`, to the second: the apiserver keeps
-/// `metav1.Time` to the second, so a finer one would make the status we wrote differ from the
-/// status we read back, and the echo of our own write look like someone else's change.
-pub fn now() -> Time {
-    let now = Timestamp::now();
-    Time(Timestamp::from_second(now.as_second()).unwrap_or(now))
 }
 
 /// The merge patch that makes the stored status `status`. Serialising leaves out an unset
@@ -268,13 +261,12 @@ impl Observed {
 #[cfg(test)]
 mod tests {
     use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
-    use k8s_openapi::jiff::Timestamp;
     use myownshell_api::MyOwnShellSpec;
 
     use super::*;
 
     fn time(secs: i64) -> Time {
-        Time(Timestamp::from_second(secs).unwrap())
+        myownshell_runtime::time::at_second(secs)
     }
 
     fn shell(size: i32) -> MyOwnShell {
@@ -437,12 +429,6 @@ mod tests {
             Some("app.kubernetes.io/instance=web,app.kubernetes.io/name=myownshell")
         );
         assert_eq!(status.conditions[0].message, "1 of 2 shell pods are ready");
-    }
-
-    #[test]
-    fn condition_times_are_whole_seconds_as_the_apiserver_keeps_them() {
-        let Time(t) = now();
-        assert_eq!(t.subsec_nanosecond(), 0, "{t}");
     }
 
     #[test]

@@ -6,9 +6,9 @@ use std::time::Duration;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, PatchOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use myownshell_api::{Lifetime, MyOwnShellSpec};
-use myownshell_runtime::duration::{format_duration, parse_duration};
+use myownshell_runtime::time::{format_duration, parse_duration, plus};
 use serde_json::json;
 
 use super::policy::Policy;
@@ -79,8 +79,7 @@ pub fn check(lifetime: &Lifetime, policy: &Policy, now: Timestamp, problems: &mu
     }
     if let Some(until) = &lifetime.extended_until {
         let reach = policy.max_run_time.unwrap_or(MAX_DURATION);
-        let latest =
-            SignedDuration::try_from(reach).ok().and_then(|d| now.checked_add(d).ok()).unwrap_or(Timestamp::MAX);
+        let latest = plus(now, reach);
         if until.0 > latest {
             problems.push(problem(
                 "extendedUntil",
@@ -96,8 +95,7 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
 /// `spec.updateRequestedAt` is when its owner asked, so not in the future (a time ahead would
 /// restart the shell again after every later operator upgrade until then).
 pub fn check_not_ahead(asked: &Time, now: Timestamp, problems: &mut Vec<Problem>) {
-    let latest =
-        SignedDuration::try_from(CLOCK_SKEW).ok().and_then(|d| now.checked_add(d).ok()).unwrap_or(Timestamp::MAX);
+    let latest = plus(now, CLOCK_SKEW);
     if asked.0 > latest {
         problems.push(Problem::new(
             "updateRequestedAt",
@@ -154,6 +152,8 @@ pub fn default_operations(spec: Option<&MyOwnShellSpec>, policy: &Policy) -> Vec
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::jiff::SignedDuration;
+
     use super::*;
 
     fn lifetime(idle: Option<&str>, run: Option<&str>, warn: Option<&str>, delete: Option<&str>) -> Lifetime {

@@ -58,13 +58,6 @@ pub fn is_pod_of(shell: &str, pod: &str) -> bool {
     hash_and_suffix(rest, 1, false) || (pod.len() == CUT_NAME_LEN && hash_and_suffix(rest, 0, true))
 }
 
-/// Whether `pod` is named as a pod of some Deployment (the webhook configuration's
-/// `matchConditions` send only these here).
-pub fn looks_like_deployment_pod(pod: &str) -> bool {
-    pod.len() == CUT_NAME_LEN
-        || pod.char_indices().any(|(i, c)| c == '-' && i > 0 && hash_and_suffix(&pod[i + 1..], 1, false))
-}
-
 /// What decides who may connect to one shell.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShellAccess {
@@ -445,20 +438,6 @@ mod tests {
         ];
         for (shell, pod, want) in cases {
             assert_eq!(is_pod_of(shell, &pod), want, "{shell} / {pod}");
-        }
-    }
-
-    #[test]
-    fn which_pods_the_connect_webhook_hears_of() {
-        for (pod, want) in [
-            ("web-7d9f8c6b4-x2x4z", true),
-            ("a-4-bbbbb", true),
-            ("web-0", false),
-            ("web-b2c4d", false),
-            ("debugger", false),
-            (&"x".repeat(63), true),
-        ] {
-            assert_eq!(looks_like_deployment_pod(pod), want, "{pod}");
         }
     }
 

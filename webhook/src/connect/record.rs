@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
@@ -221,7 +220,7 @@ impl Writer {
 pub fn last_connection_patch(connection: &Connection, at: Timestamp) -> serde_json::Value {
     let last = myownshell_api::Connection {
         user: connection.user.clone(),
-        time: Time(Timestamp::from_second(at.as_second()).unwrap_or(at)),
+        time: myownshell_runtime::time::to_second(at),
         pod: connection.pod.clone(),
         kind: connection.kind.as_str().to_owned(),
     };
