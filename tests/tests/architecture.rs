@@ -446,6 +446,67 @@ fn no_folder_of_a_shipped_crate_holds_more_than_16_files() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Function length.
+
+/// The longest a shipped function may be, from `fn` to its closing brace: one that does more
+/// than a screen of work is split at its steps, each with a name.
+const MAX_FUNCTION_LINES: usize = 80;
+
+/// The non-test functions and methods of a module's own items, longer than the limit.
+struct LongFunctions<'t> {
+    file: &'t str,
+    found: &'t mut Vec<String>,
+}
+
+impl LongFunctions<'_> {
+    fn note(&mut self, name: &syn::Ident, fn_token: Span, close: Span) {
+        let lines = close.end().line + 1 - fn_token.start().line;
+        if lines > MAX_FUNCTION_LINES {
+            self.found.push(format!("  {}:{} fn {name}: {lines} lines", self.file, fn_token.start().line));
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for LongFunctions<'_> {
+    fn visit_item(&mut self, item: &'ast Item) {
+        if !is_test_only(item_attrs(item)) {
+            visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+        self.note(&f.sig.ident, f.sig.fn_token.span, f.block.brace_token.span.close());
+        visit::visit_item_fn(self, f);
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test_only(&f.attrs) {
+            self.note(&f.sig.ident, f.sig.fn_token.span, f.block.brace_token.span.close());
+            visit::visit_impl_item_fn(self, f);
+        }
+    }
+}
+
+#[test]
+fn no_shipped_function_is_over_80_lines() {
+    let mut found = Vec::new();
+    for krate in SHIPPED {
+        let tree = Tree::of_crate(&workspace_root().join(krate));
+        for module in &tree.modules {
+            let mut long = LongFunctions { file: &module.name, found: &mut found };
+            for item in &module.items {
+                long.visit_item(item);
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "shipped functions over {MAX_FUNCTION_LINES} lines (split each at its steps):\n{}",
+        found.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
 // ARCHITECTURE.md.
 
 /// The strings of a one-key TOML array (`members = ["a", "b"]`), which may span lines.
