@@ -13,7 +13,8 @@
 //! - [`policy`]: the operator's bounds from the flags, which every rule reads.
 //!
 //! Must not decide who may connect to a shell (that is [`crate::connect`]'s, which this only
-//! asks whether a user is an owner or an admin) nor read or write anything but the review.
+//! asks whether a user is an owner or an admin, and whose shell index names the shell a
+//! `kubectl scale` is for), and must not read or write anything but the review and that index.
 
 pub mod defaulting;
 pub mod image;
