@@ -35,10 +35,11 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
 pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals> {
     crate::progress::timed("node", crate::node::ensure)?;
     let locked = in_ci();
-    let image = crate::node::operator_image(ImageProfile::Dev, locked)?;
     // The upgrade phase installs the previous release first, from its own manifests and image.
-    // After the operator's build: it reuses that build's dependencies (`previous::build`).
+    // Built (once) before the workspace's `cargo build --workspace --bins`: it shares the build
+    // directory, and matches the dependencies as `cargo xtask` itself left them (`previous.rs`).
     let previous = crate::progress::timed("previous release", crate::previous::ensure)?;
+    let image = crate::node::operator_image(ImageProfile::Dev, locked)?;
     // The cert-manager phase installs cert-manager from its own images and manifests.
     let cert_manager = crate::progress::timed("cert-manager", crate::certmanager::ensure)?;
     // The helm phase installs the chart (dist/chart) with Helm built from the Go module proxy.

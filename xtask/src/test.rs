@@ -103,7 +103,7 @@ fn locked() -> &'static [&'static str] {
 
 /// The tools lane in a thread while this one runs the checks; both must succeed.
 fn prepare_alongside_checks(node_suites: bool) -> anyhow::Result<Tools> {
-    alongside(|stop| prepare_tools(node_suites, stop), run_checks)
+    alongside(|stop| prepare_tools(node_suites, stop), || run_checks(node_suites))
 }
 
 /// `tools` in a thread of its own (the `tools` lane) while this thread runs `checks`. A failed
@@ -180,8 +180,9 @@ fn tool<T>(
 }
 
 /// The checks that need no tool, and the build of every binary (the tests run the real binaries
-/// as processes, signals and restarts included).
-fn run_checks() -> anyhow::Result<()> {
+/// as processes, signals and restarts included); with the node suites, the previous release
+/// first (see `previous.rs`: once per machine, sharing this build's dependencies).
+fn run_checks(node_suites: bool) -> anyhow::Result<()> {
     timed("crdgen --check", || crate::crdgen::run(true))?;
     // The chart is generated from config/: a stale one fails here with its diff.
     timed("chart --check", || crate::helm::run_chart(true, false))?;
@@ -215,6 +216,9 @@ fn run_checks() -> anyhow::Result<()> {
         .args(locked());
     run_step("cargo check (fuzz target)", fuzz)?;
 
+    if node_suites {
+        timed("previous release", crate::previous::ensure)?;
+    }
     // Also what the e2e suite's operator image is made of (`node::operator_image`).
     run_step("cargo build --bins", crate::node::build_workspace_bins(in_ci()))
 }
