@@ -38,8 +38,9 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     // The upgrade phase installs the previous release first, from its own manifests and image.
     // Built (once) before the workspace's `cargo build --workspace --bins`: it shares the build
     // directory, and matches the dependencies as `cargo xtask` itself left them (`previous.rs`).
-    let previous = crate::progress::timed("previous release", crate::previous::ensure)?;
+    crate::progress::timed("previous release (binaries)", crate::previous::ensure_binaries)?;
     let image = crate::node::operator_image(ImageProfile::Dev, locked)?;
+    let previous = crate::progress::timed("previous release (image)", crate::previous::ensure)?;
     // The cert-manager phase installs cert-manager from its own images and manifests.
     let cert_manager = crate::progress::timed("cert-manager", crate::certmanager::ensure)?;
     // The helm phase installs the chart (dist/chart) with Helm built from the Go module proxy.

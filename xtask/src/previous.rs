@@ -60,31 +60,53 @@ fn run(command: &mut Command, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The previous release's image and manifests, built and cached on first use.
+/// The previous release's image and manifests, built and cached on first use (its binaries by
+/// [`ensure_binaries`], unless that ran before).
 pub fn ensure() -> anyhow::Result<PreviousRelease> {
     let dir = cache_dir();
     let release = PreviousRelease { image: dir.join(images::OPERATOR_ARCHIVE), config: dir.join("src/config") };
     if dir.join(STAMP).exists() && release.image.exists() {
         return Ok(release);
     }
-    let step = Step::start(format!("building the previous release ({}) once", &PREVIOUS_RELEASE[..12]));
-    let src = dir.join("src");
-    let _ = std::fs::remove_dir_all(&src);
-    std::fs::create_dir_all(&src).with_context(|| format!("creating {}", src.display()))?;
-    export_commit(&src)?;
-    let binaries = build(&src, &dir)?;
+    let binaries = ensure_binaries()?;
+    let step = Step::start(format!("building the previous release's image ({}) once", &PREVIOUS_RELEASE[..12]));
     let rootfs = dir.join("rootfs");
     let _ = std::fs::remove_dir_all(&rootfs);
     images::operator_rootfs(&rootfs, &binaries).map_err(anyhow::Error::msg)?;
     let mut spec = images::operator_spec();
     spec.name = PREVIOUS_IMAGE.to_owned();
     images::build_archive(&spec, &rootfs, &release.image, &dir.join("image-build")).map_err(anyhow::Error::msg)?;
-    for scratch in [rootfs, dir.join("image-build"), dir.join("target"), dir.join(PROFILE_CONFIG)] {
+    for scratch in [rootfs, dir.join("image-build")] {
         let _ = std::fs::remove_dir_all(scratch);
     }
     std::fs::write(dir.join(STAMP), format!("{PREVIOUS_RELEASE}\n"))?;
     step.done();
     Ok(release)
+}
+
+/// The previous release's sources (`src/`) and binaries (`bin/`), built once: the part that
+/// needs cargo and no node tool (the image needs `umoci`), so that `cargo xtask test` can build
+/// it early, before the workspace's build (see the module's documentation).
+pub fn ensure_binaries() -> anyhow::Result<Vec<PathBuf>> {
+    let dir = cache_dir();
+    let binaries: Vec<PathBuf> = BINARIES.iter().map(|b| dir.join("bin").join(b)).collect();
+    // A complete cache (`STAMP`) holds its binaries too, also one written before `bin/` had a
+    // stamp of its own.
+    let stamped = dir.join("bin").join(STAMP).exists() || dir.join(STAMP).exists();
+    if stamped && binaries.iter().all(|b| b.is_file()) {
+        return Ok(binaries);
+    }
+    let step = Step::start(format!("building the previous release ({}) once", &PREVIOUS_RELEASE[..12]));
+    let src = dir.join("src");
+    let _ = std::fs::remove_dir_all(&src);
+    std::fs::create_dir_all(&src).with_context(|| format!("creating {}", src.display()))?;
+    export_commit(&src)?;
+    let built = build(&src, &dir)?;
+    let _ = std::fs::remove_dir_all(dir.join("target"));
+    let _ = std::fs::remove_file(dir.join(PROFILE_CONFIG));
+    std::fs::write(dir.join("bin").join(STAMP), format!("{PREVIOUS_RELEASE}\n"))?;
+    step.done();
+    Ok(built)
 }
 
 /// The commit's tree, from this repository's history (`git archive`).

@@ -217,7 +217,7 @@ fn run_checks(node_suites: bool) -> anyhow::Result<()> {
     run_step("cargo check (fuzz target)", fuzz)?;
 
     if node_suites {
-        timed("previous release", crate::previous::ensure)?;
+        timed("previous release (binaries)", crate::previous::ensure_binaries)?;
     }
     // Also what the e2e suite's operator image is made of (`node::operator_image`).
     run_step("cargo build --bins", crate::node::build_workspace_bins(in_ci()))
