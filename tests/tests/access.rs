@@ -23,7 +23,7 @@ use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, eventually, shared};
 use myownshell_tests::access::{Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest};
 use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
-use myownshell_webhook::connect::access::DECISION_TABLE;
+use myownshell_webhook::connect::access::{DECISION_TABLE, PROXY_NAME_FORMS};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
@@ -191,6 +191,32 @@ async fn with_the_webhook_down_strangers_stay_out_and_other_pods_are_untouched()
         .as_user("bob", AUTH, &["debug", WEB_POD, "--image=busybox:1.37.0", "--attach=false", "--profile=general"])
         .await;
     assert_eq!(refusal(&debug), Some(Refusal::Policy), "debug: {}", debug.stderr);
+    w.installed.remove().await.unwrap();
+}
+
+/// `pods/proxy` names the pod with its port and scheme (`POD:8080`, `https:POD:8443`): each form
+/// reaches the same pod, so the webhook, and with it down the policy, refuse a stranger in every
+/// form as they refuse `POD` itself, and let the owner through.
+#[tokio::test]
+async fn a_proxy_with_a_port_or_a_scheme_is_refused_like_the_pod_itself() {
+    let mut w = World::start("access-proxy").await;
+    assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
+    w.pod(WEB_POD).await;
+    w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
+    for deciding in [Refusal::Webhook, Refusal::Policy] {
+        if deciding == Refusal::Policy {
+            w.webhook.stop(Duration::from_secs(5)).unwrap();
+            w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Policy)).await;
+        }
+        for form in PROXY_NAME_FORMS {
+            let path = format!("/api/v1/namespaces/{}/pods/{}/proxy/", w.ns, form.replace("{pod}", WEB_POD));
+            let bob = w.as_user("bob", AUTH, &["get", "--raw", &path]).await;
+            assert_eq!(refusal(&bob), Some(deciding), "bob through {form}: {}", bob.stderr);
+            assert!(bob.stderr.contains(&format!("pod {WEB_POD}: it runs shell")), "{form}: {}", bob.stderr);
+            let alice = w.as_user("alice", AUTH, &["get", "--raw", &path]).await;
+            assert_eq!(refusal(&alice), None, "alice through {form} ({deciding:?}): {}", alice.stderr);
+        }
+    }
     w.installed.remove().await.unwrap();
 }
 

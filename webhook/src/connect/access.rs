@@ -24,6 +24,26 @@ const MAX_GENERATED_BASE: usize = 58;
 /// The length of a generated name whose base was cut.
 const CUT_NAME_LEN: usize = MAX_GENERATED_BASE + 5;
 
+/// The pod a request names, read as the apiserver's pod proxy reads it
+/// (`k8s.io/apimachinery/pkg/util/net.SplitSchemeNamePort`): for `pods/proxy` the request's
+/// name is the raw path segment, `POD`, `POD:PORT` or `SCHEME:POD:PORT`, and all three reach the
+/// same pod. A pod's own name has no colon, so every other connection's name comes back as it
+/// is. A name of four or more parts is no proxy request the apiserver serves; it is kept whole.
+/// The webhook's matchCondition and the policy (`config/policy/connect.yaml`) read it the same
+/// way, and `tests/tests/access.rs` tries every form of [`PROXY_NAME_FORMS`] on both.
+pub fn connected_pod(name: &str) -> &str {
+    let mut parts = name.split(':');
+    match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(pod), None, None, None) | (Some(pod), Some(_), None, None) | (Some(_), Some(pod), Some(_), None) => pod,
+        _ => name,
+    }
+}
+
+/// Every form in which a request can name pod `{pod}` (the proxy's port and scheme), for the
+/// unit test of [`connected_pod`] and the real-apiserver test of the webhook and the policy.
+pub const PROXY_NAME_FORMS: &[&str] =
+    &["{pod}", "{pod}:8080", "{pod}:", "http:{pod}:80", "https:{pod}:8443", "https:{pod}:", ":{pod}:8080"];
+
 /// What a pod name would start with if it were a pod of shell `shell`.
 fn pod_prefix(shell: &str) -> String {
     let mut prefix = format!("{shell}-");
@@ -409,6 +429,17 @@ mod tests {
         for (what, owner, uid, user, want) in cases {
             assert_eq!(may_change_spec(owner, uid, &user, &admins), want, "{what}");
         }
+    }
+
+    #[test]
+    fn a_proxy_name_with_a_port_or_scheme_is_the_same_pod() {
+        for form in PROXY_NAME_FORMS {
+            let name = form.replace("{pod}", "web-7d9f8c6b4-x2x4z");
+            assert_eq!(connected_pod(&name), "web-7d9f8c6b4-x2x4z", "{form}");
+        }
+        // Four parts is no request the proxy serves: nothing is taken out of it.
+        assert_eq!(connected_pod("a:b:c:d"), "a:b:c:d");
+        assert_eq!(connected_pod(""), "");
     }
 
     #[test]

@@ -107,7 +107,8 @@ pub fn connect<'a>(request: &Request<'a>, shells: &ShellIndex) -> (Response<'a>,
         );
         return (Response::invalid(request, reason), Vec::new());
     };
-    let pod = request.name.as_ref();
+    // `pods/proxy` names the pod with its port and scheme: `POD:8080` is `POD`.
+    let pod = access::connected_pod(request.name.as_ref());
     let user = &request.user_info;
     let decided: Vec<(Arc<ShellAccess>, Option<Grant>)> = shells.in_namespace(&request.namespace, |in_namespace| {
         access::shells_of_pod(in_namespace, pod)
