@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use myownshell_api::{MyOwnShell, MyOwnShellSpec, defaults, names};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, eventually, shared};
@@ -226,6 +226,35 @@ async fn defaults_dry_run_scale_and_warnings_through_kubectl() {
     );
     let out = kubectl.apply(&env.ns, &manifest("untagged", "  image: busybox")).await.unwrap();
     assert!(out.success && out.stderr.contains("Warning: spec.image: \"busybox\" has no tag"), "{}", out.stderr);
+}
+
+/// A start and an update are "now" by the webhook's clock, whatever the client's said: a
+/// `restartedAt` a year ahead (which held off every stop until then) or an hour behind (a start
+/// that counted from before the stop it was to end, and so did nothing) comes back as the time of
+/// the request; a time the update leaves alone is kept.
+#[tokio::test]
+async fn times_asked_for_now_are_stamped_with_the_webhooks_clock() {
+    let env = Env::start("wh-clock", &[]).await;
+    env.kubectl().apply(&env.ns, &manifest("clock", "")).await.unwrap().ok().unwrap();
+    let seconds_from_now = |got: &Value| {
+        let at: k8s_openapi::jiff::Timestamp = got.as_str().unwrap_or_else(|| panic!("{got}")).parse().unwrap();
+        (at.as_second() - k8s_openapi::jiff::Timestamp::now().as_second()).abs()
+    };
+    for asked in ["2099-01-01T00:00:00Z", "2001-01-01T00:00:00Z"] {
+        let patch = json!({"spec": {"lifetime": {"restartedAt": asked}, "updateRequestedAt": asked}});
+        env.shells().patch("clock", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        let spec = &env.get_json("clock").await["spec"];
+        for got in [&spec["lifetime"]["restartedAt"], &spec["updateRequestedAt"]] {
+            assert!(seconds_from_now(got) <= 5, "asked for {asked}, stored {got}");
+        }
+    }
+    // A change elsewhere leaves the stamped times as they are.
+    let before = env.get_json("clock").await["spec"].clone();
+    let resize = json!({"spec": {"size": 2}});
+    env.shells().patch("clock", &PatchParams::default(), &Patch::Merge(&resize)).await.unwrap();
+    let after = env.get_json("clock").await["spec"].clone();
+    assert_eq!(after["lifetime"]["restartedAt"], before["lifetime"]["restartedAt"]);
+    assert_eq!(after["updateRequestedAt"], before["updateRequestedAt"]);
 }
 
 #[tokio::test]

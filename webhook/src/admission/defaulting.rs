@@ -206,8 +206,9 @@ fn combined(defaults: Option<&'static EncodedPatch>, more: Vec<PatchOperation>) 
 }
 
 /// The mutating webhook: defaults, the finalizer, the owner and the lifetime `policy` asks for,
-/// as a JSON Patch (or no patch). It reads only which spec fields are set (the whole spec only
-/// when `policy` defaults the lifetime): a value of the wrong type is left for the schema check
+/// and the webhook's clock on the times a user asks for "now" (`lifetime::stamp_operations`), as
+/// a JSON Patch (or no patch). It reads only which spec fields are set (the whole spec only when
+/// `policy` defaults the lifetime or the spec has a lifetime or an update request): a value of the wrong type is left for the schema check
 /// that follows mutation (and for the validating webhook) to name.
 pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
     let allowed = Response::allow(request);
@@ -223,10 +224,17 @@ pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
         Err(reason) => return Response::invalid(request, reason),
     };
     let mut more = owner_operations(request, spec.as_ref());
-    if policy.max_run_time.is_some() || policy.default_idle_timeout.is_some() {
-        // A spec that does not decode gets no lifetime default; validation names its fault.
+    let defaults_lifetime = policy.max_run_time.is_some() || policy.default_idle_timeout.is_some();
+    let asks_for_now = spec.as_ref().is_some_and(|s| s.contains("lifetime") || s.contains("updateRequestedAt"));
+    if defaults_lifetime || asks_for_now {
+        // A spec that does not decode gets no lifetime default and no stamp; validation names
+        // its fault.
         let decoded = object.spec().ok().flatten();
         more.extend(lifetime::default_operations(decoded.as_ref(), policy));
+        if asks_for_now {
+            let old = request.old_object.as_ref().and_then(|o| o.spec().ok().flatten());
+            more.extend(lifetime::stamp_operations(decoded.as_ref(), old.as_ref(), &myownshell_runtime::time::now()));
+        }
     }
     match combined(patch_for(&Needs::of(object, spec.as_ref())), more) {
         Some(patch) => allowed.with_patch(patch),

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation};
+use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::{Lifetime, MyOwnShellSpec};
@@ -103,6 +103,32 @@ pub fn check_not_ahead(asked: &Time, now: Timestamp, problems: &mut Vec<Problem>
             format!("must not be in the future (it is when the update was asked for), got {}", asked.0),
         ));
     }
+}
+
+/// The operations that stamp the times a user asks for "now" with the webhook's clock, `now`:
+/// `spec.lifetime.restartedAt` (`kubectl myownshell start`) and `spec.updateRequestedAt`
+/// (`kubectl myownshell update`). Each is when the request came, whatever the client's clock
+/// said: a laptop clock behind the cluster made a start count from before the stop it was to
+/// end (so it did nothing), and a `restartedAt` in the future held off every idle and run-time
+/// stop, `--max-run-time` included, until then. A time that is set anew or changed is stamped;
+/// one the update leaves as it was is kept (it was stamped when it was asked for).
+pub fn stamp_operations(new: Option<&MyOwnShellSpec>, old: Option<&MyOwnShellSpec>, now: &Time) -> Vec<PatchOperation> {
+    let restarted = |spec: Option<&MyOwnShellSpec>| spec.and_then(|s| s.lifetime.as_ref()?.restarted_at.clone());
+    let asked = |spec: Option<&MyOwnShellSpec>| spec.and_then(|s| s.update_requested_at.clone());
+    let fields: [(&[&str], Option<Time>, Option<Time>); 2] = [
+        (&["spec", "lifetime", "restartedAt"], restarted(new), restarted(old)),
+        (&["spec", "updateRequestedAt"], asked(new), asked(old)),
+    ];
+    fields
+        .into_iter()
+        .filter(|(_, new, old)| new.is_some() && new != old && new.as_ref() != Some(now))
+        .map(|(path, _, _)| {
+            PatchOperation::Replace(ReplaceOperation {
+                path: PointerBuf::from_tokens(path.iter().copied()),
+                value: json!(now),
+            })
+        })
+        .collect()
 }
 
 /// Warnings for a lifetime that passes but will not do what it seems to.
@@ -241,6 +267,44 @@ mod tests {
             check(&lifetime, policy, now(), &mut problems);
             let got: Vec<String> = problems.iter().map(ToString::to_string).collect();
             assert_eq!(got, want, "{what}");
+        }
+    }
+
+    #[test]
+    fn times_asked_for_now_are_the_webhooks_now() {
+        let stamp = Time(now());
+        let at = |offset: i64| Some(Time(now().checked_add(SignedDuration::from_secs(offset)).unwrap()));
+        let spec = |restarted: Option<Time>, asked: Option<Time>| MyOwnShellSpec {
+            lifetime: restarted.map(|r| Lifetime { restarted_at: Some(r), ..Lifetime::default() }),
+            update_requested_at: asked,
+            ..MyOwnShellSpec::default()
+        };
+        let restarted = "/spec/lifetime/restartedAt";
+        let asked = "/spec/updateRequestedAt";
+        let cases: Vec<(&str, MyOwnShellSpec, Option<MyOwnShellSpec>, Vec<&str>)> = vec![
+            ("neither set", spec(None, None), None, vec![]),
+            ("a start from a laptop clock behind", spec(at(-3600), None), Some(spec(None, None)), vec![restarted]),
+            ("a start from a clock ahead", spec(at(86_400 * 365), None), Some(spec(None, None)), vec![restarted]),
+            ("a start again", spec(at(-10), None), Some(spec(at(-900), None)), vec![restarted]),
+            ("a start left as it was", spec(at(-900), None), Some(spec(at(-900), None)), vec![]),
+            ("already now", spec(Some(stamp.clone()), None), Some(spec(None, None)), vec![]),
+            ("an update asked for", spec(None, at(-60)), Some(spec(None, None)), vec![asked]),
+            ("a create with both", spec(at(60), at(60)), None, vec![restarted, asked]),
+            ("both left as they were", spec(at(-5), at(-5)), Some(spec(at(-5), at(-5))), vec![]),
+        ];
+        for (what, new, old, want) in cases {
+            let ops = stamp_operations(Some(&new), old.as_ref(), &stamp);
+            let paths: Vec<String> = ops
+                .iter()
+                .map(|op| match op {
+                    PatchOperation::Replace(r) => {
+                        assert_eq!(r.value, json!(stamp), "{what}");
+                        r.path.to_string()
+                    }
+                    other => panic!("{what}: {other:?}"),
+                })
+                .collect();
+            assert_eq!(paths, want, "{what}");
         }
     }
 
