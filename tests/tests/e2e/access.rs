@@ -6,6 +6,7 @@ use myownshell_api::names::reasons;
 use myownshell_envtest::eventually;
 use myownshell_envtest::kubectl::KubectlOutput;
 use myownshell_tests::access::{Refusal, kubectl_as, namespace_editors, refusal, shell_manifest};
+use myownshell_webhook::connect::access::PROXY_NAME_FORMS;
 
 use super::{E2e, SYSTEM, TIMEOUT, WEBHOOK, wait_running};
 
@@ -127,6 +128,16 @@ async fn strangers_are_refused_every_way_in(a: &Access<'_>, pod: &str) {
         let out = a.as_user("bob", AUTH, &args).await;
         assert_eq!(refusal(&out), Some(Refusal::Webhook), "bob's {what}: {}{}", out.stdout, out.stderr);
         assert!(out.stderr.contains("mine (a MyOwnShell)"), "bob's {what}: {}", out.stderr);
+    }
+    // A proxied request names the pod with its port and scheme (`POD:8080`, `https:POD:8443`):
+    // refused for bob in every form; the owner's gets past admission to the pod (where nothing
+    // listens on those ports, so the proxy itself answers).
+    for form in PROXY_NAME_FORMS {
+        let path = format!("/api/v1/namespaces/{}/pods/{}/proxy/", a.ns, form.replace("{pod}", pod));
+        let out = a.as_user("bob", AUTH, &["get", "--raw", &path]).await;
+        assert_eq!(refusal(&out), Some(Refusal::Webhook), "bob's proxy through {form}: {}", out.stderr);
+        let owner = a.as_user("alice", AUTH, &["get", "--raw", &path]).await;
+        assert_eq!(refusal(&owner), None, "alice's proxy through {form}: {}", owner.stderr);
     }
 }
 
