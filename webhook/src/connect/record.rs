@@ -112,16 +112,23 @@ impl Aggregator {
             connection.kind,
             connection.grant.is_some(),
         );
-        match self.events.get_mut(&key) {
+        let ended = match self.events.get_mut(&key) {
             Some(pending) if now.duration_since(pending.reported) < self.interval => {
                 pending.count += 1;
                 pending.latest = Some(connection);
+                return writes;
             }
-            _ => {
-                self.events.insert(key, Pending { reported: now, count: 0, latest: None });
-                writes.push(Write::Event(connection, 1));
+            // The window ended and `flush` has not come by yet (it ticks a quarter of a window
+            // apart): what it holds is told now, before the new window starts, or under a steady
+            // stream every window would lose its count.
+            Some(pending) => {
+                pending.latest.take().map(|latest| Write::Event(latest, std::mem::take(&mut pending.count)))
             }
-        }
+            None => None,
+        };
+        writes.extend(ended);
+        self.events.insert(key, Pending { reported: now, count: 0, latest: None });
+        writes.push(Write::Event(connection, 1));
         writes
     }
 
@@ -351,6 +358,34 @@ mod tests {
             ["event alice 1", "status alice"],
             "at shutdown, everything waiting"
         );
+    }
+
+    /// 200 connections in 22 s, one every 110 ms, with `flush` ticking a quarter of a window apart
+    /// as the recorder's loop does: the Events count every one of them (they counted 23 when a
+    /// new window dropped what the last one held).
+    #[test]
+    fn a_steady_stream_is_counted_whole() {
+        let interval = Duration::from_secs(5);
+        let mut aggregator = Aggregator::new(interval);
+        let (t0, wall) = (Instant::now(), Timestamp::from_second(1_800_000_000).unwrap());
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut writes = Vec::new();
+        // The loop's ticks do not line up with the first connection's window.
+        let mut next_tick = 700;
+        for i in 0..200 {
+            let now = i * 110;
+            while next_tick <= now {
+                writes.extend(aggregator.flush(at(next_tick), false));
+                next_tick += 1250;
+            }
+            writes.extend(aggregator.take(connection("alice", Some(Grant::Owner)), at(now), wall));
+        }
+        writes.extend(aggregator.flush(at(30_000), true));
+        let counted: u32 = writes.iter().map(|w| if let Write::Event(_, n) = w { *n } else { 0 }).sum();
+        assert_eq!(counted, 200, "{:?}", summary(&writes));
+        // And the stream stays aggregated: about one Event per window, not one per connection.
+        let events = writes.iter().filter(|w| matches!(w, Write::Event(..))).count();
+        assert!(events <= 12, "{events} Events for 22 s: {:?}", summary(&writes));
     }
 
     #[test]
