@@ -23,7 +23,9 @@ use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, eventually, shared};
 use myownshell_tests::access::{Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest};
 use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
-use myownshell_webhook::connect::access::{DECISION_TABLE, PROXY_NAME_FORMS};
+use myownshell_webhook::connect::access::{DECISION_TABLE, Grant, PROXY_NAME_FORMS, ShellAccess};
+use myownshell_webhook::connect::gate::{ConnectKind, Connection};
+use myownshell_webhook::connect::record::write_last_connection;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
@@ -271,6 +273,46 @@ async fn every_connection_leaves_an_event_a_count_and_the_last_one_in_the_status
         let count = metrics.lines().find(|l| l.starts_with(want)).and_then(|l| l.rsplit(' ').next()).unwrap_or("0");
         assert!(count.parse::<f64>().unwrap_or(0.0) >= 1.0, "{want} {count}\n{metrics}");
     }
+    w.installed.remove().await.unwrap();
+}
+
+/// `status.lastConnection` never moves back: a record that comes late (another webhook replica
+/// wrote a later connection first, or the write waited in the queue) leaves the later one, and a
+/// later one replaces it. The writer itself, against the real apiserver.
+#[tokio::test]
+async fn the_last_connection_never_moves_back() {
+    let w = World::start("access-latest").await;
+    assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
+    let shell = w.shells().get("web").await.unwrap();
+    let later = k8s_openapi::jiff::Timestamp::now().as_second() + 3600;
+    let recorded = json!({"status": {"lastConnection": {
+        "user": "alice", "time": myownshell_runtime::time::at_second(later), "pod": WEB_POD, "kind": "exec"
+    }}});
+    w.shells().patch_status("web", &PatchParams::default(), &Patch::Merge(&recorded)).await.unwrap();
+    let connection = |user: &str| Connection {
+        kind: ConnectKind::Exec,
+        namespace: w.ns.clone(),
+        pod: WEB_POD.to_owned(),
+        shell: std::sync::Arc::new(ShellAccess {
+            name: "web".into(),
+            uid: shell.metadata.uid.clone(),
+            ..ShellAccess::default()
+        }),
+        user: user.to_owned(),
+        grant: Some(Grant::Owner),
+        dry_run: false,
+    };
+    let last = || async { w.shells().get("web").await.unwrap().status.unwrap().last_connection.unwrap() };
+
+    let now = k8s_openapi::jiff::Timestamp::now();
+    write_last_connection(&w.shells(), &connection("bob"), now).await.unwrap();
+    let kept = last().await;
+    assert_eq!((kept.user.as_str(), kept.time.0.as_second()), ("alice", later), "moved back to {now}");
+
+    let after = k8s_openapi::jiff::Timestamp::from_second(later + 60).unwrap();
+    write_last_connection(&w.shells(), &connection("bob"), after).await.unwrap();
+    let moved = last().await;
+    assert_eq!((moved.user.as_str(), moved.time.0.as_second()), ("bob", later + 60));
     w.installed.remove().await.unwrap();
 }
 

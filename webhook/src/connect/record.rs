@@ -210,11 +210,9 @@ impl Writer {
             }
             Write::Status(connection, at) => {
                 let api: Api<MyOwnShell> = Api::namespaced(client, &connection.namespace);
-                let patch = last_connection_patch(&connection, at);
                 tokio::spawn(async move {
-                    let name = &connection.shell.name;
-                    if let Err(e) = api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                        tracing::warn!(error = %e, shell = %name, namespace = %connection.namespace, "could not write status.lastConnection");
+                    if let Err(e) = write_last_connection(&api, &connection, at).await {
+                        tracing::warn!(error = %e, shell = %connection.shell.name, namespace = %connection.namespace, "could not write status.lastConnection");
                     }
                 });
             }
@@ -222,8 +220,41 @@ impl Writer {
     }
 }
 
+/// How often a status write that lost a race to another writer is tried again.
+const STATUS_ATTEMPTS: usize = 3;
+
+/// Write `status.lastConnection` unless the shell already has a later one: with two webhook
+/// replicas (or a write that waited in the queue) the last writer is not always the latest
+/// connection, and a time moved back brings the idle stop early. Read, compare, then patch at the
+/// read's resourceVersion, so that a write in between makes the patch fail (409) and the
+/// comparison is made again.
+pub async fn write_last_connection(api: &Api<MyOwnShell>, connection: &Connection, at: Timestamp) -> kube::Result<()> {
+    let name = &connection.shell.name;
+    for _ in 0..STATUS_ATTEMPTS {
+        // `get` of the shell (the role has it; `myownshells/status` only takes patches).
+        let current = api.get(name).await?;
+        let recorded = current.status.as_ref().and_then(|s| s.last_connection.as_ref());
+        if !moves_forward(recorded.map(|c| c.time.0), at) {
+            return Ok(());
+        }
+        let mut patch = last_connection_patch(connection, at);
+        patch["metadata"]["resourceVersion"] = serde_json::json!(current.metadata.resource_version);
+        match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            other => return other.map(drop),
+        }
+    }
+    Ok(())
+}
+
+/// Whether a connection made `at` is later than the recorded one (to the second, as it is kept).
+pub fn moves_forward(recorded: Option<Timestamp>, at: Timestamp) -> bool {
+    recorded.is_none_or(|recorded| myownshell_runtime::time::second_of(at) > recorded)
+}
+
 /// The merge patch of `status.lastConnection`, bound to the shell's uid (a shell deleted and
-/// made again under the same name does not inherit its predecessor's connections).
+/// made again under the same name does not inherit its predecessor's connections); the writer
+/// adds the resourceVersion it compared against.
 pub fn last_connection_patch(connection: &Connection, at: Timestamp) -> serde_json::Value {
     let last = myownshell_api::Connection {
         user: connection.user.clone(),
@@ -386,6 +417,20 @@ mod tests {
         // And the stream stays aggregated: about one Event per window, not one per connection.
         let events = writes.iter().filter(|w| matches!(w, Write::Event(..))).count();
         assert!(events <= 12, "{events} Events for 22 s: {:?}", summary(&writes));
+    }
+
+    #[test]
+    fn last_connection_never_moves_back() {
+        let t = |s: i64| Timestamp::from_second(s).unwrap();
+        let cases = [
+            ("none recorded", None, t(100), true),
+            ("later", Some(t(100)), t(101), true),
+            ("the same second", Some(t(100)), Timestamp::from_nanosecond(100_500_000_000).unwrap(), false),
+            ("earlier: another replica wrote a later one", Some(t(100)), t(99), false),
+        ];
+        for (what, recorded, at, want) in cases {
+            assert_eq!(moves_forward(recorded, at), want, "{what}");
+        }
     }
 
     #[test]
