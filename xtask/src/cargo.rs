@@ -40,18 +40,66 @@ impl Totals {
     }
 }
 
+/// The end of each failed test's output (libtest's `---- NAME stdout ----` blocks), kept to be
+/// printed again after everything else: a CI log that is cut in the middle still ends with why.
+#[derive(Debug, Default)]
+pub struct FailureReport {
+    blocks: Vec<Vec<String>>,
+    in_block: bool,
+}
+
+impl FailureReport {
+    /// The lines kept of each failed test: the end of its output, where the panic is.
+    const TAIL: usize = 40;
+
+    pub fn add_line(&mut self, line: &str) {
+        if line.starts_with("---- ") && line.ends_with(" ----") {
+            self.blocks.push(vec![line.to_owned()]);
+            self.in_block = true;
+        } else if line == "failures:" {
+            self.in_block = false;
+        } else if self.in_block
+            && let Some(block) = self.blocks.last_mut()
+        {
+            block.push(line.to_owned());
+            if block.len() > Self::TAIL + 1 {
+                block.remove(1);
+            }
+        }
+    }
+
+    /// Each failed test's block, trimmed of trailing blank lines.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for block in &self.blocks {
+            let end = block.iter().rposition(|l| !l.trim().is_empty()).map_or(0, |i| i + 1);
+            out.extend(block[..end].iter().cloned());
+        }
+        out
+    }
+}
+
 /// Run `cargo test`, echoing its stdout and adding up its result lines.
 pub fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
     let mut child = cmd.spawn().context("starting cargo test")?;
     let mut totals = Totals::default();
+    let mut failures = FailureReport::default();
     if let Some(stdout) = child.stdout.take() {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             println!("{line}");
             totals.add_line(&line);
+            failures.add_line(&line);
         }
     }
     let status = child.wait()?;
     if !status.success() || totals.failed > 0 {
+        let report = failures.lines();
+        if !report.is_empty() {
+            println!("xtask: the failed tests' output, again (its last {} lines each):", FailureReport::TAIL);
+            for line in report {
+                println!("  {line}");
+            }
+        }
         println!("{} passed, {} failed", totals.passed, totals.failed.max(1));
         bail!("cargo test failed ({status})");
     }
@@ -77,5 +125,23 @@ mod tests {
             t.add_line(line);
         }
         assert_eq!(t, Totals { passed: 4, failed: 2, ignored: 1 });
+    }
+
+    #[test]
+    fn keeps_the_end_of_each_failed_tests_output() {
+        let mut report = FailureReport::default();
+        let mut output = vec!["running 2 tests", "test a ... FAILED", "", "failures:", "", "---- a stdout ----"];
+        let many: Vec<String> = (0..50).map(|i| format!("line {i}")).collect();
+        output.extend(many.iter().map(String::as_str));
+        output.extend(["thread 'a' panicked at x.rs:1:1:", "why", "", "---- b stdout ----", "short", ""]);
+        output.extend(["failures:", "    a", "    b", "test result: FAILED. 0 passed; 2 failed"]);
+        for line in output {
+            report.add_line(line);
+        }
+        let lines = report.lines();
+        assert_eq!(lines.first().map(String::as_str), Some("---- a stdout ----"));
+        assert!(lines.contains(&"why".to_owned()) && !lines.contains(&"line 0".to_owned()), "{lines:?}");
+        assert_eq!(lines[lines.len() - 2..], ["---- b stdout ----".to_owned(), "short".to_owned()]);
+        assert_eq!(lines.len(), FailureReport::TAIL + 2, "a: its header and 39 lines (a trailing blank cut), b: 2");
     }
 }
