@@ -108,11 +108,21 @@ pub struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub connection_record_interval: Duration,
 
-    /// After SIGTERM, how long the webhook goes on answering reviews (already not ready) while the
-    /// apiserver learns that the pod left the Service's endpoints: no review fails during a
-    /// rolling update. Keep it below the pod's terminationGracePeriodSeconds.
+    /// After SIGTERM the webhook (already not ready) goes on answering reviews until this pod's
+    /// address has left the ready endpoints of `--service-name`, then this long more while every
+    /// apiserver catches up: no review fails during a rolling update. Without `--pod-ip`, this
+    /// long after SIGTERM.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub shutdown_delay: Duration,
+    /// The longest the webhook waits for its address to leave the Service's endpoints after
+    /// SIGTERM. `--shutdown-delay` plus this must stay below the pod's
+    /// terminationGracePeriodSeconds, with time left to finish the reviews in flight.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub shutdown_max_wait: Duration,
+    /// This pod's address (the downward API's `status.podIP`), to follow it in the Service's
+    /// EndpointSlices on shutdown. Unset (not running as a pod): only `--shutdown-delay`.
+    #[arg(long, env = "POD_IP")]
+    pub pod_ip: Option<IpAddr>,
 
     /// `--log-format`.
     #[command(flatten)]

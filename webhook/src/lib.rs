@@ -7,8 +7,8 @@
 //! - [`connect`]: the connect gate (who may connect to a shell), what it knows of every shell,
 //!   and the record of connections;
 //! - [`dispatch`]: one review from bytes to answer, for whichever webhook it came to;
-//! - the process: a thin HTTP layer ([`server`]), metrics ([`metrics`]), flags ([`args`]) and
-//!   the process around them ([`run`]). Certificates come from the `myownshell-certs` crate.
+//! - the process: a thin HTTP layer ([`server`]), metrics ([`metrics`]), flags ([`args`]),
+//!   when a stopping webhook may stop answering ([`drain`]) and the process around them ([`run`]). Certificates come from the `myownshell-certs` crate.
 
 #![warn(missing_docs)]
 
@@ -16,6 +16,7 @@ pub mod admission;
 pub mod args;
 pub mod connect;
 pub mod dispatch;
+pub mod drain;
 pub mod metrics;
 pub mod review;
 pub mod run;

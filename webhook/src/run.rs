@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::args::Args;
 use crate::connect::record;
 use crate::connect::shell_index::{self, ShellIndex};
+use crate::drain;
 use crate::metrics::Metrics;
 use crate::server::{AppState, admission_service};
 
@@ -131,20 +132,21 @@ fn mirror_certificate_status(
     });
 }
 
-/// A token cancelled `delay` after `shutdown`: the admission server's. On SIGTERM the pod turns
-/// not ready at once, but the apiserver learns that its endpoints no longer list the pod only a
-/// moment later, and a review sent meanwhile to a server that stopped would fail ("failed
-/// calling webhook", refused with `failurePolicy: Fail`): so it keeps answering for `delay`, as
-/// kube-apiserver's own `--shutdown-delay-duration` does.
-fn after_delay(shutdown: &CancellationToken, delay: Duration) -> CancellationToken {
+/// A token cancelled once no review comes this way after `shutdown` (see [`drain`]): the
+/// admission server's. On SIGTERM the pod turns not ready at once, but a review sent to a server
+/// that stopped would fail ("failed calling webhook", refused with `failurePolicy: Fail`).
+fn once_drained(args: &Args, client: &kube::Client, shutdown: &CancellationToken) -> CancellationToken {
     let serving = CancellationToken::new();
     let (shutdown, stop) = (shutdown.clone(), serving.clone());
+    let endpoint = args.pod_ip.map(|pod_ip| drain::Endpoint {
+        service: args.service_name.clone(),
+        namespace: args.namespace.clone(),
+        pod_ip,
+    });
+    let (client, settle, max_wait) = (client.clone(), args.shutdown_delay, args.shutdown_max_wait);
     tokio::spawn(async move {
         shutdown.cancelled().await;
-        if !delay.is_zero() {
-            tracing::info!(?delay, "answering reviews a little longer while the endpoints catch up");
-            tokio::time::sleep(delay).await;
-        }
+        drain::until_no_review_comes(client, endpoint, settle, max_wait).await;
         stop.cancel();
     });
     serving
@@ -180,7 +182,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     tracing::info!(%addr, "webhook listening");
     listening.set(true);
     let state = AppState { policy, metrics, shells, recorder: Some(recorder) };
-    let serving = after_delay(&shutdown, args.shutdown_delay);
+    let serving = once_drained(&args, &client, &shutdown);
     server::serve_tls_with(listener, tls, move |_| admission_service(state.clone()), Default::default(), serving)
         .await
         .context("webhook server")?;

@@ -15,6 +15,7 @@ mod helm;
 mod lifetime;
 mod nodes;
 mod prometheus;
+mod rolling;
 mod upgrade;
 
 use std::time::{Duration, Instant};
@@ -153,6 +154,7 @@ async fn the_operator_from_config_end_to_end() {
         .await;
     phase("this release from config/overlays/local: both Deployments Ready", install(&e2e)).await;
     phase("webhook certificate and admission through the Service", admission_through_the_service(&e2e)).await;
+    phase("the webhook restarted 3 times under CPU load: no apply refused", rolling::roll_under_load(&e2e)).await;
     phase("shells: pods, exec, resize, repair", shells_run_as_real_pods(&e2e)).await;
     phase("access: the owner and those shared with get in, nobody else", access::access(&e2e)).await;
     phase(

@@ -26,20 +26,45 @@ fn previous_config() -> PathBuf {
         .unwrap_or_else(|| panic!("MYOWNSHELL_PREVIOUS_CONFIG is not set: run the suite with `cargo xtask e2e`"))
 }
 
-/// The previous release's local overlay, its image pointed at the previous image.
+/// The previous release's webhook stops answering at SIGTERM: it has no drain, so the apiserver,
+/// which still routes to it for a moment, gets "connection refused" or "broken pipe" and refuses
+/// the request. The README's upgrade note tells its users to give its container a `preStop`
+/// sleep first (the kubelet then sends SIGTERM only once the pod has left the endpoints), and so
+/// does this phase: what is measured below is this release's side of the upgrade.
+const PREVIOUS_WEBHOOK_COMMAND: &str = "        command:\n        - /myownshell-webhook\n";
+const PREVIOUS_WEBHOOK_PRESTOP: &str =
+    "        lifecycle:\n          preStop:\n            sleep:\n              seconds: 10\n";
+
+/// The previous release's local overlay, its image pointed at the previous image, its webhook
+/// with the upgrade note's `preStop` sleep (in the same apply, so that this release's apply, by
+/// the same field manager, removes it).
 pub async fn install_previous(e2e: &E2e) {
     let overlay = previous_config().join("overlays/local");
-    e2e.apply_overlay(&overlay.display().to_string(), LOCAL_IMAGE, PREVIOUS_IMAGE).await;
+    let rendered = e2e.run(&["kustomize", &overlay.display().to_string()]).await;
+    assert!(rendered.contains(LOCAL_IMAGE), "the previous overlay no longer names the image {LOCAL_IMAGE}");
+    assert_eq!(rendered.matches(PREVIOUS_WEBHOOK_COMMAND).count(), 1, "the previous webhook's command moved");
+    let manifest = rendered
+        .replace(LOCAL_IMAGE, PREVIOUS_IMAGE)
+        .replace(PREVIOUS_WEBHOOK_COMMAND, &format!("{PREVIOUS_WEBHOOK_COMMAND}{PREVIOUS_WEBHOOK_PRESTOP}"));
+    let args = ["apply", "--server-side", "--force-conflicts", "-f", "-"];
+    let out = e2e.kubectl.run_with_stdin(&args, Some(&manifest)).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
     e2e.rollout_operator().await;
 }
 
-/// Apply a new MyOwnShell every 250 ms until `stop`; how many were applied and the errors.
-async fn keep_applying(e2e: &E2e, ns: &str, stop: tokio::sync::watch::Receiver<bool>) -> (usize, Vec<String>) {
+/// Apply a new MyOwnShell (`PREFIX-N`) every 250 ms until `stop`; how many were applied and the
+/// errors.
+pub async fn keep_applying(
+    e2e: &E2e,
+    ns: &str,
+    prefix: &str,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> (usize, Vec<String>) {
     let mut ticks = tokio::time::interval(Duration::from_millis(250));
     let (mut applied, mut errors) = (0, Vec::new());
     while !*stop.borrow() {
         ticks.tick().await;
-        match e2e.apply(ns, &shell(&format!("during-{applied}"), 0)).await {
+        match e2e.apply(ns, &shell(&format!("{prefix}-{applied}"), 0)).await {
             Ok(_) => {}
             Err(e) => errors.push(e),
         }
@@ -73,7 +98,7 @@ pub async fn upgrade(e2e: &E2e) {
     let before = pod_uids(e2e, &ns).await;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let applying = keep_applying(e2e, &ns, stop_rx);
+    let applying = keep_applying(e2e, &ns, "during", stop_rx);
     let upgrading = async {
         let started = Instant::now();
         e2e.run(&["apply", "--server-side", "--force-conflicts", "-k", &E2e::overlay("local")]).await;

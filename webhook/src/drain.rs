@@ -1,0 +1,140 @@
+//! How long a stopping webhook goes on answering reviews.
+//!
+//! With `failurePolicy: Fail`, a review the apiserver sends to a pod that no longer answers is a
+//! refused request ("failed calling webhook … connection refused / broken pipe"). The apiserver
+//! picks the pod from the Service's ready endpoints (it routes to endpoints), so the pod must go
+//! on answering until its address has left them and every apiserver has seen that: only then does
+//! no new review come its way, and closing its idle keep-alive connections races nothing.
+//!
+//! So after SIGTERM (readiness already false, the kubelet already marks the pod terminating) the
+//! webhook watches its own Service's EndpointSlices until its address is no longer listed ready,
+//! then keeps answering for `settle` more (the apiservers' endpoint informers lag behind the
+//! EndpointSlice by a moment), and stops. However busy the machine, the wait follows what the
+//! cluster says rather than a guess; `max_wait` caps it below the pod's grace period, and a webhook
+//! that cannot read its endpoints (not running as a pod, or no RBAC) waits `settle` after SIGTERM.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::Api;
+use kube::api::ListParams;
+use tokio::time::Instant;
+
+/// How often the EndpointSlices are read while waiting. A list of one Service's slices in the
+/// webhook's own namespace, a few times a second for a few seconds once per process.
+const POLL: Duration = Duration::from_millis(250);
+
+/// Where the webhook serves from, as the Service's EndpointSlices list it.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    /// The webhook's Service (`--service-name`).
+    pub service: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// This pod's address (`--pod-ip`, from the downward API).
+    pub pod_ip: IpAddr,
+}
+
+/// Whether `ip` is listed as a ready endpoint in any of `slices`: what the apiserver still
+/// routes reviews to. An endpoint with no `ready` condition counts as ready, as the EndpointSlice
+/// API says ("nil should be interpreted as true").
+pub fn listed_ready(slices: &[EndpointSlice], ip: IpAddr) -> bool {
+    slices.iter().flat_map(|s| s.endpoints.iter()).any(|e| {
+        let ready = e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true);
+        ready && e.addresses.iter().any(|a| a.parse::<IpAddr>().is_ok_and(|a| a == ip))
+    })
+}
+
+/// Wait until `endpoint` has left its Service's ready endpoints (or `max_wait` has passed), then
+/// `settle` more. Without an endpoint to follow, `settle` alone.
+pub async fn until_no_review_comes(
+    client: kube::Client,
+    endpoint: Option<Endpoint>,
+    settle: Duration,
+    max_wait: Duration,
+) {
+    if let Some(endpoint) = endpoint {
+        let started = Instant::now();
+        let left = wait_out_of_endpoints(&client, &endpoint, max_wait).await;
+        match left {
+            Ok(()) => tracing::info!(
+                waited = ?started.elapsed(),
+                ?settle,
+                "this pod left the webhook Service's ready endpoints; answering a little longer while the apiservers catch up"
+            ),
+            Err(seen) => tracing::warn!(
+                waited = ?started.elapsed(),
+                ?settle,
+                last_seen = %seen,
+                "this pod is still listed in the webhook Service's ready endpoints; stopping anyway after the delay"
+            ),
+        }
+    } else {
+        tracing::info!(?settle, "answering reviews a little longer while the endpoints catch up");
+    }
+    if !settle.is_zero() {
+        tokio::time::sleep(settle).await;
+    }
+}
+
+/// Poll the Service's EndpointSlices until `endpoint.pod_ip` is no longer listed ready; on
+/// timeout, what was seen last.
+async fn wait_out_of_endpoints(client: &kube::Client, endpoint: &Endpoint, max_wait: Duration) -> Result<(), String> {
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &endpoint.namespace);
+    let params = ListParams::default().labels(&format!("kubernetes.io/service-name={}", endpoint.service));
+    let deadline = Instant::now() + max_wait;
+    loop {
+        let seen = match slices.list(&params).await {
+            Ok(list) if !listed_ready(&list.items, endpoint.pod_ip) => return Ok(()),
+            Ok(_) => format!("{} listed ready", endpoint.pod_ip),
+            Err(e) => format!("reading EndpointSlices: {e}"),
+        };
+        if Instant::now() + POLL > deadline {
+            return Err(seen);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::discovery::v1::{Endpoint as SliceEndpoint, EndpointConditions};
+
+    use super::*;
+
+    fn slice(endpoints: &[(&str, Option<bool>)]) -> EndpointSlice {
+        EndpointSlice {
+            endpoints: endpoints
+                .iter()
+                .map(|(ip, ready)| SliceEndpoint {
+                    addresses: vec![(*ip).to_owned()],
+                    conditions: Some(EndpointConditions { ready: *ready, ..Default::default() }),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_address_is_routed_to_while_it_is_listed_ready() {
+        let me: IpAddr = "10.214.0.2".parse().unwrap_or_else(|e| panic!("{e}"));
+        let cases: &[(&str, Vec<EndpointSlice>, bool)] = &[
+            ("no slices", vec![], false),
+            ("listed ready", vec![slice(&[("10.214.0.2", Some(true))])], true),
+            ("no ready condition means ready", vec![slice(&[("10.214.0.2", None)])], true),
+            ("terminating: not ready", vec![slice(&[("10.214.0.2", Some(false))])], false),
+            ("only others", vec![slice(&[("10.214.0.3", Some(true))])], false),
+            (
+                "ready in a second slice",
+                vec![slice(&[("10.214.0.3", Some(true))]), slice(&[("10.214.0.2", Some(true))])],
+                true,
+            ),
+            ("not an address", vec![slice(&[("webhook", Some(true))])], false),
+        ];
+        for (what, slices, want) in cases {
+            assert_eq!(listed_ready(slices, me), *want, "{what}");
+        }
+    }
+}
