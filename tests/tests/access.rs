@@ -461,6 +461,77 @@ async fn editors_cannot_plant_a_lookalike_or_change_a_shells_pods_and_deployment
     w.installed.remove().await.unwrap();
 }
 
+/// Only the owner, an administrator, the operator and namespace deletion end a shell (delete it
+/// or take its finalizer off), and nobody orphans one (`config/policy/shell_deletion.yaml`).
+#[tokio::test]
+async fn only_the_owner_ends_a_shell_and_nobody_orphans_it() {
+    let w = &World::start("access-delete").await;
+    let operator = "system:serviceaccount:myownshell-system:myownshell-controller";
+    // (Given the rights the others have, here as one more editor of the namespace.)
+    namespace_editors(&w.client, &w.ns, &["alice", "bob", "carol", operator], &["devs"]).await.unwrap();
+    for name in ["web", "second", "third", "fourth"] {
+        let out = w.apply_shell("alice", name, "{size: 0}").await;
+        assert!(out.success, "{}", out.stderr);
+    }
+    let refused = |out: &KubectlOutput, what: &str| {
+        !out.success && out.stderr.contains("ValidatingAdmissionPolicy 'shell-deletion'") && out.stderr.contains(what)
+    };
+    let strip = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
+
+    // An editor: no delete, no finalizer off, no orphan finalizer on.
+    let delete = w.as_user("bob", AUTH, &["delete", "mos", "web", "--wait=false"]).await;
+    assert!(
+        refused(&delete, "bob may not delete shell") && delete.stderr.contains("only its owner alice"),
+        "{}",
+        delete.stderr
+    );
+    // On a live shell the mutating webhook puts the finalizer back (the policy refuses it where
+    // the webhook does not: while the shell is being deleted, below, or with the webhook down).
+    let stripped = w.as_user("bob", AUTH, &["patch", "mos", "web", "--type=json", "-p", strip]).await;
+    let finalizers = w.shells().get("web").await.unwrap().metadata.finalizers.unwrap_or_default();
+    assert!(
+        refused(&stripped, "bob may not remove the finalizer") || finalizers == ["myownshell.io/finalizer"],
+        "{finalizers:?}: {}",
+        stripped.stderr
+    );
+    let orphan_finalizer = r#"{"metadata":{"finalizers":["myownshell.io/finalizer","orphan"]}}"#;
+    for user in ["bob", "alice"] {
+        let out = w.as_user(user, AUTH, &["patch", "mos", "web", "--type=merge", "-p", orphan_finalizer]).await;
+        assert!(refused(&out, "cannot take the 'orphan' finalizer"), "{user}: {}", out.stderr);
+    }
+    // Orphaning: refused to the owner and to an administrator alike.
+    let orphan = w.as_user("alice", AUTH, &["delete", "mos", "web", "--cascade=orphan", "--wait=false"]).await;
+    assert!(refused(&orphan, "cannot be orphaned"), "{}", orphan.stderr);
+    let admin_orphan = w.kubectl.run(&["-n", &w.ns, "delete", "mos", "web", "--cascade=orphan", "--wait=false"]).await;
+    assert!(refused(&admin_orphan.unwrap(), "cannot be orphaned"));
+    assert!(w.shells().get("web").await.unwrap().metadata.deletion_timestamp.is_none());
+
+    // The owner, an administrator, the operator: each ends one.
+    let owner = w.as_user("alice", AUTH, &["delete", "mos", "web", "--wait=false"]).await;
+    assert!(owner.success, "{}", owner.stderr);
+    let admin = w.kubectl.run(&["-n", &w.ns, "delete", "mos", "second", "--wait=false"]).await.unwrap();
+    assert!(admin.success, "{}", admin.stderr);
+    let by_operator = w.as_user(operator, AUTH, &["delete", "mos", "third", "--wait=false"]).await;
+    assert!(by_operator.success, "{}", by_operator.stderr);
+    // While it is being deleted, the finalizer stays the operator's (and the owner's) to remove.
+    let late = w.as_user("bob", AUTH, &["patch", "mos", "web", "--type=json", "-p", strip]).await;
+    assert!(refused(&late, "bob may not remove the finalizer"), "{}", late.stderr);
+    for name in ["web", "second", "third"] {
+        let released = w.as_user(operator, AUTH, &["patch", "mos", name, "--type=json", "-p", strip]).await;
+        assert!(released.success, "{name}: {}", released.stderr);
+    }
+    // With the webhook gone (nothing puts a finalizer back), the policy alone keeps it on.
+    w.installed.remove().await.unwrap();
+    eventually("bob's strip of fourth's finalizer refused by the policy alone", TIMEOUT, || async {
+        let out = w.as_user("bob", AUTH, &["patch", "mos", "fourth", "--type=json", "-p", strip]).await;
+        let finalizers = w.shells().get("fourth").await.map_err(|e| e.to_string())?.metadata.finalizers;
+        assert_eq!(finalizers.unwrap_or_default(), ["myownshell.io/finalizer"], "stripped: {}", out.stderr);
+        if refused(&out, "bob may not remove the finalizer") { Ok(()) } else { Err(out.stderr) }
+    })
+    .await
+    .unwrap();
+}
+
 /// The policy makes the webhook's decisions: every row of the webhook's decision table, asked of
 /// the apiserver with no webhook in the way.
 #[tokio::test]

@@ -123,7 +123,11 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
         })
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", dev.log_tail(40)));
-        let id = kubectl.run(&["exec", "-n", "default", "deploy/sample", "--", "id"]).await.unwrap();
+        // By the shell's selector, as the README says (a Deployment's name proves nothing).
+        let selector = "app.kubernetes.io/name=myownshell,app.kubernetes.io/instance=sample";
+        let pods = kubectl.run(&["get", "pods", "-n", "default", "-l", selector, "-o", "name"]).await.unwrap();
+        let pod = pods.stdout.lines().next().unwrap_or_else(|| panic!("no pod of the sample: {pods:?}"));
+        let id = kubectl.run(&["exec", "-n", "default", pod, "--", "id"]).await.unwrap();
         assert!(id.stdout.starts_with("uid=65534"), "{id:?}");
     } else {
         assert_eq!(env.get("MYOWNSHELL_CLUSTER").map(String::as_str), Some("api-only"));
