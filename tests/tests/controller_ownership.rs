@@ -373,3 +373,78 @@ async fn a_deployment_made_with_the_old_shortened_label_keeps_working() {
         Some(format!("app.kubernetes.io/instance={legacy},app.kubernetes.io/name=myownshell").as_str())
     );
 }
+
+/// The standing sweep: Deployments, ReplicaSets and pods labelled as a shell's (and as the
+/// operator's) whose MyOwnShell is gone are deleted, on an interval and not only on the cleanup
+/// path; a live shell's are kept, and so is what is labelled as another manager's. (This plane
+/// runs no garbage collector, so nothing else would remove them.)
+#[tokio::test]
+async fn what_outlives_its_shell_is_swept() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Api;
+
+    let ShellNamespace { cp, client, ns, shells, deployments } = ShellNamespace::create("ctrl-sweep").await.unwrap();
+    shells.create(&PostParams::default(), &sized_shell("kept", 1)).await.unwrap();
+    let (replica_sets, pods): (Api<ReplicaSet>, Api<Pod>) =
+        (Api::namespaced(client.clone(), &ns), Api::namespaced(client.clone(), &ns));
+    let labels = |instance: &str, manager: &str| {
+        json!({"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": instance,
+               "app.kubernetes.io/managed-by": manager})
+    };
+    let template = |instance: &str| {
+        json!({"metadata": {"labels": labels(instance, "myownshell-operator")},
+               "spec": {"containers": [{"name": "shell", "image": "busybox:1.37.0"}]}})
+    };
+    let selector = |instance: &str| json!({"matchLabels": {"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": instance}});
+    let pod = |name: &str, instance: &str, manager: &str| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels(instance, manager)},
+            "spec": {"containers": [{"name": "shell", "image": "busybox:1.37.0"}]}}))
+        .unwrap()
+    };
+    // What a shell `gone` left behind (made as an administrator would have orphaned them).
+    let stray_deployment: Deployment = serde_json::from_value(json!({"metadata": {"name": "gone",
+        "labels": labels("gone", "myownshell-operator")},
+        "spec": {"replicas": 0, "selector": selector("gone"), "template": template("gone")}}))
+    .unwrap();
+    deployments.create(&PostParams::default(), &stray_deployment).await.unwrap();
+    let stray_rs: ReplicaSet = serde_json::from_value(json!({"metadata": {"name": "gone-7d9f8c6b4",
+        "labels": labels("gone", "myownshell-operator")},
+        "spec": {"replicas": 0, "selector": selector("gone"), "template": template("gone")}}))
+    .unwrap();
+    replica_sets.create(&PostParams::default(), &stray_rs).await.unwrap();
+    pods.create(&PostParams::default(), &pod("gone-7d9f8c6b4-x2x4z", "gone", "myownshell-operator")).await.unwrap();
+    // A live shell's pod, and a pod another manager labels alike (the operator's own, say).
+    pods.create(&PostParams::default(), &pod("kept-7d9f8c6b4-b2c4d", "kept", "myownshell-operator")).await.unwrap();
+    pods.create(&PostParams::default(), &pod("helm-app", "gone", "Helm")).await.unwrap();
+
+    let controller = ControllerProcess::start(cp, "ctrl-sweep", &["--namespace", &ns, "--sweep-interval=1s"]).unwrap();
+    let left = eventually("the strays of shell gone deleted", TIMEOUT, || async {
+        let d = deployments.get_opt("gone").await.map_err(|e| e.to_string())?;
+        let r = replica_sets.get_opt("gone-7d9f8c6b4").await.map_err(|e| e.to_string())?;
+        let p = pods.get_opt("gone-7d9f8c6b4-x2x4z").await.map_err(|e| e.to_string())?;
+        let left: Vec<&str> = [("Deployment", d.is_some()), ("ReplicaSet", r.is_some()), ("pod", p.is_some())]
+            .iter()
+            .filter(|(_, there)| *there)
+            .map(|(what, _)| *what)
+            .collect();
+        if left.is_empty() { Ok(()) } else { Err(format!("still there: {left:?}")) }
+    })
+    .await;
+    left.unwrap_or_else(|e| panic!("{e}\n--- controller log ---\n{}", controller.log_tail(30)));
+    // Two sweeps later, the live shell's objects and the other manager's pod are all still there.
+    let sweeps = |text: String| myownshell_tests::controller::metric_value(&text, "myownshell_controller_writes_total{kind=\"sweep_delete\"}");
+    assert_eq!(sweeps(controller.metrics().await.unwrap()), Some(3.0));
+    eventually("the kept shell's Deployment", TIMEOUT, || async {
+        deployments.get_opt("kept").await.map_err(|e| e.to_string())?.map(drop).ok_or_else(|| "not yet".to_owned())
+    })
+    .await
+    .unwrap();
+    // Proving that nothing more goes takes time: three more sweeps (1 s apart) are let run.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    for name in ["kept-7d9f8c6b4-b2c4d", "helm-app"] {
+        assert!(pods.get_opt(name).await.unwrap().is_some(), "{name} was swept");
+    }
+    assert!(deployments.get_opt("kept").await.unwrap().is_some(), "the kept shell's Deployment was swept");
+    assert_eq!(sweeps(controller.metrics().await.unwrap()), Some(3.0), "nothing else was deleted");
+}

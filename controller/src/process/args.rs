@@ -80,6 +80,12 @@ pub struct Args {
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub template_update_quiet_after: Duration,
 
+    /// How often the controller deletes the Deployments, ReplicaSets and pods labelled as a
+    /// shell's whose MyOwnShell is gone (they would run with nobody to say whose they are). 0
+    /// turns the sweep off.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub sweep_interval: Duration,
+
     /// `--log-format` (text or JSON), shared by every binary.
     #[command(flatten)]
     pub log: LogArgs,

@@ -31,6 +31,7 @@ use crate::metrics::Metrics;
 use crate::process::args::Args;
 use crate::process::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
 use crate::reconcile;
+use crate::write::sweep;
 
 /// The name this controller reports in Events.
 pub const REPORTER: &str = "myownshell-controller";
@@ -191,6 +192,15 @@ async fn reconcile_until(
     let recorder = crate::events::Publisher::new(client.clone(), Reporter::new(REPORTER), terminating.clone());
     let namespaces =
         tokio::spawn(watch::follow_namespaces(Api::all(client.clone()), args.namespace.clone(), terminating.clone()));
+    // The standing sweep, while this replica leads (it stops with the Controller).
+    let sweeping = CancellationToken::new();
+    tokio::spawn(sweep::run(
+        client.clone(),
+        args.namespace.clone(),
+        args.sweep_interval,
+        metrics.clone(),
+        sweeping.clone(),
+    ));
     let caches = Caches {
         deployments: deployment_cache.clone(),
         shells: shells.clone(),
@@ -248,6 +258,7 @@ async fn reconcile_until(
         .await;
     ready_when_synced.abort();
     namespaces.abort();
+    sweeping.cancel();
 }
 
 /// An Api over `namespace`, or over every namespace.

@@ -2,10 +2,12 @@
 //! ([`apply_deployment`]); the status and conditions, computed as a pure function ([`status`]);
 //! what a reconcile tells in Events ([`announce`], published by [`crate::events`]); and the
 //! cleanup of a deleted shell ([`cleanup`]: its Deployment deleted, its pods awaited, then the
-//! finalizer released).
+//! finalizer released); and the standing sweep of whatever outlived its shell ([`sweep`]).
 //!
 //! Must not write or delete what is not ours (every Deployment write and delete goes through
-//! [`crate::ownership`]'s rule, with a uid precondition on delete), must not write what has not
+//! [`crate::ownership`]'s rule, with a uid precondition on delete; the sweep deletes only what is
+//! labelled as the operator's and as a shell's, which the admission policies let nobody else
+//! make, and only once that shell is gone), must not write what has not
 //! changed (a restart over 10,000 converged shells writes nothing), and must not decide lifetimes
 //! or rollouts: it carries out what [`crate::life`] decided.
 
@@ -13,3 +15,4 @@ pub mod announce;
 pub mod apply_deployment;
 pub mod cleanup;
 pub mod status;
+pub mod sweep;
