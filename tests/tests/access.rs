@@ -452,9 +452,27 @@ async fn editors_cannot_plant_a_lookalike_or_change_a_shells_pods_and_deployment
         "spec": {"selector": {"matchLabels": labels}, "template": template}});
     let planted_rs = create_as("bob", rs.to_string()).await;
     assert!(policy_refusal(&planted_rs), "{}", planted_rs.stderr);
-    // The operator's capability (writing shells' status) makes one; an editor cannot change it.
-    let ours =
-        w.kubectl.run_with_stdin(&["create", "-n", &w.ns, "-f", "-"], Some(&deployment.to_string())).await.unwrap();
+    // A tenant administrator (every verb on every resource of the namespace, so also the right to
+    // write shells' status) is no operator: the operator is told by its own identity.
+    let tenant_admin = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "tenant-admin"},
+         "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "tenant-admin"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant-admin"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "tina"}]}]});
+    let granted =
+        w.kubectl.run_with_stdin(&["create", "-n", &w.ns, "-f", "-"], Some(&tenant_admin.to_string())).await.unwrap();
+    assert!(granted.success, "{}", granted.stderr);
+    let by_tenant_admin = create_as("tina", deployment.to_string()).await;
+    assert!(
+        policy_refusal(&by_tenant_admin) && by_tenant_admin.stderr.contains("only by the MyOwnShell operator"),
+        "{}",
+        by_tenant_admin.stderr
+    );
+    // The operator (impersonated) makes one; an editor cannot change it.
+    let operator = "system:serviceaccount:myownshell-system:myownshell-controller";
+    namespace_editors(&w.client, &w.ns, &["alice", "bob", "carol", operator], &["devs"]).await.unwrap();
+    let ours = create_as(operator, deployment.to_string()).await;
     assert!(ours.success, "{}", ours.stderr);
     let edit = w.as_user("bob", AUTH, &["set", "image", "deployment/planted", "shell=worse:1"]).await;
     assert!(policy_refusal(&edit), "{}", edit.stderr);
