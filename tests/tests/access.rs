@@ -479,6 +479,73 @@ async fn editors_cannot_plant_a_lookalike_or_change_a_shells_pods_and_deployment
     w.installed.remove().await.unwrap();
 }
 
+/// `services/proxy` reaches whatever a Service's endpoints name, which an editor decides (a
+/// selector that picks alice's pod, or Endpoints written by hand): in a namespace with shells it
+/// is let through only for someone who may connect to every one of them
+/// (`config/policy/services_proxy.yaml`).
+#[tokio::test]
+async fn a_service_proxy_reaches_no_shell_of_someone_else() {
+    let w = &World::start("access-svc").await;
+    for (user, name) in [("alice", "web"), ("bob", "bobs")] {
+        let out = w.apply_shell(user, name, "{size: 1}").await;
+        assert!(out.success, "{}", out.stderr);
+    }
+    let service = |name: &str, selector: serde_json::Value| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+               "spec": {"selector": selector, "ports": [{"port": 8080}]}})
+        .to_string()
+    };
+    let create = |manifest: String| async move {
+        let mut args = myownshell_tests::access::as_user("bob", AUTH);
+        args.extend(["create", "-n", &w.ns, "-f", "-"].map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = w.kubectl.run_with_stdin(&args, Some(&manifest)).await.unwrap();
+        assert!(out.success, "{}", out.stderr);
+    };
+    // A Service that picks alice's pod, and one routed by hand (its Endpoints would name her
+    // pod's address; nothing runs on this plane, so none is written).
+    create(service("steal", json!({"app.kubernetes.io/instance": "web"}))).await;
+    create(service("by-hand", json!(null))).await;
+    let proxy = |user: &'static str, ns: String, svc: &'static str| async move {
+        let path = format!("/api/v1/namespaces/{ns}/services/{svc}:8080/proxy/");
+        kubectl_as(&w.kubectl, user, AUTH, &["get", "--raw", &path]).await
+    };
+    let refused = |out: &KubectlOutput| !out.success && out.stderr.contains("may not proxy to service");
+    for svc in ["steal", "by-hand"] {
+        let seen = eventually(&format!("bob's proxy to {svc} refused"), TIMEOUT, || async {
+            let out = proxy("bob", w.ns.clone(), svc).await;
+            if refused(&out) { Ok(out) } else { Err(out.stderr) }
+        })
+        .await
+        .unwrap();
+        assert!(seen.stderr.contains("shell web (a MyOwnShell), which only its owner alice"), "{}", seen.stderr);
+    }
+    // alice may not reach bob's shell, so not through a Service either.
+    assert!(refused(&proxy("alice", w.ns.clone(), "steal").await));
+    // With bob's shell gone, every shell of the namespace is alice's: hers gets through admission
+    // (and fails after it, for want of a running pod), bob's still does not.
+    assert!(w.as_user("bob", AUTH, &["delete", "mos", "bobs", "--wait=false"]).await.success);
+    let strip = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
+    assert!(w.kubectl.run(&["-n", &w.ns, "patch", "mos", "bobs", "--type=json", "-p", strip]).await.unwrap().success);
+    let alices = eventually("alice's proxy past admission", TIMEOUT, || async {
+        let out = proxy("alice", w.ns.clone(), "steal").await;
+        if !out.stderr.contains("ValidatingAdmissionPolicy") { Ok(out) } else { Err(out.stderr) }
+    })
+    .await
+    .unwrap();
+    assert!(!alices.success, "nothing runs here: {}", alices.stdout);
+    assert!(refused(&proxy("bob", w.ns.clone(), "steal").await));
+    // A namespace without shells: untouched.
+    let plain = create_namespace(&w.client, "access-svc-plain").await.unwrap();
+    namespace_editors(&w.client, &plain, &["bob"], &[]).await.unwrap();
+    let manifest = service("app", json!({"app": "x"}));
+    let out = w.kubectl.run_with_stdin(&["create", "-n", &plain, "-f", "-"], Some(&manifest)).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let untouched = proxy("bob", plain.clone(), "app").await;
+    assert!(!untouched.stderr.contains("ValidatingAdmissionPolicy"), "{}", untouched.stderr);
+    w.installed.remove().await.unwrap();
+}
+
 /// Only the owner, an administrator, the operator and namespace deletion end a shell (delete it
 /// or take its finalizer off), and nobody orphans one (`config/policy/shell_deletion.yaml`).
 #[tokio::test]

@@ -179,6 +179,21 @@ async fn editors_cannot_get_around_it(a: &Access<'_>, pod: &str) {
         )
         .await;
     assert!(!copy.success, "a labelled copy is a lookalike: {}", copy.stdout);
+    // A Service that picks alice's pod: the apiserver's service proxy does not take bob there.
+    let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: steal\nspec:\n  selector:\n    app.kubernetes.io/instance: mine\n  ports:\n  - port: 8080\n";
+    let made = a.apply_as("bob", service).await;
+    assert!(made.success, "{}", made.stderr);
+    let path = format!("/api/v1/namespaces/{}/services/steal:8080/proxy/", a.ns);
+    let out = a.as_user("bob", AUTH, &["get", "--raw", &path]).await;
+    assert!(!out.success && out.stderr.contains("bob may not proxy to service steal"), "{}", out.stderr);
+    // Ending alice's shell, or orphaning its pods: not bob's to do.
+    for args in [
+        vec!["delete", "mos", "mine", "--wait=false"],
+        vec!["delete", "mos", "mine", "--cascade=orphan", "--wait=false"],
+    ] {
+        let out = a.as_user("bob", AUTH, &args).await;
+        assert!(!out.success && out.stderr.contains("shell-deletion"), "bob {args:?}: {}", out.stderr);
+    }
     for (what, patch) in [
         ("sharedWith", r#"{"spec":{"sharedWith":{"users":["bob"]}}}"#),
         ("command", r#"{"spec":{"command":["sh","-c","steal"]}}"#),
