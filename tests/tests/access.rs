@@ -265,6 +265,18 @@ async fn every_connection_leaves_an_event_a_count_and_the_last_one_in_the_status
     assert_eq!(denied.type_.as_deref(), Some("Warning"));
     assert_eq!(denied.related.and_then(|r| r.name).as_deref(), Some(WEB_POD));
 
+    // An administrator's break-glass connection: let in, and recorded under their own name.
+    let admins = &["system:masters", "system:authenticated"];
+    w.exec_until("root", admins, WEB_POD, None).await;
+    let by_admin = eventually("root's Connected Event", TIMEOUT, || async {
+        let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let notes: Vec<String> = list.items.into_iter().filter_map(|e| e.note).collect();
+        notes.iter().find(|n| n.starts_with("root connected")).cloned().ok_or(format!("{notes:?}"))
+    })
+    .await
+    .unwrap();
+    assert!(by_admin.ends_with("an administrator (a group of the webhook's --admin-groups)"), "{by_admin}");
+
     let metrics = w.webhook.metrics(&w.client).await.unwrap();
     for want in [
         "myownshell_webhook_connections_total{kind=\"exec\",result=\"allowed\"}",

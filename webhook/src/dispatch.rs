@@ -91,7 +91,7 @@ pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &Sh
     let (response, connections) = match webhook {
         Webhook::Mutate => (mutate(&request, policy), Vec::new()),
         Webhook::Validate => (validate(&request, policy, shells), Vec::new()),
-        Webhook::Connect => gate::connect(&request, shells),
+        Webhook::Connect => gate::connect(&request, shells, &policy.admin_groups),
     };
     Answer::Review { outcome: Outcome::of(&response), operation: Some(request.operation), response, connections }
 }

@@ -134,7 +134,14 @@ pub enum Grant {
     SharedUser,
     /// The user is in a group of `sharedWith.groups`.
     SharedGroup,
+    /// The user is an administrator (a group of `--admin-groups`): a break-glass connection,
+    /// recorded under the administrator's own name.
+    Admin,
 }
+
+/// The administrators' groups of the webhook's `--admin-groups` default, which the admission
+/// policies of `config/policy` name too (keep them in step when the flag changes).
+pub const DEFAULT_ADMIN_GROUPS: &[&str] = &["system:masters"];
 
 /// Whether `user` is the owner of `shell`: the same name, and the same uid where both have one.
 fn is_owner(shell: &ShellAccess, user: &UserInfo<'_>) -> bool {
@@ -145,8 +152,9 @@ fn is_owner(shell: &ShellAccess, user: &UserInfo<'_>) -> bool {
     shell.owner.as_deref() == Some(user.username.as_ref()) && same_uid
 }
 
-/// Whether `user` may connect to `shell`'s pods, and why.
-pub fn may_connect(shell: &ShellAccess, user: &UserInfo<'_>) -> Option<Grant> {
+/// Whether `user` may connect to `shell`'s pods, and why: the owner and those the shell is
+/// shared with, and (break-glass) the members of `admin_groups`.
+pub fn may_connect<G: AsRef<str>>(shell: &ShellAccess, user: &UserInfo<'_>, admin_groups: &[G]) -> Option<Grant> {
     if shell.owner.is_none() {
         Some(Grant::NoOwner)
     } else if is_owner(shell, user) {
@@ -155,6 +163,8 @@ pub fn may_connect(shell: &ShellAccess, user: &UserInfo<'_>) -> Option<Grant> {
         Some(Grant::SharedUser)
     } else if shell.groups.iter().any(|g| user.in_group(g)) {
         Some(Grant::SharedGroup)
+    } else if admin_groups.iter().any(|g| user.in_group(g.as_ref())) {
+        Some(Grant::Admin)
     } else {
         None
     }
@@ -350,6 +360,39 @@ pub const DECISION_TABLE: &[DecisionCase] = &[
         user_groups: AUTHENTICATED,
         grant: None,
     },
+    DecisionCase {
+        what: "an administrator (break-glass, recorded as themselves)",
+        owner: Some("alice"),
+        owner_uid: None,
+        users: &[],
+        groups: &[],
+        user: "root",
+        user_uid: None,
+        user_groups: &["system:masters", "system:authenticated"],
+        grant: Some(Grant::Admin),
+    },
+    DecisionCase {
+        what: "an administrator who is also shared with: the share",
+        owner: Some("alice"),
+        owner_uid: None,
+        users: &["root"],
+        groups: &[],
+        user: "root",
+        user_uid: None,
+        user_groups: &["system:masters", "system:authenticated"],
+        grant: Some(Grant::SharedUser),
+    },
+    DecisionCase {
+        what: "a group named like an administrators' one is not it",
+        owner: Some("alice"),
+        owner_uid: None,
+        users: &[],
+        groups: &[],
+        user: "bob",
+        user_uid: None,
+        user_groups: &["system:master", "system:authenticated"],
+        grant: None,
+    },
 ];
 
 /// The shells of one namespace by name, as the index keeps them.
@@ -411,7 +454,7 @@ mod tests {
         for case in DECISION_TABLE {
             let shell = shell(case.owner, case.owner_uid, case.users, case.groups);
             let user = user(case.user, case.user_uid, case.user_groups);
-            assert_eq!(may_connect(&shell, &user), case.grant, "{}", case.what);
+            assert_eq!(may_connect(&shell, &user, DEFAULT_ADMIN_GROUPS), case.grant, "{}", case.what);
         }
     }
 

@@ -98,7 +98,11 @@ pub struct Connection {
 
 /// Decide a connection request: the answer, and what to record (nothing for a pod that is no
 /// shell's). Every shell the pod's name could belong to must let the user in.
-pub fn connect<'a>(request: &Request<'a>, shells: &ShellIndex) -> (Response<'a>, Vec<Connection>) {
+pub fn connect<'a>(
+    request: &Request<'a>,
+    shells: &ShellIndex,
+    admin_groups: &[String],
+) -> (Response<'a>, Vec<Connection>) {
     let Some(kind) = ConnectKind::of(request) else {
         let reason = format!(
             "this webhook handles connections to pods, got {} {}",
@@ -113,7 +117,7 @@ pub fn connect<'a>(request: &Request<'a>, shells: &ShellIndex) -> (Response<'a>,
     let decided: Vec<(Arc<ShellAccess>, Option<Grant>)> = shells.in_namespace(&request.namespace, |in_namespace| {
         access::shells_of_pod(in_namespace, pod)
             .into_iter()
-            .map(|shell| (shell.clone(), access::may_connect(shell, user)))
+            .map(|shell| (shell.clone(), access::may_connect(shell, user, admin_groups)))
             .collect()
     });
     let refused: Vec<&Arc<ShellAccess>> = decided.iter().filter(|(_, grant)| grant.is_none()).map(|(s, _)| s).collect();

@@ -299,6 +299,7 @@ pub fn occurrence(connection: &Connection, count: u32) -> Occurrence {
                 Grant::Owner => "the owner".to_owned(),
                 Grant::SharedUser => "in spec.sharedWith.users".to_owned(),
                 Grant::SharedGroup => "in a group of spec.sharedWith.groups".to_owned(),
+                Grant::Admin => "an administrator (a group of the webhook's --admin-groups)".to_owned(),
             };
             (EventType::Normal, reasons::CONNECTED, format!("{user} connected to pod {pod} ({how}){times}: {why}"))
         }

@@ -69,6 +69,7 @@ fn index() -> ShellIndex {
 fn who_gets_into_which_pod() {
     let shells = index();
     let auth = ["system:authenticated"];
+    let admins = ["system:masters", "system:authenticated"];
     // (sub-resource, pod, user, groups, allowed, recorded as)
     type Case<'a> = (&'a str, &'a str, &'a str, &'a [&'a str], bool, Option<Option<Grant>>);
     let cases: Vec<Case> = vec![
@@ -84,11 +85,13 @@ fn who_gets_into_which_pod() {
         ("exec", "old-7d9f8c6b4-x2x4z", "mallory", &auth, true, Some(Some(Grant::NoOwner))),
         ("exec", "api-7d9f8c6b4-x2x4z", "mallory", &auth, true, None),
         ("exec", "web-0", "mallory", &auth, true, None),
+        ("exec", "web-7d9f8c6b4-x2x4z", "root", &admins, true, Some(Some(Grant::Admin))),
+        ("exec", "web-7d9f8c6b4-x2x4z", "root", &auth, false, Some(None)),
     ];
     for (sub, pod, user, groups, allowed, recorded) in cases {
         let body = connection_body(sub, pod, user, groups, false);
         let request = decode(&body).unwrap();
-        let (response, connections) = connect(&request, &shells);
+        let (response, connections) = connect(&request, &shells, &["system:masters".to_owned()]);
         let what = format!("{user} {sub} {pod}");
         assert_eq!(response.allowed, allowed, "{what}: {}", response.message());
         assert_eq!(connections.first().map(|c| c.grant), recorded, "{what}");
@@ -101,7 +104,7 @@ fn who_gets_into_which_pod() {
 #[test]
 fn a_refusal_names_the_shell_and_who_may_connect() {
     let body = connection_body("exec", "web-7d9f8c6b4-x2x4z", "mallory", &["system:authenticated"], false);
-    let (response, connections) = connect(&decode(&body).unwrap(), &index());
+    let (response, connections) = connect(&decode(&body).unwrap(), &index(), &[]);
     assert_eq!(code(&response), 403);
     assert_eq!(
         response.message(),
@@ -110,7 +113,7 @@ fn a_refusal_names_the_shell_and_who_may_connect() {
     assert_eq!(connections[0].kind, ConnectKind::Exec);
     assert!(!connections[0].dry_run);
     let body = connection_body("ephemeralcontainers", "web-7d9f8c6b4-x2x4z", "mallory", &[], true);
-    let (response, connections) = connect(&decode(&body).unwrap(), &index());
+    let (response, connections) = connect(&decode(&body).unwrap(), &index(), &[]);
     assert!(response.message().starts_with("mallory may not add a debug container to pod"), "{}", response.message());
     assert!(connections[0].dry_run, "a dry run is decided alike, and marked so that nothing is recorded");
 }
