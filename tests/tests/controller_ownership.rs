@@ -433,7 +433,9 @@ async fn what_outlives_its_shell_is_swept() {
     .await;
     left.unwrap_or_else(|e| panic!("{e}\n--- controller log ---\n{}", controller.log_tail(30)));
     // Two sweeps later, the live shell's objects and the other manager's pod are all still there.
-    let sweeps = |text: String| myownshell_tests::controller::metric_value(&text, "myownshell_controller_writes_total{kind=\"sweep_delete\"}");
+    let sweeps = |text: String| {
+        myownshell_tests::controller::metric_value(&text, "myownshell_controller_writes_total{kind=\"sweep_delete\"}")
+    };
     assert_eq!(sweeps(controller.metrics().await.unwrap()), Some(3.0));
     eventually("the kept shell's Deployment", TIMEOUT, || async {
         deployments.get_opt("kept").await.map_err(|e| e.to_string())?.map(drop).ok_or_else(|| "not yet".to_owned())
