@@ -558,6 +558,56 @@ async fn a_service_proxy_reaches_no_shell_of_someone_else() {
     w.installed.remove().await.unwrap();
 }
 
+/// A shell in a namespace below Pod Security `baseline` (where an editor may run a privileged or
+/// hostPath pod beside it) is created with a warning, or refused where the binding denies
+/// (`config/policy/pod_security.yaml`); a namespace at `baseline` gets neither.
+#[tokio::test]
+async fn shells_in_namespaces_below_pod_security_baseline_are_warned_of_or_refused() {
+    let w = &World::start("access-psa").await;
+    let warning = "enforces Pod Security level privileged (label pod-security.kubernetes.io/enforce)";
+    let warned = eventually("a warning for a shell in a namespace at the default level", TIMEOUT, || async {
+        let out = w.apply_shell("alice", "warned", "{size: 0}").await;
+        if out.success && out.stderr.contains("Warning: ") && out.stderr.contains(warning) {
+            Ok(out)
+        } else {
+            Err(out.stderr)
+        }
+    })
+    .await
+    .unwrap();
+    assert!(warned.stderr.contains("beside shell warned"), "{}", warned.stderr);
+    // Where the binding denies (here one of the test's own, for its namespace only): refused.
+    let deny = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": format!("pod-security-deny-{}", w.ns)},
+        "spec": {"policyName": "shell-namespace-pod-security", "validationActions": ["Deny"],
+                 "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": w.ns}}}}});
+    let out = w.kubectl.run_with_stdin(&["apply", "-f", "-"], Some(&deny.to_string())).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    // (A name per try: a try that came before the binding was in force made its shell.)
+    let tries = std::sync::atomic::AtomicUsize::new(0);
+    eventually("a refusal where the binding denies", TIMEOUT, || async {
+        let name = format!("refused-{}", tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let out = w.apply_shell("alice", &name, "{size: 0}").await;
+        if !out.success && out.stderr.contains(warning) { Ok(()) } else { Err(out.stderr) }
+    })
+    .await
+    .unwrap();
+    // At baseline: admitted, and no warning.
+    let label = ["label", "namespace", w.ns.as_str(), "pod-security.kubernetes.io/enforce=baseline"];
+    assert!(w.kubectl.run(&label).await.unwrap().success);
+    let admitted = eventually("a shell admitted at baseline", TIMEOUT, || async {
+        let name = format!("admitted-{}", tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let out = w.apply_shell("alice", &name, "{size: 0}").await;
+        if out.success { Ok(out) } else { Err(out.stderr) }
+    })
+    .await
+    .unwrap();
+    assert!(!admitted.stderr.contains("Pod Security"), "{}", admitted.stderr);
+    let name = format!("validatingadmissionpolicybinding/pod-security-deny-{}", w.ns);
+    assert!(w.kubectl.run(&["delete", &name]).await.unwrap().success);
+    w.installed.remove().await.unwrap();
+}
+
 /// Only the owner, an administrator, the operator and namespace deletion end a shell (delete it
 /// or take its finalizer off), and nobody orphans one (`config/policy/shell_deletion.yaml`).
 #[tokio::test]
