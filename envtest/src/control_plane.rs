@@ -196,6 +196,7 @@ pub(crate) fn apiserver_args(cfg: &ApiserverConfig) -> Vec<String> {
         format!("--service-account-key-file={}", pki("sa.pub")),
         format!("--service-account-signing-key-file={}", pki("sa.key")),
         format!("--api-audiences={issuer}"),
+        format!("--admission-control-config-file={}", pki(ADMISSION_CONFIG)),
         format!("--service-cluster-ip-range={}", cfg.options.service_cidr),
         "--allow-privileged=true".into(),
         "--profiling=false".into(),
@@ -529,6 +530,12 @@ impl ControlPlane {
         &self.apiserver_config.pki_dir
     }
 
+    /// The CA of the client certificate the apiserver presents to admission webhooks that ask for
+    /// one (a webhook's `--apiserver-client-ca-file`).
+    pub fn webhook_client_ca_file(&self) -> PathBuf {
+        self.pki_dir().join(WEBHOOK_CLIENT_CA)
+    }
+
     /// Address and service range the apiserver was started with.
     pub fn options(&self) -> &Options {
         &self.apiserver_config.options
@@ -645,6 +652,7 @@ fn write_pki(dir: &Path, options: &Options) -> Result<Pki, HarnessError> {
         write_private(&dir.join("kubelet-client.crt"), &kubelet_client.cert_pem)?;
         write_private(&dir.join("kubelet-client.key"), &kubelet_client.key_pem)?;
     }
+    write_webhook_client(dir)?;
     let admin = client_ca.issue(&LeafSpec::client(ADMIN_USER, vec!["system:masters".into()], CERT_VALIDITY))?;
     let (sa_key, sa_pub) = generate_signing_key()?;
     for (name, contents) in [
@@ -659,6 +667,43 @@ fn write_pki(dir: &Path, options: &Options) -> Result<Pki, HarnessError> {
     }
     Ok(Pki { serving_ca, client_ca, admin })
 }
+
+/// The apiserver's identity towards admission webhooks, as a cluster administrator configures it
+/// (kube-apiserver's `--admission-control-config-file`): a client certificate from a CA of its own
+/// (`webhook-client-ca.crt`, [`ControlPlane::webhook_client_ca_file`]), presented to every webhook
+/// that asks for one (the kubeconfig's user `*`). A webhook that does not ask never sees it.
+fn write_webhook_client(dir: &Path) -> Result<(), HarnessError> {
+    let ca = CertificateAuthority::generate("myownshell-envtest-webhook-client-ca", CERT_VALIDITY)?;
+    let leaf = ca.issue(&LeafSpec::client("kube-apiserver-webhook-client", vec![], CERT_VALIDITY))?;
+    write_private(&dir.join(WEBHOOK_CLIENT_CA), ca.cert_pem())?;
+    write_private(&dir.join("webhook-client.crt"), &leaf.cert_pem)?;
+    write_private(&dir.join("webhook-client.key"), &leaf.key_pem)?;
+    let path = |f: &str| dir.join(f).display().to_string();
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nusers:\n  - name: \"*\"\n    user:\n      client-certificate: {}\n      client-key: {}\n",
+        path("webhook-client.crt"),
+        path("webhook-client.key")
+    );
+    write_private(&dir.join("webhook-client.kubeconfig"), &kubeconfig)?;
+    let plugin = |name: &str| {
+        format!(
+            "  - name: {name}\n    configuration:\n      apiVersion: apiserver.config.k8s.io/v1\n      \
+             kind: WebhookAdmissionConfiguration\n      kubeConfigFile: {}\n",
+            path("webhook-client.kubeconfig")
+        )
+    };
+    let admission = format!(
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+        plugin("ValidatingAdmissionWebhook"),
+        plugin("MutatingAdmissionWebhook")
+    );
+    write_private(&dir.join(ADMISSION_CONFIG), &admission)
+}
+
+/// The CA of the apiserver's client certificate towards webhooks, in the pki directory.
+const WEBHOOK_CLIENT_CA: &str = "webhook-client-ca.crt";
+/// The apiserver's `--admission-control-config-file`, in the pki directory.
+const ADMISSION_CONFIG: &str = "admission.yaml";
 
 /// Runs kept under `target/envtest/` for post-mortems; older ones of dead processes are pruned.
 const RUNS_KEPT: usize = 8;

@@ -117,7 +117,10 @@ fn self_signed(names: &[String]) -> Result<rustls::sign::CertifiedKey, Transport
     Ok(certified_key_from_pem(&leaf.cert_pem, &leaf.key_pem)?)
 }
 
-fn client_verifier(path: &Path) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TransportError> {
+/// A verifier of client certificates signed by the CAs of the PEM file `path`. A client that
+/// presents none still connects (the caller decides what it may then do); one that presents a
+/// certificate the CAs did not sign fails the handshake.
+pub fn client_verifier(path: &Path) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TransportError> {
     let origin = path.display().to_string();
     let pem = read(path)?;
     let certs =

@@ -67,7 +67,11 @@ impl World {
         let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.clone() };
         let installed = InstalledWebhooks::install(&client, &ns, &target).await.unwrap();
         let mut options = WebhookOptions::for_installed(&installed, &ns, port);
-        options.args = vec!["--connection-record-interval=1s".into()];
+        options.args = vec![
+            "--connection-record-interval=1s".into(),
+            // Only the apiserver (its client certificate, see envtest) is answered on the connect path.
+            format!("--apiserver-client-ca-file={}", cp.webhook_client_ca_file().display()),
+        ];
         let mut webhook = WebhookProcess::spawn(cp, &options).unwrap();
         webhook.wait_ready(READY).await.unwrap();
         World { client, kubectl: cp.kubectl(), ns, installed, webhook }
@@ -285,6 +289,44 @@ async fn every_connection_leaves_an_event_a_count_and_the_last_one_in_the_status
         let count = metrics.lines().find(|l| l.starts_with(want)).and_then(|l| l.rsplit(' ').next()).unwrap_or("0");
         assert!(count.parse::<f64>().unwrap_or(0.0) >= 1.0, "{want} {count}\n{metrics}");
     }
+    w.installed.remove().await.unwrap();
+}
+
+/// The connect webhook's answers leave a record (an Event naming the user, `lastConnection`, which
+/// the idle timer reads), so it answers only the apiserver, proven by the client certificate the
+/// apiserver presents (`--apiserver-client-ca-file`): a review posted by anyone else who reaches
+/// the port ("alice connected", to keep her shell from idling) gets 403 and leaves nothing.
+#[tokio::test]
+async fn only_the_apiserver_is_answered_on_the_connect_path() {
+    let w = World::start("access-forged").await;
+    assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
+    w.pod(WEB_POD).await;
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "forged-1", "kind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "subResource": "exec",
+        "requestKind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+        "requestResource": {"group": "", "version": "v1", "resource": "pods"}, "requestSubResource": "exec",
+        "name": WEB_POD, "namespace": w.ns, "operation": "CONNECT",
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "object": {"apiVersion": "v1", "kind": "PodExecOptions", "command": ["sh"]}, "dryRun": false}});
+    let mut conn =
+        myownshell_tests::tls_client::HttpsConnection::connect(w.webhook.addr(), None, "127.0.0.1").await.unwrap();
+    let body = serde_json::to_vec(&review).unwrap();
+    let (status, text) = conn.post(myownshell_api::names::CONNECT_PATH, body.clone()).await.unwrap();
+    assert_eq!(status, 403, "{}", String::from_utf8_lossy(&text));
+    // The same review, through the apiserver (bob's exec, refused): answered and recorded.
+    w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
+    let events: Api<Event> = Api::namespaced(w.client.clone(), &w.ns);
+    let notes = eventually("bob's ConnectionDenied Event", TIMEOUT, || async {
+        let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let notes: Vec<String> = list.items.into_iter().filter_map(|e| e.note).collect();
+        if notes.iter().any(|n| n.starts_with("bob was refused")) { Ok(notes) } else { Err(format!("{notes:?}")) }
+    })
+    .await
+    .unwrap();
+    assert!(!notes.iter().any(|n| n.starts_with("alice connected")), "the forged review was recorded: {notes:?}");
+    let shell = w.shells().get("web").await.unwrap();
+    assert_eq!(shell.status.and_then(|s| s.last_connection), None, "the forged review moved lastConnection");
     w.installed.remove().await.unwrap();
 }
 

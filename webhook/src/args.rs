@@ -108,6 +108,14 @@ pub struct Args {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub connection_record_interval: Duration,
 
+    /// The CA that signs the client certificate the apiserver presents to admission webhooks (the
+    /// kubeconfig of its AdmissionConfiguration, see the README). Set: the connect webhook answers,
+    /// and records, only requests that present a certificate it signed; others get 403 and leave no
+    /// record. Unset: whoever reaches the webhook port may ask, and be recorded (close the port to
+    /// all but the apiserver with a NetworkPolicy where the network allows). Read at start.
+    #[arg(long)]
+    pub apiserver_client_ca_file: Option<std::path::PathBuf>,
+
     /// After SIGTERM the webhook (already not ready) goes on answering reviews until this pod's
     /// address has left the ready endpoints of `--service-name`, then this long more while every
     /// apiserver catches up: no review fails during a rolling update. Without `--pod-ip`, this

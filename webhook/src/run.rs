@@ -176,14 +176,26 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     };
     mirror_certificate_status(source_status, status_tx, metrics.clone(), shutdown.clone());
 
-    let tls = Arc::new(tls::server_config(resolver, None).context("TLS configuration")?);
+    // The apiserver's client certificate, asked of every caller and required for the connect
+    // webhook (`AppState::may_connect`) when its CA is given.
+    let apiserver_ca = args.apiserver_client_ca_file.as_deref();
+    let verifier = apiserver_ca
+        .map(myownshell_rbac_proxy::transport::client_verifier)
+        .transpose()
+        .context("--apiserver-client-ca-file")?;
+    let tls = Arc::new(tls::server_config(resolver, verifier).context("TLS configuration")?);
     let addr = SocketAddr::new(args.bind_address, args.webhook_port);
     let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the webhook address {addr}"))?;
     tracing::info!(%addr, "webhook listening");
     listening.set(true);
-    let state = AppState { policy, metrics, shells, recorder: Some(recorder) };
+    let state = AppState { policy, metrics, shells, recorder: Some(recorder), may_connect: true };
+    let apiserver_only = apiserver_ca.is_some();
     let serving = once_drained(&args, &client, &shutdown);
-    server::serve_tls_with(listener, tls, move |_| admission_service(state.clone()), Default::default(), serving)
+    // A verified certificate is the only kind a connection can carry: a bad one fails the handshake.
+    let per_connection = move |caller: server::ConnectionInfo| {
+        admission_service(state.for_caller(!apiserver_only || caller.peer_certificates.is_some()))
+    };
+    server::serve_tls_with(listener, tls, per_connection, Default::default(), serving)
         .await
         .context("webhook server")?;
     tracing::info!("stopped");

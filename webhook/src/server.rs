@@ -44,12 +44,21 @@ pub struct AppState {
     pub shells: Arc<ShellIndex>,
     /// Where connections into shells go to be recorded; `None`: counted only.
     pub recorder: Option<Recorder>,
+    /// Whether this connection's caller may use the connect webhook, whose answers leave a
+    /// record: the apiserver, proven by its client certificate when `--apiserver-client-ca-file`
+    /// is set; anyone when it is not.
+    pub may_connect: bool,
 }
 
 impl AppState {
     /// The state of a webhook that knows no shell and records nothing (tests, benchmarks).
     pub fn new(policy: Policy, metrics: Arc<Metrics>) -> Self {
-        Self { policy, metrics, shells: Arc::new(ShellIndex::of([])), recorder: None }
+        Self { policy, metrics, shells: Arc::new(ShellIndex::of([])), recorder: None, may_connect: true }
+    }
+
+    /// This state for one connection, whose caller `may_connect` (see [`AppState::may_connect`]).
+    pub fn for_caller(&self, may_connect: bool) -> Self {
+        Self { may_connect, ..self.clone() }
     }
 }
 
@@ -159,7 +168,16 @@ where
     let webhook = match (request.uri().path(), request.method()) {
         (names::MUTATE_PATH, &Method::POST) => Webhook::Mutate,
         (names::VALIDATE_PATH, &Method::POST) => Webhook::Validate,
-        (names::CONNECT_PATH, &Method::POST) => Webhook::Connect,
+        (names::CONNECT_PATH, &Method::POST) if state.may_connect => Webhook::Connect,
+        (names::CONNECT_PATH, &Method::POST) => {
+            // Someone other than the apiserver: no answer, so nothing recorded.
+            tracing::debug!("a connect review without the apiserver's client certificate");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "the connect webhook answers only the apiserver: present the client certificate that \
+                 --apiserver-client-ca-file signs\n",
+            );
+        }
         (names::MUTATE_PATH | names::VALIDATE_PATH | names::CONNECT_PATH, _) => {
             let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
