@@ -40,6 +40,13 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`] on what the controller creates.
 pub const LABEL_MANAGED_BY_VALUE: &str = "myownshell-operator";
 
+/// The label a cluster administrator puts on a namespace to open it to shells, with
+/// [`SHELLS_NAMESPACE_LABEL_VALUE`]: shells are created only there, and the admission policies
+/// that take MyOwnShells as parameters look only there (`config/policy/shell_namespaces.yaml`).
+pub const SHELLS_NAMESPACE_LABEL: &str = "myownshell.io/shells";
+/// Value of [`SHELLS_NAMESPACE_LABEL`] that opens a namespace to shells.
+pub const SHELLS_NAMESPACE_LABEL_VALUE: &str = "enabled";
+
 /// HTTPS path of the mutating (defaulting) webhook, as the MutatingWebhookConfiguration in
 /// `config/webhook` calls it (kubebuilder's naming:
 /// `/mutate-<group with dashes>-<version>-<kind>`).

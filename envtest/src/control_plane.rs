@@ -458,7 +458,8 @@ impl ControlPlane {
         Ok(Client::try_from(config)?)
     }
 
-    async fn install_crds(&self) -> Result<(), HarnessError> {
+    /// Install (or put back) the CRDs of `config/crd/bases` and wait until they are Established.
+    pub async fn install_crds(&self) -> Result<(), HarnessError> {
         let dir = assets::workspace_root().join("config/crd/bases");
         let client = self.client()?;
         let api: Api<CustomResourceDefinition> = Api::all(client);

@@ -30,5 +30,5 @@ pub mod wait;
 
 pub use control_plane::{ControlPlane, HarnessError, shared};
 pub use kubectl::Kubectl;
-pub use namespace::{create_namespace, service_account_token, service_account_user};
+pub use namespace::{create_namespace, create_shell_namespace, service_account_token, service_account_user};
 pub use wait::eventually;

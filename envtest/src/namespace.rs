@@ -11,13 +11,31 @@ use kube::api::{Api, ObjectMeta, PostParams};
 /// deleted: this control plane has no namespace controller to finish the deletion, and each
 /// run has its own etcd anyway.
 pub async fn create_namespace(client: &Client, prefix: &str) -> Result<String, kube::Error> {
+    create_namespace_labelled(client, prefix, std::collections::BTreeMap::new()).await
+}
+
+/// [`create_namespace`], opened to shells (`myownshell.io/shells: enabled`, as a cluster
+/// administrator does; see `config/policy/shell_namespaces.yaml`).
+pub async fn create_shell_namespace(client: &Client, prefix: &str) -> Result<String, kube::Error> {
+    let label = (
+        myownshell_api::names::SHELLS_NAMESPACE_LABEL.to_owned(),
+        myownshell_api::names::SHELLS_NAMESPACE_LABEL_VALUE.to_owned(),
+    );
+    create_namespace_labelled(client, prefix, std::collections::BTreeMap::from([label])).await
+}
+
+async fn create_namespace_labelled(
+    client: &Client,
+    prefix: &str,
+    labels: std::collections::BTreeMap<String, String>,
+) -> Result<String, kube::Error> {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let prefix: String =
         prefix.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).take(40).collect();
     let name = format!("{}-{}-{n}", prefix.trim_matches('-'), std::process::id());
     let ns = Namespace {
-        metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+        metadata: ObjectMeta { name: Some(name.clone()), labels: Some(labels), ..ObjectMeta::default() },
         ..Namespace::default()
     };
     Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;

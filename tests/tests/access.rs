@@ -20,7 +20,7 @@ use myownshell_api::MyOwnShell;
 use myownshell_api::names::reasons;
 use myownshell_envtest::kubectl::KubectlOutput;
 use myownshell_envtest::ports::free_port;
-use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, eventually, shared};
+use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, create_shell_namespace, eventually, shared};
 use myownshell_tests::access::{Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest};
 use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
 use myownshell_webhook::connect::access::{DECISION_TABLE, Grant, PROXY_NAME_FORMS, ShellAccess};
@@ -61,7 +61,7 @@ impl World {
         let cp = shared();
         policies(cp).await;
         let client = cp.client().unwrap();
-        let ns = create_namespace(&client, prefix).await.unwrap();
+        let ns = create_shell_namespace(&client, prefix).await.unwrap();
         namespace_editors(&client, &ns, &["alice", "bob", "carol"], &["devs"]).await.unwrap();
         let port = free_port().unwrap();
         let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.clone() };
@@ -197,6 +197,46 @@ async fn with_the_webhook_down_strangers_stay_out_and_other_pods_are_untouched()
         .as_user("bob", AUTH, &["debug", WEB_POD, "--image=busybox:1.37.0", "--attach=false", "--profile=general"])
         .await;
     assert_eq!(refusal(&debug), Some(Refusal::Policy), "debug: {}", debug.stderr);
+    w.installed.remove().await.unwrap();
+}
+
+/// Long names, as the real apiserver cuts them: a pod generated for shell `NAME`'s ReplicaSet
+/// keeps only the first 58 characters of `NAME-<hash>-` before its 5 random ones. The webhook and
+/// the policy tell it as the shell's; a second shell whose name shares those 58 characters claims
+/// it too, and both must let a user in (stricter, never looser).
+#[tokio::test]
+async fn long_names_cut_by_the_apiserver_are_told_by_both_layers() {
+    let mut w = World::start("access-long").await;
+    let long = format!("long-{}", "a".repeat(65));
+    let twin = format!("{}twin", &long[..58]);
+    assert!(w.apply_shell("alice", &long, "{size: 1}").await.success);
+    assert!(w.apply_shell("carol", &twin, "{size: 1}").await.success);
+    // Made as the ReplicaSet controller makes it (impersonated: no controller runs here).
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": format!("{long}-7d9f8c6b4-"),
+                     "labels": {"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": "long"}},
+        "spec": {"containers": [{"name": "shell", "image": "busybox:1.37.0"}]}});
+    let mut args = myownshell_tests::access::as_user("system:serviceaccount:kube-system:replicaset-controller", AUTH);
+    args.extend(["create", "-n", &w.ns, "-o", "jsonpath={.metadata.name}", "-f", "-"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let made = w.kubectl.run_with_stdin(&args, Some(&pod.to_string())).await.unwrap();
+    assert!(made.success, "{}", made.stderr);
+    let name = made.stdout;
+    assert_eq!((name.len(), &name[..58]), (63, &long[..58]), "the apiserver's cut: {name}");
+
+    let bob = w.exec_until("bob", AUTH, &name, Some(Refusal::Webhook)).await;
+    assert!(bob.stderr.contains("(a MyOwnShell)"), "{}", bob.stderr);
+    // Claimed by both: alice is kept out by carol's shell, and carol by alice's.
+    let alice = w.exec_until("alice", AUTH, &name, Some(Refusal::Webhook)).await;
+    assert!(alice.stderr.contains(&twin), "{}", alice.stderr);
+    // With the twin gone, alice gets in; bob still does not, also with the webhook down.
+    let strip = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
+    assert!(w.as_user("carol", AUTH, &["delete", "mos", &twin, "--wait=false"]).await.success);
+    assert!(w.kubectl.run(&["-n", &w.ns, "patch", "mos", &twin, "--type=json", "-p", strip]).await.unwrap().success);
+    w.exec_until("alice", AUTH, &name, None).await;
+    w.webhook.stop(Duration::from_secs(5)).unwrap();
+    w.exec_until("bob", AUTH, &name, Some(Refusal::Policy)).await;
+    w.exec_until("alice", AUTH, &name, None).await;
     w.installed.remove().await.unwrap();
 }
 
@@ -647,6 +687,44 @@ async fn shells_in_namespaces_below_pod_security_baseline_are_warned_of_or_refus
     assert!(!admitted.stderr.contains("Pod Security"), "{}", admitted.stderr);
     let name = format!("validatingadmissionpolicybinding/pod-security-deny-{}", w.ns);
     assert!(w.kubectl.run(&["delete", &name]).await.unwrap().success);
+    w.installed.remove().await.unwrap();
+}
+
+/// A shell's name is its Deployment's: an editor cannot take it first (a Deployment named as the
+/// shell, a ReplicaSet named as one of its), so the shell never stands still behind a squatter
+/// and `deploy/NAME` never leads into someone else's pod (`config/policy/shell_names.yaml`).
+#[tokio::test]
+async fn nobody_takes_a_shells_name_for_a_deployment() {
+    let w = &World::start("access-names").await;
+    let out = w.apply_shell("alice", "web", "{size: 1}").await;
+    assert!(out.success, "{}", out.stderr);
+    let workload = |kind: &str, name: &str| {
+        let labels = json!({"app": name});
+        json!({"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name},
+               "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "app", "image": "busybox:1.37.0"}]}}}})
+        .to_string()
+    };
+    let create = |manifest: String| async move {
+        let mut args = myownshell_tests::access::as_user("bob", AUTH);
+        args.extend(["create", "-n", &w.ns, "-f", "-"].map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        w.kubectl.run_with_stdin(&args, Some(&manifest)).await.unwrap()
+    };
+    let squat = eventually("bob's Deployment named web refused", TIMEOUT, || async {
+        let out = create(workload("Deployment", "web")).await;
+        if !out.success { Ok(out) } else { Err("created".to_owned()) }
+    })
+    .await
+    .unwrap();
+    assert!(squat.stderr.contains("the name is shell web's (a MyOwnShell)"), "{}", squat.stderr);
+    let rs = create(workload("ReplicaSet", "web-7d9f8c6b4")).await;
+    assert!(!rs.success && rs.stderr.contains("shell-names"), "{}", rs.stderr);
+    // Other names are free, a shell's name with more after it too.
+    for (kind, name) in [("Deployment", "web-db"), ("ReplicaSet", "web-db-7d9f8c6b4"), ("Deployment", "api")] {
+        let out = create(workload(kind, name)).await;
+        assert!(out.success, "{kind} {name}: {}", out.stderr);
+    }
     w.installed.remove().await.unwrap();
 }
 

@@ -114,7 +114,7 @@ impl E2e {
 
     async fn namespace(&self, prefix: &str) -> String {
         let client = self.cluster.control_plane().client().unwrap();
-        myownshell_envtest::create_namespace(&client, prefix).await.unwrap()
+        myownshell_envtest::create_shell_namespace(&client, prefix).await.unwrap()
     }
 
     fn overlay(name: &str) -> String {

@@ -15,14 +15,62 @@ use myownshell_api::MyOwnShell;
 
 use crate::review::user::UserInfo;
 
-/// The characters of a `pod-template-hash` (a decimal number, letter-encoded).
-const HASH_CHARS: &[u8] = b"456789bcdf";
-/// The characters of the random suffix of a generated name.
-const SUFFIX_CHARS: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+// The name rule has one source: the constants below. The CEL of `config/policy/connect.yaml` and
+// of the connect webhook's matchCondition (`config/webhook/webhook_configurations.yaml`) is
+// written from them, and the test `the_name_rule_has_one_source` fails when either spells it
+// differently.
+
+/// The characters of a `pod-template-hash` (a decimal number, letter-encoded), as a regular
+/// expression's class.
+pub const HASH_CLASS: &str = "[4-9bcdf]";
+/// The characters of the random suffix of a generated name, as a regular expression's class.
+pub const SUFFIX_CLASS: &str = "[bcdfghjklmnpqrstvwxz24-9]";
+/// The longest `pod-template-hash`.
+pub const MAX_HASH_LEN: usize = 10;
 /// How much of a generated name's base the apiserver keeps (63 minus the 5-character suffix).
-const MAX_GENERATED_BASE: usize = 58;
+pub const MAX_GENERATED_BASE: usize = 58;
 /// The length of a generated name whose base was cut.
-const CUT_NAME_LEN: usize = MAX_GENERATED_BASE + 5;
+pub const CUT_NAME_LEN: usize = MAX_GENERATED_BASE + 5;
+
+/// Which bytes a class of [`HASH_CLASS`]'s form holds: `[...]` of single characters and `a-b`
+/// ranges. Built at compile time, so the matcher reads a table.
+const fn class_table(class: &str) -> [bool; 256] {
+    let bytes = class.as_bytes();
+    let mut table = [false; 256];
+    let end = bytes.len() - 1; // the closing `]`
+    let mut i = 1; // after the opening `[`
+    while i < end {
+        if i + 2 < end && bytes[i + 1] == b'-' {
+            let mut c = bytes[i];
+            while c <= bytes[i + 2] {
+                table[c as usize] = true;
+                c += 1;
+            }
+            i += 3;
+        } else {
+            table[bytes[i] as usize] = true;
+            i += 1;
+        }
+    }
+    table
+}
+static HASH_CHARS: [bool; 256] = class_table(HASH_CLASS);
+static SUFFIX_CHARS: [bool; 256] = class_table(SUFFIX_CLASS);
+
+/// The CEL regular expression of "named as a Deployment's pod" (the matchCondition of the
+/// connect webhook and of the policy), from the constants above.
+pub fn deployment_pod_pattern() -> String {
+    format!("^.+-{HASH_CLASS}{{1,{MAX_HASH_LEN}}}-{SUFFIX_CLASS}{{5}}$")
+}
+
+/// The CEL regular expressions of what follows `NAME-` in a pod of shell `NAME` (the policy's
+/// `podOfThisShell`): a whole name, and one whose base the apiserver cut.
+pub fn pod_rest_patterns() -> [String; 2] {
+    [
+        format!("^{HASH_CLASS}{{1,{MAX_HASH_LEN}}}-{SUFFIX_CLASS}{{5}}$"),
+        format!("^{HASH_CLASS}{{0,{MAX_HASH_LEN}}}-?{SUFFIX_CLASS}{{5}}$"),
+    ]
+}
 
 /// The pod a request names, read as the apiserver's pod proxy reads it
 /// (`k8s.io/apimachinery/pkg/util/net.SplitSchemeNamePort`): for `pods/proxy` the request's
@@ -60,7 +108,7 @@ fn hash_and_suffix(rest: &str, hash_min: usize, dash_optional: bool) -> bool {
     let bytes = rest.as_bytes();
     let Some(split) = bytes.len().checked_sub(5) else { return false };
     let (head, suffix) = bytes.split_at(split);
-    if !suffix.iter().all(|b| SUFFIX_CHARS.contains(b)) {
+    if !suffix.iter().all(|&b| SUFFIX_CHARS[usize::from(b)]) {
         return false;
     }
     let hash = match head.strip_suffix(b"-") {
@@ -68,7 +116,7 @@ fn hash_and_suffix(rest: &str, hash_min: usize, dash_optional: bool) -> bool {
         None if dash_optional => head,
         None => return false,
     };
-    (hash_min..=10).contains(&hash.len()) && hash.iter().all(|b| HASH_CHARS.contains(b))
+    (hash_min..=MAX_HASH_LEN).contains(&hash.len()) && hash.iter().all(|&b| HASH_CHARS[usize::from(b)])
 }
 
 /// Whether `pod` is named as a pod of shell `shell`'s Deployment is.
@@ -472,6 +520,35 @@ mod tests {
         for (what, owner, uid, user, want) in cases {
             assert_eq!(may_change_spec(owner, uid, &user, &admins), want, "{what}");
         }
+    }
+
+    #[test]
+    fn the_name_rule_has_one_source() {
+        let read = |path: &str| {
+            let full = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/").to_owned() + path;
+            std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+        };
+        let (policy, webhook) = (read("policy/connect.yaml"), read("webhook/webhook_configurations.yaml"));
+        let names = read("policy/shell_names.yaml");
+        let replica_set = format!("matches('^{HASH_CLASS}{{1,{MAX_HASH_LEN}}}$')");
+        assert!(names.contains(&replica_set), "shell_names.yaml does not say {replica_set}");
+        let condition = format!("part.matches('{}') || size(part) == {CUT_NAME_LEN}", deployment_pod_pattern());
+        for (file, text) in [("the policy", &policy), ("the webhook's configuration", &webhook)] {
+            assert!(text.contains(&condition), "{file} does not say {condition}");
+        }
+        let [whole, cut] = pod_rest_patterns();
+        for wanted in [
+            format!("variables.rest.matches('{whole}')"),
+            format!("size(variables.pod) == {CUT_NAME_LEN} && variables.rest.matches('{cut}')"),
+            format!("size(params.metadata.name) + 1 > {MAX_GENERATED_BASE}"),
+            format!(".substring(0, {MAX_GENERATED_BASE})"),
+        ] {
+            assert!(policy.contains(&wanted), "the policy does not say {wanted}");
+        }
+        // The classes as the matcher reads them.
+        let chars = |table: &[bool; 256]| (0..=255u8).filter(|&b| table[usize::from(b)]).collect::<Vec<u8>>();
+        assert_eq!(chars(&HASH_CHARS), b"456789bcdf");
+        assert_eq!(chars(&SUFFIX_CHARS), b"2456789bcdfghjklmnpqrstvwxz");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, Patch, PatchParams};
+use myownshell_api::names;
 use myownshell_envtest::ControlPlane;
 use myownshell_envtest::control_plane::write_kubeconfig;
 use myownshell_envtest::kustomize::{as_list, render};
@@ -74,6 +75,17 @@ pub async fn install(cp: &ControlPlane, state_dir: &Path, webhook_port: u16) -> 
     let policies: Vec<&Value> =
         objects.iter().filter(|o| POLICY_KINDS.contains(&o["kind"].as_str().unwrap_or_default())).collect();
     kubectl_apply(cp, &policies).await.context("installing the admission policies")?;
+    // The README's walk-through applies its shells to `default`: opened to shells, as a cluster
+    // administrator opens a namespace (`config/policy/shell_namespaces.yaml`).
+    let label = format!("{}={}", names::SHELLS_NAMESPACE_LABEL, names::SHELLS_NAMESPACE_LABEL_VALUE);
+    let out = cp
+        .kubectl()
+        .run(&["label", "namespace", "default", "--overwrite", &label])
+        .await
+        .map_err(anyhow::Error::msg)?;
+    if !out.success {
+        bail!("labelling the default namespace: {}", out.stderr);
+    }
 
     let admin = cp.client()?;
     let kubeconfig_for = |sa: &str| -> anyhow::Result<PathBuf> { Ok(state_dir.join(format!("{sa}.kubeconfig"))) };
