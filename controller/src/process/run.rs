@@ -192,15 +192,7 @@ async fn reconcile_until(
     let recorder = crate::events::Publisher::new(client.clone(), Reporter::new(REPORTER), terminating.clone());
     let namespaces =
         tokio::spawn(watch::follow_namespaces(Api::all(client.clone()), args.namespace.clone(), terminating.clone()));
-    // The standing sweep, while this replica leads (it stops with the Controller).
-    let sweeping = CancellationToken::new();
-    tokio::spawn(sweep::run(
-        client.clone(),
-        args.namespace.clone(),
-        args.sweep_interval,
-        metrics.clone(),
-        sweeping.clone(),
-    ));
+    let _sweeping = sweep::start(client.clone(), args.namespace.clone(), args.sweep_interval, metrics.clone());
     let caches = Caches {
         deployments: deployment_cache.clone(),
         shells: shells.clone(),
@@ -258,7 +250,6 @@ async fn reconcile_until(
         .await;
     ready_when_synced.abort();
     namespaces.abort();
-    sweeping.cancel();
 }
 
 /// An Api over `namespace`, or over every namespace.

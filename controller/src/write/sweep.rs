@@ -26,7 +26,7 @@ use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy};
 use kube::core::PartialObjectMeta;
 use kube::{Api, Client, Resource, ResourceExt};
 use myownshell_api::{MyOwnShell, names};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{info, warn};
 
 use crate::labels;
@@ -95,6 +95,14 @@ fn selector() -> String {
         names::LABEL_MANAGED_BY,
         names::LABEL_MANAGED_BY_VALUE
     )
+}
+
+/// Start sweeping, until the guard is dropped: the Controller's loop holds it, so the sweep runs
+/// while this replica leads and stops with it.
+pub fn start(client: Client, namespace: Option<String>, interval: Duration, metrics: Metrics) -> DropGuard {
+    let stop = CancellationToken::new();
+    tokio::spawn(run(client, namespace, interval, metrics, stop.clone()));
+    stop.drop_guard()
 }
 
 /// Sweep every `interval` until `stop`. Runs on the leader only (it is started with the
