@@ -728,6 +728,33 @@ async fn nobody_takes_a_shells_name_for_a_deployment() {
     w.installed.remove().await.unwrap();
 }
 
+/// A new shell inherits no pod: while pods named as its own run (an earlier shell's, whose
+/// finalizer was taken off by hand, or another workload's), its creation is refused, naming them;
+/// the gate would otherwise hand them to its creator.
+#[tokio::test]
+async fn a_new_shell_inherits_no_running_pod() {
+    let w = World::start("access-inherit").await;
+    let left = "old-7d9f8c6b4-x2x4z";
+    w.pod(left).await;
+    let refused = w.apply_shell("bob", "old", "{size: 1}").await;
+    assert!(
+        !refused.success && refused.stderr.contains(&format!("pods named as shell old's still run ({left})")),
+        "{}",
+        refused.stderr
+    );
+    assert!(w.shells().get_opt("old").await.unwrap().is_none());
+    // Other names are free, and once the pod is gone so is this one.
+    assert!(w.apply_shell("bob", "other", "{size: 1}").await.success);
+    Api::<Pod>::namespaced(w.client.clone(), &w.ns).delete(left, &kube::api::DeleteParams::default()).await.unwrap();
+    let admitted = eventually("bob's shell old admitted once the pod is gone", TIMEOUT, || async {
+        let out = w.apply_shell("bob", "old", "{size: 1}").await;
+        if out.success { Ok(()) } else { Err(out.stderr) }
+    })
+    .await;
+    admitted.unwrap();
+    w.installed.remove().await.unwrap();
+}
+
 /// Only the owner, an administrator, the operator and namespace deletion end a shell (delete it
 /// or take its finalizer off), and nobody orphans one (`config/policy/shell_deletion.yaml`).
 #[tokio::test]

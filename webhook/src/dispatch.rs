@@ -49,7 +49,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn of(response: &Response<'_>) -> Self {
+    /// How `response` ends the review.
+    pub fn of(response: &Response<'_>) -> Self {
         match (response.allowed, response.patch.is_some(), response.status.as_ref().map(|s| s.code)) {
             (true, true, _) => Outcome::Patched,
             (true, false, _) => Outcome::Allowed,
@@ -72,9 +73,21 @@ pub enum Answer<'a> {
         outcome: Outcome,
         /// The connections into shells it decided on (connect webhook only), to be recorded.
         connections: Vec<Connection>,
+        /// A shell whose creation the validating webhook allowed: it still must inherit no pod
+        /// ([`crate::earlier_pods`]), which the HTTP layer asks the apiserver about.
+        new_shell: Option<NewShell>,
     },
     /// HTTP 400 with this plain reason: the body is not an AdmissionReview the apiserver sends.
     BadRequest(String),
+}
+
+/// A shell about to be created: where, and its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewShell {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
 }
 
 /// Decode, run `webhook`, and say what to answer. Never panics, whatever the bytes. `shells` is
@@ -85,7 +98,8 @@ pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &Sh
         Err(DecodeError::BadRequest(reason)) => return Answer::BadRequest(reason),
         Err(DecodeError::Undecodable { uid, reason }) => {
             let response = Response::deny(Cow::Owned(uid), 400, "BadRequest", reason);
-            return Answer::Review { response, operation: None, outcome: Outcome::Invalid, connections: Vec::new() };
+            let (outcome, connections, new_shell) = (Outcome::Invalid, Vec::new(), None);
+            return Answer::Review { response, operation: None, outcome, connections, new_shell };
         }
     };
     let (response, connections) = match webhook {
@@ -93,5 +107,20 @@ pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &Sh
         Webhook::Validate => (validate(&request, policy, shells), Vec::new()),
         Webhook::Connect => gate::connect(&request, shells, &policy.admin_groups),
     };
-    Answer::Review { outcome: Outcome::of(&response), operation: Some(request.operation), response, connections }
+    let creates = webhook == Webhook::Validate
+        && request.operation == Operation::Create
+        && request.sub_resource.is_none()
+        && response.allowed
+        && !request.name.is_empty();
+    let new_shell = creates.then(|| NewShell {
+        namespace: request.namespace.clone().into_owned(),
+        name: request.name.clone().into_owned(),
+    });
+    Answer::Review {
+        outcome: Outcome::of(&response),
+        operation: Some(request.operation),
+        response,
+        connections,
+        new_shell,
+    }
 }

@@ -7,6 +7,7 @@
 //! - [`connect`]: the connect gate (who may connect to a shell), what it knows of every shell,
 //!   and the record of connections;
 //! - [`dispatch`]: one review from bytes to answer, for whichever webhook it came to;
+//! - [`earlier_pods`]: a new shell inherits no pod (the one review that asks the apiserver);
 //! - the process: a thin HTTP layer ([`server`]), metrics ([`metrics`]), flags ([`args`]),
 //!   when a stopping webhook may stop answering ([`drain`]) and the process around them ([`run`]). Certificates come from the `myownshell-certs` crate.
 
@@ -17,6 +18,7 @@ pub mod args;
 pub mod connect;
 pub mod dispatch;
 pub mod drain;
+pub mod earlier_pods;
 pub mod metrics;
 pub mod review;
 pub mod run;

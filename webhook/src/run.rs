@@ -188,7 +188,8 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the webhook address {addr}"))?;
     tracing::info!(%addr, "webhook listening");
     listening.set(true);
-    let state = AppState { policy, metrics, shells, recorder: Some(recorder), may_connect: true };
+    let earlier_pods = Some(crate::earlier_pods::EarlierPods::new(client.clone()));
+    let state = AppState { policy, metrics, shells, recorder: Some(recorder), earlier_pods, may_connect: true };
     let apiserver_only = apiserver_ca.is_some();
     let serving = once_drained(&args, &client, &shutdown);
     // A verified certificate is the only kind a connection can carry: a bad one fails the handshake.

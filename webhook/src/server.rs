@@ -24,6 +24,7 @@ use crate::connect::gate::Connection;
 use crate::connect::record::Recorder;
 use crate::connect::shell_index::ShellIndex;
 use crate::dispatch::{self, Answer, Outcome, Webhook};
+use crate::earlier_pods::EarlierPods;
 use crate::metrics::{Metrics, RequestResult};
 
 /// Largest AdmissionReview body read. The apiserver caps objects at 3 MiB and a review holds
@@ -44,6 +45,9 @@ pub struct AppState {
     pub shells: Arc<ShellIndex>,
     /// Where connections into shells go to be recorded; `None`: counted only.
     pub recorder: Option<Recorder>,
+    /// Where a new shell's inherited pods are looked for ([`crate::earlier_pods`]); `None`: not
+    /// looked for (tests and benchmarks of the pure path).
+    pub earlier_pods: Option<EarlierPods>,
     /// Whether this connection's caller may use the connect webhook, whose answers leave a
     /// record: the apiserver, proven by its client certificate when `--apiserver-client-ca-file`
     /// is set; anyone when it is not.
@@ -53,7 +57,14 @@ pub struct AppState {
 impl AppState {
     /// The state of a webhook that knows no shell and records nothing (tests, benchmarks).
     pub fn new(policy: Policy, metrics: Arc<Metrics>) -> Self {
-        Self { policy, metrics, shells: Arc::new(ShellIndex::of([])), recorder: None, may_connect: true }
+        Self {
+            policy,
+            metrics,
+            shells: Arc::new(ShellIndex::of([])),
+            recorder: None,
+            earlier_pods: None,
+            may_connect: true,
+        }
     }
 
     /// This state for one connection, whose caller `may_connect` (see [`AppState::may_connect`]).
@@ -78,13 +89,32 @@ fn json(body: Vec<u8>) -> Response {
     response
 }
 
-/// Answer one review body; the pure part is [`dispatch::review`].
+/// Answer one review body; the pure part is [`dispatch::review`]. A shell's creation is not
+/// checked for inherited pods here (see [`answer_checked`]).
 pub fn answer(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
-    let (response, operation, outcome, connections) =
-        match dispatch::review(webhook, body, &state.policy, &state.shells) {
-            Answer::BadRequest(reason) => return bad_request(webhook, reason, state, started),
-            Answer::Review { response, operation, outcome, connections } => (response, operation, outcome, connections),
-        };
+    finish(webhook, dispatch::review(webhook, body, &state.policy, &state.shells), state, started)
+}
+
+/// [`answer`], and a shell's creation refused while pods named as its own run
+/// ([`crate::earlier_pods`]).
+async fn answer_checked(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
+    let mut answer = dispatch::review(webhook, body, &state.policy, &state.shells);
+    if let (Some(pods), Answer::Review { response, outcome, new_shell: Some(shell), .. }) =
+        (&state.earlier_pods, &mut answer)
+        && let Some(refusal) = pods.refusal(&shell.namespace, &shell.name).await
+    {
+        *response = crate::review::Response::deny(response.uid.clone(), 403, "Forbidden", refusal);
+        *outcome = Outcome::of(response);
+    }
+    finish(webhook, answer, state, started)
+}
+
+/// Write `answer`, count it, and hand its connections to the record.
+fn finish(webhook: Webhook, answer: Answer<'_>, state: &AppState, started: Instant) -> Response {
+    let (response, operation, outcome, connections) = match answer {
+        Answer::BadRequest(reason) => return bad_request(webhook, reason, state, started),
+        Answer::Review { response, operation, outcome, connections, .. } => (response, operation, outcome, connections),
+    };
     if outcome == Outcome::Invalid {
         tracing::warn!(
             webhook = webhook.as_str(),
@@ -191,7 +221,7 @@ where
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     match read_body(request.into_body(), content_length).await {
-        Ok(bytes) => answer(webhook, &bytes, state, started),
+        Ok(bytes) => answer_checked(webhook, &bytes, state, started).await,
         Err(reason) => bad_request(webhook, reason, state, started),
     }
 }
