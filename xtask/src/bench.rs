@@ -2,7 +2,7 @@
 //! lives in its own module (`bench_<target>.rs`) and compares against a floor measured in the
 //! same run, so the ratio means something on any machine.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
 use clap::Subcommand;
 
 #[derive(Subcommand)]
@@ -60,6 +60,17 @@ pub enum Target {
         /// Measured rounds (each: one Deployment, one MyOwnShell).
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+    },
+    /// What the connect policies add, in the apiserver, to an exec into a shell's pod with 1 to
+    /// 10,000 shells in its namespace, against a pod that is no shell's and against a namespace
+    /// not opened to shells (`xtask/src/bench_gate.rs`).
+    Gate {
+        /// Shells in the namespace, one measurement each, comma-separated (ascending).
+        #[arg(long, default_value = "1,100,1000,10000")]
+        shells: String,
+        /// Execs measured per pod and count (at 10,000 shells each takes seconds today).
+        #[arg(long, default_value_t = 50)]
+        requests: usize,
     },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
     /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
@@ -126,6 +137,16 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             Ok(())
         }
         Target::Node { rounds } => crate::bench_node::run(rounds.max(1)),
+        Target::Gate { shells, requests } => {
+            let counts = shells
+                .split(',')
+                .map(|c| c.trim().parse::<usize>().with_context(|| format!("--shells: {c:?} is not a count")))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            if counts.is_empty() || counts.contains(&0) || counts.windows(2).any(|w| w[0] > w[1]) {
+                bail!("--shells: ascending counts of at least 1, got {shells}");
+            }
+            crate::bench_gate::run(&counts, requests)
+        }
         Target::Proxy { seconds, concurrency, body_bytes, proxy_worker_threads } => {
             let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
                 .args(["bench", "--package", "myownshell-rbac-proxy", "--bench", "proxy", "--"])

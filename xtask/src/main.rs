@@ -1,6 +1,7 @@
 //! Project tasks: `cargo xtask <command>` (the alias lives in `.cargo/config.toml`).
 
 mod bench;
+mod bench_gate;
 mod bench_node;
 mod cargo;
 mod certmanager;
