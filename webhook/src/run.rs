@@ -189,7 +189,9 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     tracing::info!(%addr, "webhook listening");
     listening.set(true);
     let earlier_pods = Some(crate::earlier_pods::EarlierPods::new(client.clone()));
-    let state = AppState { policy, metrics, shells, recorder: Some(recorder), earlier_pods, may_connect: true };
+    let draining = Some(shutdown.clone());
+    let state =
+        AppState { policy, metrics, shells, recorder: Some(recorder), earlier_pods, draining, may_connect: true };
     let apiserver_only = apiserver_ca.is_some();
     let serving = once_drained(&args, &client, &shutdown);
     // A verified certificate is the only kind a connection can carry: a bad one fails the handshake.

@@ -48,6 +48,13 @@ pub struct AppState {
     /// Where a new shell's inherited pods are looked for ([`crate::earlier_pods`]); `None`: not
     /// looked for (tests and benchmarks of the pure path).
     pub earlier_pods: Option<EarlierPods>,
+    /// Cancelled when the webhook starts to stop (SIGTERM): from then on every answer carries
+    /// `Connection: close`, so that the apiserver closes each keep-alive connection it used
+    /// instead of reusing it after this pod stops. (It pools connections by the Service's name,
+    /// not by the pod, so leaving the endpoints does not stop it from reusing one; and a POST
+    /// written onto a connection the server is closing is not retried: "server closed idle
+    /// connection".) `None`: never (tests and benchmarks).
+    pub draining: Option<tokio_util::sync::CancellationToken>,
     /// Whether this connection's caller may use the connect webhook, whose answers leave a
     /// record: the apiserver, proven by its client certificate when `--apiserver-client-ca-file`
     /// is set; anyone when it is not.
@@ -63,6 +70,7 @@ impl AppState {
             shells: Arc::new(ShellIndex::of([])),
             recorder: None,
             earlier_pods: None,
+            draining: None,
             may_connect: true,
         }
     }
@@ -242,6 +250,12 @@ pub fn admission_service(
     let state = Arc::new(state);
     hyper::service::service_fn(move |request: http::Request<RequestBody>| {
         let state = state.clone();
-        async move { Ok::<_, Infallible>(handle(&state, request).await) }
+        async move {
+            let mut response = handle(&state, request).await;
+            if state.draining.as_ref().is_some_and(|d| d.is_cancelled()) {
+                response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, Infallible>(response)
+        }
     })
 }
