@@ -186,6 +186,9 @@ async fn editors_cannot_get_around_it(a: &Access<'_>, pod: &str) {
     let path = format!("/api/v1/namespaces/{}/services/steal:8080/proxy/", a.ns);
     let out = a.as_user("bob", AUTH, &["get", "--raw", &path]).await;
     assert!(!out.success && out.stderr.contains("bob may not proxy to service steal"), "{}", out.stderr);
+    // Taking the shell's name for a Deployment of his own: refused before any name conflict.
+    let squat = a.as_user("bob", AUTH, &["create", "deployment", "mine", "--image=busybox:1.37.0"]).await;
+    assert!(!squat.success && squat.stderr.contains("the name is shell mine's"), "{}", squat.stderr);
     // Ending alice's shell, or orphaning its pods: not bob's to do.
     for args in [
         vec!["delete", "mos", "mine", "--wait=false"],
