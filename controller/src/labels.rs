@@ -82,6 +82,12 @@ pub fn selector_string(instance: &str) -> String {
     selector_labels(instance).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
 }
 
+/// Everything the operator labels as a shell's (Deployments, ReplicaSets, pods): the name label
+/// and the managed-by label, whatever the instance. The standing sweep lists these.
+pub fn shell_objects_selector() -> String {
+    format!("{}={},{}", names::LABEL_NAME, names::LABEL_NAME_VALUE, managed_by_selector())
+}
+
 /// The label selector the controller's Deployment watch uses.
 pub fn managed_by_selector() -> String {
     format!("{}={}", names::LABEL_MANAGED_BY, names::LABEL_MANAGED_BY_VALUE)

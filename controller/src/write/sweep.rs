@@ -86,17 +86,6 @@ pub fn strays<'a>(objects: &'a [Labelled], shells: &[(String, String)]) -> Vec<&
         .collect()
 }
 
-/// The label selector of everything the sweep looks at.
-fn selector() -> String {
-    format!(
-        "{}={},{}={}",
-        names::LABEL_NAME,
-        names::LABEL_NAME_VALUE,
-        names::LABEL_MANAGED_BY,
-        names::LABEL_MANAGED_BY_VALUE
-    )
-}
-
 /// Start sweeping, until the guard is dropped: the Controller's loop holds it, so the sweep runs
 /// while this replica leads and stops with it.
 pub fn start(client: Client, namespace: Option<String>, interval: Duration, metrics: Metrics) -> DropGuard {
@@ -153,7 +142,7 @@ fn labelled<K: Resource>(kind: Kind, object: &PartialObjectMeta<K>) -> Labelled 
 
 /// One sweep: list the labelled objects, then the shells, and delete the strays.
 async fn sweep(client: &Client, namespace: Option<&str>, metrics: &Metrics) -> Result<(), kube::Error> {
-    let params = ListParams::default().labels(&selector());
+    let params = ListParams::default().labels(&labels::shell_objects_selector());
     let mut objects = Vec::new();
     let deployments = api::<Deployment>(client, namespace).list_metadata(&params).await?;
     objects.extend(deployments.items.iter().map(|d| labelled(Kind::Deployment, d)));
