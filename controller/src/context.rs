@@ -10,6 +10,7 @@ use myownshell_api::MyOwnShell;
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
 use crate::cache::object_map::ObjectMap;
+use crate::cache::open_namespaces::OpenNamespaces;
 use crate::cache::pending_events::PendingEvents;
 use crate::deployment::TemplateSettings;
 use crate::events;
@@ -32,6 +33,8 @@ pub struct Context {
     pub(crate) nodes: Arc<NodeIndex>,
     /// Which namespaces are being deleted (nothing is written there).
     pub(crate) terminating: Arc<TerminatingNamespaces>,
+    /// Which namespaces are opened to shells (elsewhere a shell runs no pods).
+    pub(crate) open: Arc<OpenNamespaces>,
     /// What the operator's flags ask of every shell's pods, and how template changes roll out.
     pub(crate) settings: Settings,
     /// Publishes the events on `MyOwnShell` objects.
@@ -69,6 +72,8 @@ pub struct Caches {
     pub nodes: Arc<NodeIndex>,
     /// Which namespaces are being deleted.
     pub terminating: Arc<TerminatingNamespaces>,
+    /// Which namespaces are opened to shells.
+    pub open: Arc<OpenNamespaces>,
 }
 
 impl Context {
@@ -82,7 +87,7 @@ impl Context {
         statuses: StatusMemo,
         pending_events: PendingEvents,
     ) -> Self {
-        let Caches { deployments, shells, pods, nodes, terminating } = caches;
+        let Caches { deployments, shells, pods, nodes, terminating, open } = caches;
         Self {
             client,
             deployments,
@@ -90,6 +95,7 @@ impl Context {
             pods,
             nodes,
             terminating,
+            open,
             settings,
             recorder,
             metrics,

@@ -106,7 +106,9 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     if let (true, Phase::Stopped(stop)) = (plan.delete, &plan.phase) {
         return delete_stopped(shell, stop, api, ctx).await;
     }
-    let replicas = plan.replicas(shell.spec.size.unwrap_or(defaults::SIZE));
+    // A shell runs only where the connect gate looks (`cache::open_namespaces`).
+    let closed = !ctx.open.is_open(&namespace);
+    let replicas = if closed { 0 } else { plan.replicas(shell.spec.size.unwrap_or(defaults::SIZE)) };
     let lifetime_tells_scale = plan.starts_or_stops();
     let wanted = Wanted { replicas, activity: last_activity(previous.as_ref()), now, lifetime_tells_scale };
     let (current, error, template) = write_deployment(shell, &wanted, ctx).await;
@@ -119,7 +121,10 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let diagnosis = (replicas > 0)
         .then(|| diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
         .flatten();
-    let failure = error.as_ref().map(|e| Failure { reason: e.reason(), message: failure_message(e) });
+    let failure = error
+        .as_ref()
+        .map(|e| Failure { reason: e.reason(), message: failure_message(e) })
+        .or_else(|| closed.then(|| not_open(&namespace)));
     let inputs = status::Inputs {
         deployment: current.as_deref(),
         failure: failure.as_ref(),
@@ -133,6 +138,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let told_as = match (&error, &diagnosis) {
         (Some(e), _) if e.is_conflict() => Some((e.reason(), actions::RECONCILE)),
         (Some(_), _) => Some((reasons::RECONCILE_FAILED, actions::RECONCILE)),
+        (None, _) if closed => Some((reasons::NAMESPACE_NOT_OPEN, actions::RECONCILE)),
         (None, Some(d)) => Some((d.reason, actions::CHECK_PODS)),
         (None, None) => None,
     };
@@ -227,6 +233,18 @@ fn next_look(moments: [Option<Timestamp>; 3]) -> Action {
     match moments.into_iter().flatten().min() {
         Some(at) => Action::requeue(lifetime::until(at, Timestamp::now())),
         None => Action::await_change(),
+    }
+}
+
+/// Why a shell in `namespace`, which is not opened to shells, runs no pods.
+fn not_open(namespace: &str) -> Failure {
+    Failure {
+        reason: reasons::NAMESPACE_NOT_OPEN,
+        message: format!(
+            "namespace {namespace} is not opened to shells, so the gate that keeps strangers out of a shell's pods does not look there: the shell runs no pods until a cluster administrator opens it (kubectl label namespace {namespace} {}={})",
+            names::SHELLS_NAMESPACE_LABEL,
+            names::SHELLS_NAMESPACE_LABEL_VALUE
+        ),
     }
 }
 

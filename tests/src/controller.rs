@@ -34,11 +34,11 @@ pub struct ShellNamespace {
 }
 
 impl ShellNamespace {
-    /// A namespace named after `prefix` (plus a unique suffix).
+    /// A namespace named after `prefix` (plus a unique suffix), opened to shells.
     pub async fn create(prefix: &str) -> Result<Self, String> {
         let cp = shared();
         let client = cp.client().map_err(|e| format!("admin client: {e}"))?;
-        let ns = myownshell_envtest::create_namespace(&client, prefix)
+        let ns = myownshell_envtest::create_shell_namespace(&client, prefix)
             .await
             .map_err(|e| format!("namespace {prefix}: {e}"))?;
         Ok(Self {

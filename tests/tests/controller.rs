@@ -426,3 +426,35 @@ async fn a_namespaced_controller_leaves_other_namespaces_alone() {
     assert!(outside.status.is_none(), "{:?}", outside.status);
     assert!(other_deployments.get_opt("outside").await.unwrap().is_none());
 }
+
+/// A shell runs only where the connect gate looks: in a namespace opened to shells. One whose
+/// namespace an administrator closes (or never opened, from before the rule) is held at no pods
+/// and says why, with an Event; opened again, it runs again.
+#[tokio::test]
+async fn a_shell_in_a_namespace_not_opened_to_shells_runs_no_pods() {
+    let t = setup("ctrl-closed").await;
+    t.shells.create(&PostParams::default(), &shell("held", sized(2))).await.unwrap();
+    t.replicas_become("held", 2).await;
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(t.client.clone());
+    let label = |value: Option<&str>| json!({"metadata": {"labels": {names::SHELLS_NAMESPACE_LABEL: value}}});
+    namespaces.patch(&t.ns, &PatchParams::default(), &Patch::Merge(&label(None))).await.unwrap();
+    t.replicas_become("held", 0).await;
+    let held = t
+        .shell_where("held", "Degraded=True NamespaceNotOpen", |s| {
+            let want = cond("True", reasons::NAMESPACE_NOT_OPEN);
+            if condition(s, "Degraded") == want { Ok(()) } else { Err(format!("{:?}", s.status)) }
+        })
+        .await;
+    let degraded = held.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    let fix = format!("kubectl label namespace {} {}=enabled", t.ns, names::SHELLS_NAMESPACE_LABEL);
+    assert!(degraded.message.contains(&fix), "says how to open it: {}", degraded.message);
+    t.event_with_reason("held", reasons::NAMESPACE_NOT_OPEN).await;
+
+    namespaces.patch(&t.ns, &PatchParams::default(), &Patch::Merge(&label(Some("enabled")))).await.unwrap();
+    t.replicas_become("held", 2).await;
+    t.shell_where("held", "Degraded no longer NamespaceNotOpen", |s| match condition(s, "Degraded") {
+        Some((_, reason)) if reason == reasons::NAMESPACE_NOT_OPEN => Err(format!("{:?}", s.status)),
+        _ => Ok(()),
+    })
+    .await;
+}

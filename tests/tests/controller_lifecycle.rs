@@ -11,7 +11,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use myownshell_api::names;
-use myownshell_envtest::{create_namespace, eventually, shared};
+use myownshell_envtest::{create_shell_namespace, eventually, shared};
 use myownshell_tests::controller::{
     ControllerProcess, ShellNamespace, resource_versions, sized_shell, written_between,
 };
@@ -214,7 +214,7 @@ async fn sigterm_lets_the_reconcile_in_flight_finish() {
 async fn json_logs_are_one_object_per_line() {
     let cp = shared();
     let client = cp.client().unwrap();
-    let ns = create_namespace(&client, "ctrl-json").await.unwrap();
+    let ns = create_shell_namespace(&client, "ctrl-json").await.unwrap();
     let controller = ControllerProcess::start(cp, "json", &["--namespace", &ns, "--log-format", "json"]).unwrap();
     eventually("caches synced", TIMEOUT, || async {
         match controller.probe("/readyz").await? {

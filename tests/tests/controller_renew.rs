@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use myownshell_envtest::{create_namespace, eventually, shared};
+use myownshell_envtest::{create_shell_namespace, eventually, shared};
 use myownshell_tests::controller::ControllerProcess;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -19,7 +19,7 @@ const LEASE_SECS: u64 = 6;
 async fn a_leader_that_cannot_renew_stops_before_its_lease_expires() {
     let cp = shared();
     let client = cp.client().unwrap();
-    let ns = create_namespace(&client, "ctrl-renew").await.unwrap();
+    let ns = create_shell_namespace(&client, "ctrl-renew").await.unwrap();
     let lease_duration = format!("{LEASE_SECS}s");
     let flags = [
         "--namespace",

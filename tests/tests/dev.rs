@@ -190,7 +190,7 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
 async fn xtask_dev_runs_both_binaries_against_an_existing_cluster() {
     let cp = myownshell_envtest::shared();
     let client = cp.client().unwrap();
-    let ns = myownshell_envtest::create_namespace(&client, "dev-remote").await.unwrap();
+    let ns = myownshell_envtest::create_shell_namespace(&client, "dev-remote").await.unwrap();
     let kubeconfig = cp.kubeconfig_path();
     let Dev { process: mut dev, state, env, .. } =
         start_dev("dev-remote", &[format!("--kubeconfig={}", kubeconfig.display())]).await;

@@ -97,6 +97,10 @@ reasons! {
     /// Cleanup waits for the shell's pods to be gone before it releases the finalizer: the
     /// shell's owner is what keeps strangers out of them.
     SHELL_PODS_TERMINATING = "ShellPodsTerminating", [Failure];
+    /// The shell's namespace is not opened to shells (the label `myownshell.io/shells: enabled`,
+    /// which a cluster administrator sets): the connect gate does not look there, so the shell
+    /// runs no pods until it is.
+    NAMESPACE_NOT_OPEN = "NamespaceNotOpen", [Failure];
     /// The shell's pods could not be listed during cleanup.
     POD_READ_FAILED = "PodReadFailed", [Failure];
     /// A shell pod that lost its owner could not be deleted during cleanup.
@@ -175,6 +179,6 @@ mod tests {
             assert!(reason.meaning.trim().ends_with('.'), "{r}: a sentence of meaning");
             assert!(!reason.uses.is_empty(), "{r}: used somewhere");
         }
-        assert_eq!(ALL.len(), 47);
+        assert_eq!(ALL.len(), 48);
     }
 }

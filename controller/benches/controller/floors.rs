@@ -16,7 +16,7 @@ use myownshell_api::names::reasons;
 use myownshell_api::{Lifetime, MyOwnShell, MyOwnShellSpec, names};
 use myownshell_controller::events::actions;
 use myownshell_controller::{deployment, write::status};
-use myownshell_envtest::create_namespace;
+use myownshell_envtest::create_shell_namespace;
 
 use crate::*;
 
@@ -129,7 +129,7 @@ pub(crate) fn recorder(client: &Client) -> Recorder {
 
 /// One object through every kind of write, in a namespace of its own.
 pub(crate) async fn warm_up(client: &Client) {
-    let ns = create_namespace(client, "bench-warmup").await.unwrap();
+    let ns = create_shell_namespace(client, "bench-warmup").await.unwrap();
     let recorder = recorder(client);
     let mut shell = shell(0);
     shell.metadata.namespace = Some(ns.clone());

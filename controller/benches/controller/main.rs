@@ -63,7 +63,7 @@
 
 use std::time::Duration;
 
-use myownshell_envtest::create_namespace;
+use myownshell_envtest::create_shell_namespace;
 use myownshell_envtest::kwok::{KwokCluster, KwokOptions};
 
 mod apiserver_latency;
@@ -125,10 +125,10 @@ fn main() {
         let cp = cluster.control_plane();
         let client = cp.client().unwrap();
         warm_up(&client).await;
-        let floor_ns = create_namespace(&client, "bench-floor").await.unwrap();
-        let same_ns = create_namespace(&client, "bench-same-writes").await.unwrap();
-        let ctrl_ns = create_namespace(&client, "bench-controller").await.unwrap();
-        let parts_ns = create_namespace(&client, "bench-breakdown").await.unwrap();
+        let floor_ns = create_shell_namespace(&client, "bench-floor").await.unwrap();
+        let same_ns = create_shell_namespace(&client, "bench-same-writes").await.unwrap();
+        let ctrl_ns = create_shell_namespace(&client, "bench-controller").await.unwrap();
+        let parts_ns = create_shell_namespace(&client, "bench-breakdown").await.unwrap();
 
         let n = options.objects;
         println!("controller bench: {n} objects, concurrency {}", options.concurrency);

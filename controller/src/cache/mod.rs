@@ -4,7 +4,8 @@
 //! ([`watch`]), what an object is pruned to before it is kept ([`prune`], [`cached_deployment`]),
 //! the signal that a store holds its first list ([`synced`]), the read-your-writes memos that
 //! cover the time between a write and its echo ([`memo`]), the small shared maps ([`object_map`],
-//! [`pending_events`]) and the namespaces being deleted ([`namespaces`]). The pod and node
+//! [`pending_events`]), the namespaces being deleted ([`namespaces`]) and those opened to shells
+//! ([`open_namespaces`]). The pod and node
 //! indexes are the [`crate::health`] folder's, fed by the watches started here.
 //!
 //! Must not write to the apiserver or decide anything about a shell: a cache that acted would be
@@ -15,6 +16,7 @@ pub mod cached_deployment;
 pub mod memo;
 pub mod namespaces;
 pub mod object_map;
+pub mod open_namespaces;
 pub mod pending_events;
 pub mod prune;
 pub mod synced;

@@ -1,7 +1,8 @@
 //! The controller's watches and what they keep: pruned `MyOwnShell`s and Deployments in the
 //! reflector stores (the echoes of its own writes filtered out, a signal once each has its first
-//! list); the shells' pods' health, the nodes' readiness and the namespaces being deleted in
-//! indexes of their own, each read from the watch's JSON into the little it needs.
+//! list); the shells' pods' health, the nodes' readiness, the namespaces being deleted and those
+//! opened to shells in indexes of their own, each read from the watch's JSON into the little it
+//! needs.
 //!
 //! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
 //! are dropped before objects reach the stores. Deployments are watched only if they carry the
@@ -26,6 +27,7 @@ use tracing::warn;
 use crate::cache::cached_deployment::CachedDeployment;
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
+use crate::cache::open_namespaces::OpenNamespaces;
 use crate::cache::prune::prune_shell;
 use crate::health::nodes::{CachedNode, NodeIndex};
 use crate::health::pods::{CachedPod, PodIndex};
@@ -116,23 +118,31 @@ pub fn node_triggers(
     )
 }
 
-/// Keep `terminating` up to date from the watch of the namespaces' metadata (`only`: of that one
-/// namespace) until the returned future is dropped.
-pub async fn follow_namespaces(
+/// Keep `terminating` and `open` up to date from the watch of the namespaces' metadata (`only`: of
+/// that one namespace), as a stream of the shells to reconcile because their namespace was opened
+/// to shells or closed to them (found in `shells`, the controller's store).
+pub fn namespace_triggers(
     api: Api<PartialObjectMeta<Namespace>>,
     only: Option<String>,
     terminating: Arc<TerminatingNamespaces>,
-) {
+    open: Arc<OpenNamespaces>,
+    shells: reflector::Store<MyOwnShell>,
+) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
     let mut config = watcher::Config::default().any_semantic();
     if let Some(name) = only {
         config = config.fields(&format!("metadata.name={name}"));
     }
-    logged(watcher(api, config).backoff(watch_backoff()), "namespaces")
-        .for_each(|event| {
-            terminating.apply(&event);
-            std::future::ready(())
-        })
-        .await;
+    logged(watcher(api, config).backoff(watch_backoff()), "namespaces").flat_map(move |event| {
+        terminating.apply(&event);
+        let changed = open.apply(&event);
+        let of_changed: Vec<ObjectRef<MyOwnShell>> = if changed.is_empty() {
+            Vec::new()
+        } else {
+            let in_changed = |s: &Arc<MyOwnShell>| s.metadata.namespace.as_ref().is_some_and(|ns| changed.contains(ns));
+            shells.state().iter().filter(|s| in_changed(s)).map(|s| ObjectRef::from_obj(&**s)).collect()
+        };
+        futures::stream::iter(of_changed)
+    })
 }
 
 /// A watch's events, its errors logged (the backoff paces the retries).

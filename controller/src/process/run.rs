@@ -20,6 +20,7 @@ use tracing::{error, info, warn};
 use crate::cache::cached_deployment::CachedDeployment;
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
+use crate::cache::open_namespaces::OpenNamespaces;
 use crate::cache::pending_events::PendingEvents;
 use crate::cache::synced::Synced;
 use crate::cache::watch;
@@ -187,20 +188,17 @@ async fn reconcile_until(
     let deployment_cache = DeploymentCache::new(deployments, deployments_synced.clone());
     let statuses = StatusMemo::new(shells.clone());
     let pending_events = PendingEvents::default();
-    let (pods, nodes, terminating) =
-        (Arc::new(PodIndex::default()), Arc::new(NodeIndex::default()), Arc::new(TerminatingNamespaces::default()));
-    let recorder = crate::events::Publisher::new(client.clone(), Reporter::new(REPORTER), terminating.clone());
-    let namespaces =
-        tokio::spawn(watch::follow_namespaces(Api::all(client.clone()), args.namespace.clone(), terminating.clone()));
+    let (pods, nodes, terminating, open): (
+        Arc<PodIndex>,
+        Arc<NodeIndex>,
+        Arc<TerminatingNamespaces>,
+        Arc<OpenNamespaces>,
+    ) = Default::default();
+    let recorder = crate::events::Publisher::new(client.clone(), Reporter::new(REPORTER), Arc::clone(&terminating));
     let _sweeping = sweep::start(client.clone(), args.namespace.clone(), args.sweep_interval, metrics.clone());
-    let caches = Caches {
-        deployments: deployment_cache.clone(),
-        shells: shells.clone(),
-        pods: pods.clone(),
-        nodes: nodes.clone(),
-        terminating,
-    };
-    let pod_triggers = health_triggers(&client, namespace, pods, nodes, pending_events.clone());
+    let caches =
+        Caches { deployments: deployment_cache.clone(), shells: shells.clone(), pods, nodes, terminating, open };
+    let triggers = triggers(&client, args.namespace.clone(), &caches, pending_events.clone());
     let ctx = Arc::new(Context::new(
         client,
         caches,
@@ -234,8 +232,8 @@ async fn reconcile_until(
         // A Deployment event goes to the `MyOwnShell` of the same name, not through the
         // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
         .watches_stream(deployment_events, |d| Some(shell_of(&d)))
-        // A pod that cannot run, or a node going down under one, is told in the shell's status.
-        .reconcile_on(pod_triggers)
+        // Pods' and nodes' health (told in the status), and namespaces opened or closed to shells.
+        .reconcile_on(triggers)
         // The Controller backs its trigger streams off on errors too, by default up to 30 s.
         .trigger_backoff(watch::watch_backoff())
         .with_config(controller::Config::default().concurrency(args.concurrency))
@@ -249,7 +247,6 @@ async fn reconcile_until(
         })
         .await;
     ready_when_synced.abort();
-    namespaces.abort();
 }
 
 /// An Api over `namespace`, or over every namespace.
@@ -263,18 +260,23 @@ where
     }
 }
 
-/// The shells to reconcile because what is wrong with their pods changed, or a node under one of
-/// their pods came or went: from the watches of the shells' pods and of the nodes, each noted
-/// for the queue-latency metric.
-fn health_triggers(
+/// The shells to reconcile because what is wrong with their pods changed, a node under one of
+/// their pods came or went (from the watches of the shells' pods and of the nodes), or their
+/// namespace was opened or closed to shells (the namespaces' watch, which also keeps
+/// `caches.terminating`); each noted for the queue-latency metric.
+fn triggers(
     client: &Client,
-    namespace: Option<&str>,
-    pods: Arc<PodIndex>,
-    nodes: Arc<NodeIndex>,
+    namespace: Option<String>,
+    caches: &Caches,
     pending: PendingEvents,
 ) -> impl futures::Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
+    let (pods, nodes) = (caches.pods.clone(), caches.nodes.clone());
     let node_triggers = watch::node_triggers(Api::all(client.clone()), nodes, pods.clone());
-    futures::stream::select(watch::pod_triggers(scoped::<CachedPod>(client, namespace), pods), node_triggers)
+    let pod_triggers = watch::pod_triggers(scoped::<CachedPod>(client, namespace.as_deref()), pods);
+    let (terminating, open) = (caches.terminating.clone(), caches.open.clone());
+    let namespace_triggers =
+        watch::namespace_triggers(Api::all(client.clone()), namespace, terminating, open, caches.shells.clone());
+    futures::stream::select_all([pod_triggers.boxed(), node_triggers.boxed(), namespace_triggers.boxed()])
         .inspect(move |shell| pending.arrived(shell.clone(), Instant::now()))
 }
 
