@@ -13,22 +13,22 @@ pub const CONNECT_WEBHOOK: &str = "connect.myownshell.io";
 /// Who refused a connection, by what kubectl printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// The connect webhook (`config/webhook`).
+    /// The connect webhook (`config/webhook`) decided against it.
     Webhook,
-    /// The `ValidatingAdmissionPolicy` (`config/policy/connect.yaml`), which decides while the
-    /// webhook is down.
-    Policy,
+    /// The apiserver could not ask the connect webhook (down, not yet serving): the gate fails
+    /// closed (`failurePolicy: Fail`).
+    WebhookDown,
 }
 
-/// Whether kubectl's answer is a refusal by the webhook or the policy.
+/// Whether kubectl's answer is a refusal by the webhook, or for want of it.
 pub fn refusal(out: &KubectlOutput) -> Option<Refusal> {
     if out.success {
         return None;
     }
     if out.stderr.contains(&format!("admission webhook \"{CONNECT_WEBHOOK}\" denied the request")) {
         Some(Refusal::Webhook)
-    } else if out.stderr.contains("ValidatingAdmissionPolicy") && out.stderr.contains("may not connect to pod") {
-        Some(Refusal::Policy)
+    } else if out.stderr.contains(&format!("failed calling webhook \"{CONNECT_WEBHOOK}\"")) {
+        Some(Refusal::WebhookDown)
     } else {
         None
     }

@@ -85,16 +85,25 @@ pub fn rewrite(
     name: &str,
     target: &Target,
 ) -> Result<(MutatingWebhookConfiguration, ValidatingWebhookConfiguration), HarnessError> {
+    rewrite_selecting(name, target, &selector(&target.namespace))
+}
+
+/// As [`rewrite`], for the namespaces `namespaces` selects (`target.namespace` is not looked at).
+pub fn rewrite_selecting(
+    name: &str,
+    target: &Target,
+    namespaces: &LabelSelector,
+) -> Result<(MutatingWebhookConfiguration, ValidatingWebhookConfiguration), HarnessError> {
     let (mut mutating, mut validating) = load_configurations()?;
     mutating.metadata = kube::api::ObjectMeta { name: Some(format!("{name}-mutating")), ..Default::default() };
     validating.metadata = kube::api::ObjectMeta { name: Some(format!("{name}-validating")), ..Default::default() };
     for w in mutating.webhooks.iter_mut().flatten() {
         w.client_config = client_config(&w.client_config, target);
-        w.namespace_selector = Some(selector(&target.namespace));
+        w.namespace_selector = Some(namespaces.clone());
     }
     for w in validating.webhooks.iter_mut().flatten() {
         w.client_config = client_config(&w.client_config, target);
-        w.namespace_selector = Some(selector(&target.namespace));
+        w.namespace_selector = Some(namespaces.clone());
     }
     Ok((mutating, validating))
 }
@@ -123,7 +132,17 @@ impl InstalledWebhooks {
 
     /// Create the rewritten pair (see [`rewrite`]).
     pub async fn install(client: &Client, name: &str, target: &Target) -> Result<Self, HarnessError> {
-        let (mutating, validating) = rewrite(name, target)?;
+        Self::install_selecting(client, name, target, &selector(&target.namespace)).await
+    }
+
+    /// Create the pair for the namespaces `namespaces` selects (see [`rewrite_selecting`]).
+    pub async fn install_selecting(
+        client: &Client,
+        name: &str,
+        target: &Target,
+        namespaces: &LabelSelector,
+    ) -> Result<Self, HarnessError> {
+        let (mutating, validating) = rewrite_selecting(name, target, namespaces)?;
         let installed = Self {
             client: client.clone(),
             mutating_name: mutating.metadata.name.clone().unwrap_or_default(),

@@ -12,8 +12,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use myownshell_api::MyOwnShell;
@@ -22,7 +23,7 @@ use myownshell_envtest::kubectl::KubectlOutput;
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, create_shell_namespace, eventually, shared};
 use myownshell_tests::access::{Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest};
-use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
+use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem};
 use myownshell_webhook::connect::access::{DECISION_TABLE, Grant, PROXY_NAME_FORMS, ShellAccess};
 use myownshell_webhook::connect::gate::{ConnectKind, Connection};
 use myownshell_webhook::connect::record::write_last_connection;
@@ -178,35 +179,43 @@ async fn the_owner_and_those_shared_with_get_in_and_nobody_else() {
     w.installed.remove().await.unwrap();
 }
 
+/// The webhook is the gate and fails closed: while it is down nobody gets into a shell's pod,
+/// owner included, and what else waits is only pods named as a Deployment's in namespaces opened
+/// to shells (the real configuration's namespaceSelector is tried on the real node, in the e2e's
+/// access phase).
 #[tokio::test]
-async fn with_the_webhook_down_strangers_stay_out_and_other_pods_are_untouched() {
+async fn with_the_webhook_down_nobody_gets_into_a_shell_and_other_pods_are_untouched() {
     let mut w = World::start("access-down").await;
     assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
     w.pod(WEB_POD).await;
     w.pod("api-7d9f8c6b4-x2x4z").await;
+    w.pod("plain").await;
     w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
 
     w.webhook.stop(Duration::from_secs(5)).unwrap();
-    // failurePolicy Ignore: the apiserver goes on without the webhook, and the policy decides.
-    let refused = w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Policy)).await;
-    assert!(refused.stderr.contains("it runs shell"), "{}", refused.stderr);
-    w.exec_until("alice", AUTH, WEB_POD, None).await;
-    let other = w.as_user("bob", AUTH, &["exec", "api-7d9f8c6b4-x2x4z", "--", "true"]).await;
-    assert!(admitted(&other), "a pod that is no shell's: {}", other.stderr);
+    for user in ["bob", "alice"] {
+        let refused = w.exec_until(user, AUTH, WEB_POD, Some(Refusal::WebhookDown)).await;
+        assert!(refused.stderr.contains("connect-v1-pod"), "{}", refused.stderr);
+    }
     let debug = w
         .as_user("bob", AUTH, &["debug", WEB_POD, "--image=busybox:1.37.0", "--attach=false", "--profile=general"])
         .await;
-    assert_eq!(refusal(&debug), Some(Refusal::Policy), "debug: {}", debug.stderr);
+    assert_eq!(refusal(&debug), Some(Refusal::WebhookDown), "debug: {}", debug.stderr);
+    // A pod named as a Deployment's waits for the webhook too: only the webhook knows it is no
+    // shell's. One named otherwise never does.
+    w.exec_until("bob", AUTH, "api-7d9f8c6b4-x2x4z", Some(Refusal::WebhookDown)).await;
+    let other = w.as_user("bob", AUTH, &["exec", "plain", "--", "true"]).await;
+    assert!(admitted(&other), "a pod not named as a Deployment's: {}", other.stderr);
     w.installed.remove().await.unwrap();
 }
 
 /// Long names, as the real apiserver cuts them: a pod generated for shell `NAME`'s ReplicaSet
-/// keeps only the first 58 characters of `NAME-<hash>-` before its 5 random ones. The webhook and
-/// the policy tell it as the shell's; a second shell whose name shares those 58 characters claims
-/// it too, and both must let a user in (stricter, never looser).
+/// keeps only the first 58 characters of `NAME-<hash>-` before its 5 random ones. The webhook's
+/// matchCondition sends it and the webhook tells it as the shell's; a second shell whose name
+/// shares those 58 characters claims it too, and both must let a user in (stricter, never looser).
 #[tokio::test]
-async fn long_names_cut_by_the_apiserver_are_told_by_both_layers() {
-    let mut w = World::start("access-long").await;
+async fn long_names_cut_by_the_apiserver_are_told_as_the_shells() {
+    let w = World::start("access-long").await;
     let long = format!("long-{}", "a".repeat(65));
     let twin = format!("{}twin", &long[..58]);
     assert!(w.apply_shell("alice", &long, "{size: 1}").await.success);
@@ -229,38 +238,43 @@ async fn long_names_cut_by_the_apiserver_are_told_by_both_layers() {
     // Claimed by both: alice is kept out by carol's shell, and carol by alice's.
     let alice = w.exec_until("alice", AUTH, &name, Some(Refusal::Webhook)).await;
     assert!(alice.stderr.contains(&twin), "{}", alice.stderr);
-    // With the twin gone, alice gets in; bob still does not, also with the webhook down.
+    // With the twin gone, alice gets in; bob still does not.
     let strip = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
     assert!(w.as_user("carol", AUTH, &["delete", "mos", &twin, "--wait=false"]).await.success);
     assert!(w.kubectl.run(&["-n", &w.ns, "patch", "mos", &twin, "--type=json", "-p", strip]).await.unwrap().success);
     w.exec_until("alice", AUTH, &name, None).await;
-    w.webhook.stop(Duration::from_secs(5)).unwrap();
-    w.exec_until("bob", AUTH, &name, Some(Refusal::Policy)).await;
-    w.exec_until("alice", AUTH, &name, None).await;
+    w.exec_until("bob", AUTH, &name, Some(Refusal::Webhook)).await;
     w.installed.remove().await.unwrap();
 }
 
 /// `pods/proxy` names the pod with its port and scheme (`POD:8080`, `https:POD:8443`): each form
-/// reaches the same pod, so the webhook, and with it down the policy, refuse a stranger in every
-/// form as they refuse `POD` itself, and let the owner through.
+/// reaches the same pod, so the webhook refuses a stranger in every form as it refuses `POD`
+/// itself, and lets the owner through; with the webhook down, every form is refused (the
+/// matchCondition sends each one: none slips past a gate that is not there).
 #[tokio::test]
 async fn a_proxy_with_a_port_or_a_scheme_is_refused_like_the_pod_itself() {
     let mut w = World::start("access-proxy").await;
     assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
     w.pod(WEB_POD).await;
     w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
-    for deciding in [Refusal::Webhook, Refusal::Policy] {
-        if deciding == Refusal::Policy {
+    for up in [true, false] {
+        if !up {
             w.webhook.stop(Duration::from_secs(5)).unwrap();
-            w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Policy)).await;
+            w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::WebhookDown)).await;
         }
         for form in PROXY_NAME_FORMS {
             let path = format!("/api/v1/namespaces/{}/pods/{}/proxy/", w.ns, form.replace("{pod}", WEB_POD));
             let bob = w.as_user("bob", AUTH, &["get", "--raw", &path]).await;
-            assert_eq!(refusal(&bob), Some(deciding), "bob through {form}: {}", bob.stderr);
-            assert!(bob.stderr.contains(&format!("pod {WEB_POD}: it runs shell")), "{form}: {}", bob.stderr);
             let alice = w.as_user("alice", AUTH, &["get", "--raw", &path]).await;
-            assert_eq!(refusal(&alice), None, "alice through {form} ({deciding:?}): {}", alice.stderr);
+            if up {
+                assert_eq!(refusal(&bob), Some(Refusal::Webhook), "bob through {form}: {}", bob.stderr);
+                assert!(bob.stderr.contains(&format!("pod {WEB_POD}: it runs shell")), "{form}: {}", bob.stderr);
+                assert_eq!(refusal(&alice), None, "alice through {form}: {}", alice.stderr);
+            } else {
+                for (who, out) in [("bob", &bob), ("alice", &alice)] {
+                    assert_eq!(refusal(out), Some(Refusal::WebhookDown), "{who} through {form}: {}", out.stderr);
+                }
+            }
         }
     }
     w.installed.remove().await.unwrap();
@@ -826,46 +840,84 @@ async fn only_the_owner_ends_a_shell_and_nobody_orphans_it() {
     .unwrap();
 }
 
-/// The policy makes the webhook's decisions: every row of the webhook's decision table, asked of
-/// the apiserver with no webhook in the way.
+/// One decision table, two deciders: every row of the webhook's decision table is asked of the
+/// real apiserver as an exec into the row's shell (the webhook decides) and as a request proxied
+/// through a Service (the `services-proxy` policy decides in CEL), each in a namespace of its own
+/// whose only shell is the row's. The shells are made before the webhook looks at their
+/// namespaces, so the row's owner stands (the mutating webhook stamps the requester).
 #[tokio::test]
-async fn the_policy_decides_as_the_webhook_does() {
+async fn the_webhook_and_the_services_proxy_policy_decide_every_row_alike() {
     let w = World::start("access-table").await;
-    w.installed.remove().await.unwrap();
+    let label = "myownshell.test/decision-table";
+    let mut rows = Vec::new();
     for (i, case) in DECISION_TABLE.iter().enumerate() {
-        let name = format!("t{i}");
-        let mut spec = json!({});
+        let ns = create_shell_namespace(&w.client, &format!("access-table-{i}")).await.unwrap();
+        let labelled = json!({"metadata": {"labels": {label: w.ns}}});
+        Api::<Namespace>::all(w.client.clone())
+            .patch(&ns, &PatchParams::default(), &Patch::Merge(&labelled))
+            .await
+            .unwrap();
+        namespace_editors(&w.client, &ns, &["alice", "bob", "carol"], &["devs"]).await.unwrap();
+        let mut spec = json!({"sharedWith": {"users": case.users, "groups": case.groups}});
         if let Some(owner) = case.owner {
             spec["owner"] = json!(owner);
         }
         if let Some(uid) = case.owner_uid {
             spec["ownerUID"] = json!(uid);
         }
-        spec["sharedWith"] = json!({"users": case.users, "groups": case.groups});
         let shell: MyOwnShell = serde_json::from_value(json!({
-            "apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": name}, "spec": spec
+            "apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": "row"}, "spec": spec
         }))
         .unwrap();
-        // Created as the administrator with no webhook to stamp it: the row's owner stands.
-        w.shells().create(&PostParams::default(), &shell).await.unwrap();
-        let pod = format!("{name}-7d9f8c6b4-x2x4z");
-        w.pod(&pod).await;
-        let mut args = vec!["exec".to_owned(), pod.clone(), "--".to_owned(), "true".to_owned()];
-        if let Some(uid) = case.user_uid {
-            args.insert(0, format!("--as-uid={uid}"));
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let want = case.grant.map_or(Some(Refusal::Policy), |_| None);
+        Api::<MyOwnShell>::namespaced(w.client.clone(), &ns).create(&PostParams::default(), &shell).await.unwrap();
+        let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "app"},
+                             "spec": {"ports": [{"port": 8080}]}});
+        let made = w.kubectl.run_with_stdin(&["create", "-n", &ns, "-f", "-"], Some(&service.to_string())).await;
+        assert!(made.unwrap().success);
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "row-7d9f8c6b4-x2x4z"},
+            "spec": {"containers": [{"name": "shell", "image": "busybox:1.37.0"}]}}))
+        .unwrap();
+        Api::<Pod>::namespaced(w.client.clone(), &ns).create(&PostParams::default(), &pod).await.unwrap();
+        rows.push((case, ns));
+    }
+    let ca = secret_pem(&w.client, &w.ns, "webhook-server-cert", "ca.crt").await.unwrap();
+    let target = Target {
+        base_url: format!("https://127.0.0.1:{}", w.webhook.port),
+        ca_bundle: Some(ca),
+        namespace: String::new(),
+    };
+    let selector =
+        LabelSelector { match_labels: Some([(label.to_owned(), w.ns.clone())].into()), ..Default::default() };
+    let table =
+        InstalledWebhooks::install_selecting(&w.client, &format!("{}-table", w.ns), &target, &selector).await.unwrap();
+    for (case, ns) in rows {
+        let uid = case.user_uid.map(|uid| format!("--as-uid={uid}"));
+        let path = format!("/api/v1/namespaces/{ns}/services/app:8080/proxy/");
+        let exec: Vec<String> = uid
+            .iter()
+            .cloned()
+            .chain(["-n", &ns, "exec", "row-7d9f8c6b4-x2x4z", "--", "true"].map(str::to_owned))
+            .collect();
+        let proxy: Vec<String> = uid.iter().cloned().chain(["get", "--raw", &path].map(str::to_owned)).collect();
         let seen = eventually(&format!("row {:?}", case.what), TIMEOUT, || async {
-            let out = w.as_user(case.user, case.user_groups, &args).await;
-            let got = refusal(&out);
-            if got == want && (want.is_some() || admitted(&out)) {
-                Ok(())
-            } else {
-                Err(format!("{got:?}: {}", out.stderr))
+            let exec: Vec<&str> = exec.iter().map(String::as_str).collect();
+            let out = kubectl_as(&w.kubectl, case.user, case.user_groups, &exec).await;
+            let by_webhook = refusal(&out);
+            let want = case.grant.map_or(Some(Refusal::Webhook), |_| None);
+            if by_webhook != want || (want.is_none() && !admitted(&out)) {
+                return Err(format!("the webhook: {by_webhook:?}: {}", out.stderr));
+            }
+            let proxy: Vec<&str> = proxy.iter().map(String::as_str).collect();
+            let out = kubectl_as(&w.kubectl, case.user, case.user_groups, &proxy).await;
+            let by_policy = out.stderr.contains("may not proxy to service");
+            match (case.grant.is_some(), by_policy, out.stderr.contains("ValidatingAdmissionPolicy")) {
+                (true, false, false) | (false, true, true) => Ok(()),
+                _ => Err(format!("the services-proxy policy: {}", out.stderr)),
             }
         })
         .await;
-        seen.unwrap_or_else(|e| panic!("the policy and the webhook disagree on {:?}: {e}", case.what));
+        seen.unwrap_or_else(|e| panic!("row {:?} is not decided as the table says: {e}", case.what));
     }
+    table.remove().await.unwrap();
+    w.installed.remove().await.unwrap();
 }

@@ -258,7 +258,9 @@ fn webhook_configurations_point_at_what_the_webhook_serves() {
         mutating["webhooks"].as_array().unwrap().iter().find(|h| h["name"] == "connect.myownshell.io").unwrap();
     assert_eq!(connect["clientConfig"]["service"]["path"], names::CONNECT_PATH);
     assert_eq!(connect["clientConfig"]["service"]["name"], service["metadata"]["name"]);
-    assert_eq!(connect["failurePolicy"], "Ignore");
+    // The gate fails closed, only where shells may be.
+    assert_eq!(connect["failurePolicy"], "Fail");
+    assert_eq!(connect["namespaceSelector"], serde_json::json!({"matchLabels": {"myownshell.io/shells": "enabled"}}));
     assert_eq!(connect["sideEffects"], "NoneOnDryRun");
     assert!(connect.get("objectSelector").is_none(), "a CONNECT's object is the options: no selector can match it");
     let ops: BTreeSet<&str> = connect["rules"]
@@ -269,9 +271,10 @@ fn webhook_configurations_point_at_what_the_webhook_serves() {
         .collect();
     assert_eq!(ops, BTreeSet::from(["CONNECT", "UPDATE"]));
     // Its policies: cluster-wide and bound to what they are called after the prefix.
-    for (policy, binding) in
-        [("myownshell-connect", "myownshell-connect"), ("myownshell-shell-workloads", "myownshell-shell-workloads")]
-    {
+    for (policy, binding) in [
+        ("myownshell-services-proxy", "myownshell-services-proxy"),
+        ("myownshell-shell-workloads", "myownshell-shell-workloads"),
+    ] {
         find(&objects, "ValidatingAdmissionPolicy", policy).unwrap();
         let bound = find(&objects, "ValidatingAdmissionPolicyBinding", binding).unwrap();
         assert_eq!(bound["spec"]["policyName"], policy);

@@ -1,16 +1,16 @@
-//! The connect policies never stop exec outside shells, whatever state the MyOwnShell API is in.
-//! `config/policy/connect.yaml` and `services_proxy.yaml` are `failurePolicy: Fail` with the
-//! MyOwnShell as their parameter kind, and an apiserver that cannot resolve a parameter kind
-//! could refuse every CONNECT of the cluster (`kube-system` included). Tried here on the real
-//! apiserver, as a namespace editor, for each way the parameter kind can be missing: the CRD
-//! deleted with the policies left, the policies applied before the CRD exists, and the first
-//! moments after an apiserver restart. The policies that take MyOwnShells as parameters look
+//! The policies with the MyOwnShell as their parameter kind never stop work outside shells,
+//! whatever state the MyOwnShell API is in. `config/policy/services_proxy.yaml` and
+//! `shell_names.yaml` are `failurePolicy: Fail` with MyOwnShells as parameters, and an apiserver
+//! that cannot resolve a parameter kind refuses every request they match (before any
+//! matchCondition runs). Tried here on the real apiserver, as a namespace editor, for each way the
+//! parameter kind can be missing: the CRD deleted with the policies left, the policies applied
+//! before the CRD exists, and the first moments after an apiserver restart. Those policies look
 //! only at namespaces opted in to shells (`myownshell.io/shells: enabled`, which only a cluster
 //! administrator sets); in every other namespace, `kube-system` included, exec into pods (named
-//! like a Deployment's, so past the matchConditions) and creating Deployments keep working
-//! through all of it, and the gate closes again for shells once the CRD is back. (Before the
-//! opt-in, the policies applied before the CRD refused such an exec in every namespace: "paramKind
-//! … not yet synced to use for admission".) Its own control plane: it deletes the CRD.
+//! like a Deployment's) and creating Deployments keep working through all of it, and the rule
+//! closes again for shells once the CRD is back. (Before the opt-in, the connect policy of the
+//! time, applied before the CRD, refused such an exec in every namespace: "paramKind … not yet
+//! synced to use for admission".) Its own control plane: it deletes the CRD.
 
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
 use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, create_shell_namespace, eventually};
-use myownshell_tests::access::{Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest};
+use myownshell_tests::access::{install_policies, kubectl_as, namespace_editors, shell_manifest};
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -69,11 +69,13 @@ async fn plain_pod(client: &kube::Client, ns: &str) {
     Api::<Pod>::namespaced(client.clone(), ns).create(&PostParams::default(), &pod).await.unwrap();
 }
 
-/// bob is refused by the policy, eventually, from the pod of alice's shell `web` in `ns`.
+/// bob is refused, eventually, a Deployment named as alice's shell `web` in `ns` (the
+/// `shell-names` policy, which takes the namespace's MyOwnShells as parameters).
 async fn shell_refuses_bob(kubectl: &Kubectl, ns: &str) {
-    eventually("bob refused by the connect policy from alice's shell", TIMEOUT, || async {
-        let out = kubectl_as(kubectl, "bob", AUTH, &["exec", "-n", ns, "web-7d9f8c6b4-x2x4z", "--", "true"]).await;
-        if refusal(&out) == Some(Refusal::Policy) { Ok(()) } else { Err(out.stderr) }
+    eventually("bob refused a Deployment named as alice's shell", TIMEOUT, || async {
+        let args = ["create", "deployment", "web", "-n", ns, "--image=busybox:1.37.0", "--dry-run=server"];
+        let out = kubectl_as(kubectl, "bob", AUTH, &args).await;
+        if !out.success && out.stderr.contains("the name is shell web's") { Ok(()) } else { Err(out.stderr) }
     })
     .await
     .unwrap();
@@ -108,7 +110,6 @@ async fn exec_outside_shells_never_waits_on_the_myownshell_api() {
     let manifest = shell_manifest("web", "{size: 1, owner: alice}");
     let created = kubectl.run_with_stdin(&["apply", "-n", &shells, "-f", "-"], Some(&manifest)).await.unwrap();
     assert!(created.success, "{}", created.stderr);
-    plain_pod_named(&client, &shells, "web-7d9f8c6b4-x2x4z").await;
     shell_refuses_bob(&kubectl, &shells).await;
     // A shell outside an opted-in namespace is refused: the gate would not look there.
     let outside = kubectl.run_with_stdin(&["apply", "-n", &plain, "-f", "-"], Some(&manifest)).await.unwrap();
@@ -145,12 +146,4 @@ async fn exec_outside_shells_never_waits_on_the_myownshell_api() {
     cp.start_apiserver().await.unwrap();
     keeps_admitting(&kubectl, &everywhere, Duration::from_secs(5), "right after an apiserver restart").await;
     shell_refuses_bob(&kubectl, &shells).await;
-}
-
-/// A pod named `name` with no labels (on this plane it never runs).
-async fn plain_pod_named(client: &kube::Client, ns: &str, name: &str) {
-    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name},
-        "spec": {"containers": [{"name": "app", "image": "busybox:1.37.0"}]}}))
-    .unwrap();
-    Api::<Pod>::namespaced(client.clone(), ns).create(&PostParams::default(), &pod).await.unwrap();
 }

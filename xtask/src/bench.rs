@@ -61,15 +61,15 @@ pub enum Target {
         #[arg(long, default_value_t = 5)]
         rounds: usize,
     },
-    /// What the connect policies add, in the apiserver, to an exec into a shell's pod with 1 to
-    /// 10,000 shells in its namespace, against a pod that is no shell's and against a namespace
-    /// not opened to shells (`xtask/src/bench_gate.rs`).
+    /// What the connect gate (the webhook, called by the apiserver) adds to an exec into a
+    /// shell's pod with 1 to 10,000 shells in its namespace, against a pod that is no shell's
+    /// and against a namespace not opened to shells (`xtask/src/bench_gate.rs`).
     Gate {
         /// Shells in the namespace, one measurement each, comma-separated (ascending).
         #[arg(long, default_value = "1,100,1000,10000")]
         shells: String,
-        /// Execs measured per pod and count (at 10,000 shells each takes seconds today).
-        #[arg(long, default_value_t = 50)]
+        /// Execs measured per pod and count (a p99 needs a few hundred).
+        #[arg(long, default_value_t = 400)]
         requests: usize,
     },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone

@@ -8,9 +8,15 @@ use myownshell_envtest::kubectl::KubectlOutput;
 use myownshell_tests::access::{Refusal, kubectl_as, namespace_editors, refusal, shell_manifest};
 use myownshell_webhook::connect::access::PROXY_NAME_FORMS;
 
-use super::{E2e, SYSTEM, TIMEOUT, WEBHOOK, wait_running};
+use super::{E2e, SYSTEM, TIMEOUT, WEBHOOK, import_probe_image, wait_running};
 
 const AUTH: &[&str] = &["system:authenticated"];
+/// The README's recipe for `--apiserver-client-ca-file`: the ConfigMap
+/// `myownshell-apiserver-client-ca` mounted into the webhook's container (a strategic merge
+/// patch, which keeps the volumes an overlay added)...
+const APISERVER_CLIENT_CA_MOUNT: &str = r#"{"spec":{"template":{"spec":{"volumes":[{"name":"apiserver-client-ca","configMap":{"name":"myownshell-apiserver-client-ca"}}],"containers":[{"name":"webhook","volumeMounts":[{"name":"apiserver-client-ca","mountPath":"/etc/myownshell/apiserver-client-ca","readOnly":true}]}]}}}}"#;
+/// ... and the flag, added to its arguments (a JSON patch: a strategic one would replace them).
+const APISERVER_CLIENT_CA_FLAG: &str = r#"[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--apiserver-client-ca-file=/etc/myownshell/apiserver-client-ca/ca.crt"}]"#;
 
 struct Access<'e> {
     e2e: &'e E2e,
@@ -61,8 +67,8 @@ impl Access<'_> {
 }
 
 /// Owner in, strangers out by every way in, sharing without a restart, an editor's attempts to
-/// get around it refused, the policy keeping strangers out while the webhook is down, ordinary
-/// pods untouched, and the record.
+/// get around it refused, the record, and the gate closed to everyone while the webhook is down
+/// (only in namespaces opened to shells).
 pub async fn access(e2e: &E2e) {
     let ns = e2e.namespace("e2e-access").await;
     let client = e2e.cluster.control_plane().client().unwrap();
@@ -80,6 +86,8 @@ pub async fn access(e2e: &E2e) {
 
     strangers_are_refused_every_way_in(&a, &pod).await;
     editors_cannot_get_around_it(&a, &pod).await;
+    beside_the_shell(&a).await;
+    forged_records_are_refused(&a, &pod).await;
 
     // Shared with bob, then with a group: in at once, the pod untouched.
     let shared =
@@ -218,6 +226,136 @@ async fn editors_cannot_get_around_it(a: &Access<'_>, pod: &str) {
     assert_eq!(running, [pod], "the shell's pod is the one it was");
 }
 
+/// What an editor could try beside the shell rather than through it: a pod of his own on its
+/// node with a hostPath into its volumes or the host's processes (refused: the namespace enforces
+/// Pod Security `baseline`, as the README asks of namespaces with shells), and a pod named as
+/// the shell alice is about to create, which that shell would hand her (her shell is refused
+/// while it runs, naming it).
+async fn beside_the_shell(a: &Access<'_>) {
+    let e2e = a.e2e;
+    e2e.run(&["label", "namespace", &a.ns, "pod-security.kubernetes.io/enforce=baseline"]).await;
+    let container = r#"{"name":"c","image":"busybox:1.37.0","command":["sleep","3600"]"#;
+    for (what, spec) in [
+        (
+            "hostpath",
+            format!(
+                r#"{{"volumes":[{{"name":"h","hostPath":{{"path":"/var/lib/kubelet/pods"}}}}],"containers":[{container},"volumeMounts":[{{"name":"h","mountPath":"/h"}}]}}]}}"#
+            ),
+        ),
+        (
+            "hostpid",
+            format!(r#"{{"hostPID":true,"containers":[{container},"securityContext":{{"privileged":true}}}}]}}"#),
+        ),
+    ] {
+        let pod =
+            format!(r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"neighbour-{what}"}},"spec":{spec}}}"#);
+        let out = a.apply_as("bob", &pod).await;
+        assert!(
+            !out.success && out.stderr.contains("violates PodSecurity \"baseline"),
+            "bob's {what} pod: {}",
+            out.stderr
+        );
+    }
+    // bob's pod, named as shell `later`'s Deployment would name one, running on the node.
+    let planted = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"later-7d9f8c6b4-x2x4z"}},"spec":{{"terminationGracePeriodSeconds":1,"containers":[{container}}}]}}}}"#
+    );
+    let out = a.apply_as("bob", &planted).await;
+    assert!(out.success, "{}", out.stderr);
+    e2e.wait_for(
+        "bob's pod named as shell later's Running",
+        &["get", "pod", "later-7d9f8c6b4-x2x4z", "-n", &a.ns, "-o", "jsonpath={.status.phase}"],
+        |p| p == "Running",
+    )
+    .await;
+    let later = a.apply_as("alice", &shell_manifest("later", "{size: 1}")).await;
+    assert!(
+        !later.success && later.stderr.contains("pods named as shell later's still run (later-7d9f8c6b4-x2x4z)"),
+        "alice's shell later: {}",
+        later.stderr
+    );
+    e2e.run(&["delete", "pod", "later-7d9f8c6b4-x2x4z", "-n", &a.ns, "--wait=false"]).await;
+}
+
+/// Connection records forged by a pod that reaches the webhook's port: taken as true by a webhook
+/// that answers anyone, refused once it is given the apiserver's client CA as the README says
+/// (`--apiserver-client-ca-file`, the test cluster's apiserver presenting its client certificate
+/// to webhooks). Nothing of the forgery reaches the record; the gate goes on working.
+async fn forged_records_are_refused(a: &Access<'_>, pod: &str) {
+    let e2e = a.e2e;
+    import_probe_image(e2e);
+    let probe = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: forger\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: probe\n    image: {}\n    command: [sleep, \"3600\"]\n",
+        myownshell_envtest::node::images::PROBE_IMAGE
+    );
+    let made = a.apply_as("bob", &probe).await;
+    assert!(made.success, "{}", made.stderr);
+    e2e.wait_for(
+        "bob's forger pod Running",
+        &["get", "pod", "forger", "-n", &a.ns, "-o", "jsonpath={.status.phase}"],
+        |p| p == "Running",
+    )
+    .await;
+    let ip = e2e
+        .run(&["get", "service", "myownshell-webhook-service", "-n", SYSTEM, "-o", "jsonpath={.spec.clusterIP}"])
+        .await;
+    let forge = |user: &str| {
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "f0f0f0f0-0000-0000-0000-000000000001",
+                "kind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "subResource": "exec", "name": pod, "namespace": a.ns, "operation": "CONNECT",
+                "userInfo": {"username": user, "groups": ["system:authenticated"]},
+                "object": {"kind": "PodExecOptions", "apiVersion": "v1", "command": ["sh"]}
+            }
+        });
+        format!(
+            "printf '%s' '{review}' | curl -sk -o /dev/null -w '%{{http_code}}' -H 'Content-Type: application/json' --data-binary @- https://{ip}:443/connect-v1-pod"
+        )
+    };
+    let send = |user: &'static str| {
+        let script = forge(user);
+        async move {
+            kubectl_as(&e2e.kubectl, "bob", AUTH, &["exec", "-n", &a.ns, "forger", "--", "sh", "-c", &script]).await
+        }
+    };
+    let events = || async {
+        e2e.run(&["get", "events", "-n", &a.ns, "-o", "jsonpath={range .items[*]}{.message}{\"\\n\"}{end}"]).await
+    };
+    let before = send("forged-before").await;
+    assert_eq!(before.stdout.trim(), "200", "a webhook that answers anyone takes the forgery: {before:?}");
+    eventually("the forgery recorded as a connection", TIMEOUT, || async {
+        let seen = events().await;
+        if seen.contains("forged-before") { Ok(()) } else { Err(seen) }
+    })
+    .await
+    .unwrap();
+
+    // As the README says: the CA in a ConfigMap, mounted, and the flag.
+    let ca = e2e.cluster.control_plane().webhook_client_ca_file();
+    let from_file = format!("--from-file=ca.crt={}", ca.display());
+    e2e.run(&["create", "configmap", "myownshell-apiserver-client-ca", "-n", SYSTEM, &from_file]).await;
+    e2e.run(&["patch", "deployment", WEBHOOK, "-n", SYSTEM, "--type=strategic", "-p", APISERVER_CLIENT_CA_MOUNT]).await;
+    e2e.run(&["patch", "deployment", WEBHOOK, "-n", SYSTEM, "--type=json", "-p", APISERVER_CLIENT_CA_FLAG]).await;
+    e2e.rollout(WEBHOOK).await;
+    let after = send("forged-after").await;
+    assert_eq!(after.stdout.trim(), "403", "only the apiserver is answered: {after:?}");
+    // The gate itself still works (the apiserver presents its certificate) and records; the
+    // refused forgery is in no record.
+    a.exec_until("alice", AUTH, pod, None, &["true"]).await;
+    a.exec_until("bob", AUTH, pod, Some(Refusal::Webhook), &["true"]).await;
+    eventually("bob's refusal recorded after the forgery", TIMEOUT, || async {
+        let seen = events().await;
+        if seen.matches("bob was refused exec").count() >= 2 { Ok(seen) } else { Err(seen) }
+    })
+    .await
+    .map(|seen| assert!(!seen.contains("forged-after"), "{seen}"))
+    .unwrap();
+    e2e.run(&["delete", "pod", "forger", "-n", &a.ns, "--wait=false"]).await;
+}
+
 /// Events for allowed and refused connections, and `status.lastConnection`.
 async fn the_record(a: &Access<'_>, pod: &str) {
     let events = |reason: &'static str| async move {
@@ -264,19 +402,62 @@ async fn the_record(a: &Access<'_>, pod: &str) {
     .unwrap();
 }
 
-/// The webhook stopped: strangers are still refused (by the policy), the owner gets in, and an
-/// ordinary Deployment's pod in the namespace is untouched; then the webhook comes back.
+/// The webhook stopped: the gate fails closed (nobody gets into the shell, its owner included,
+/// nor into an ordinary Deployment's pod of this namespace opened to shells, which only the
+/// webhook could tell from a shell's), while the same Deployment in a namespace not opened to
+/// shells is untouched (the real configuration's namespaceSelector); then the webhook comes back.
 async fn with_the_webhook_stopped(a: &Access<'_>, pod: &str) {
     let e2e = a.e2e;
+    let client = e2e.cluster.control_plane().client().unwrap();
+    let plain_ns = myownshell_envtest::create_namespace(&client, "e2e-access-plain").await.unwrap();
+    namespace_editors(&client, &plain_ns, &["bob"], &[]).await.unwrap();
     let other = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: ordinary\nspec:\n  selector:\n    matchLabels: {app: ordinary}\n  template:\n    metadata:\n      labels: {app: ordinary}\n    spec:\n      terminationGracePeriodSeconds: 1\n      containers:\n      - name: main\n        image: busybox:1.37.0\n        command: [sleep, \"3600\"]\n";
     e2e.apply(&a.ns, other).await.unwrap();
-    let ordinary = eventually("the ordinary pod Running", TIMEOUT, || async {
+    e2e.apply(&plain_ns, other).await.unwrap();
+    let running = |ns: String| async move { ordinary_running(e2e, &ns).await };
+    let ordinary = running(a.ns.clone()).await;
+    let plain = running(plain_ns.clone()).await;
+    a.exec_until("bob", AUTH, &ordinary, None, &["true"]).await;
+    let bob_in_plain = |want: Option<Refusal>| {
+        let (plain, plain_ns) = (plain.clone(), plain_ns.clone());
+        async move {
+            let out = kubectl_as(&e2e.kubectl, "bob", AUTH, &["exec", "-n", &plain_ns, &plain, "--", "true"]).await;
+            assert_eq!(refusal(&out), want, "bob's exec into {plain_ns}/{plain}: {}", out.stderr);
+            assert!(out.success, "{}", out.stderr);
+        }
+    };
+    bob_in_plain(None).await;
+
+    e2e.run(&["scale", "deployment", WEBHOOK, "-n", SYSTEM, "--replicas=0"]).await;
+    e2e.wait_for(
+        "the webhook's pods gone",
+        &["get", "pods", "-n", SYSTEM, "-l", "app.kubernetes.io/component=webhook", "-o", "name"],
+        |out| out.trim().is_empty(),
+    )
+    .await;
+    for user in ["bob", "alice"] {
+        let refused = a.exec_until(user, AUTH, pod, Some(Refusal::WebhookDown), &["id"]).await;
+        assert!(refused.stderr.contains("connect-v1-pod"), "{}", refused.stderr);
+    }
+    a.exec_until("bob", AUTH, &ordinary, Some(Refusal::WebhookDown), &["true"]).await;
+    bob_in_plain(None).await;
+
+    e2e.run(&["scale", "deployment", WEBHOOK, "-n", SYSTEM, "--replicas=1"]).await;
+    e2e.rollout(WEBHOOK).await;
+    a.exec_until("bob", AUTH, pod, Some(Refusal::Webhook), &["id"]).await;
+    a.exec_until("alice", AUTH, pod, None, &["true"]).await;
+    e2e.run(&["delete", "namespace", &plain_ns, "--wait=false"]).await;
+}
+
+/// The name of the Running pod of Deployment `ordinary` in `ns`.
+async fn ordinary_running(e2e: &E2e, ns: &str) -> String {
+    eventually(&format!("the ordinary pod Running in {ns}"), TIMEOUT, || async {
         let out = e2e
             .run(&[
                 "get",
                 "pods",
                 "-n",
-                &a.ns,
+                ns,
                 "-l",
                 "app=ordinary",
                 "-o",
@@ -289,22 +470,5 @@ async fn with_the_webhook_stopped(a: &Access<'_>, pod: &str) {
         }
     })
     .await
-    .unwrap();
-    a.exec_until("bob", AUTH, &ordinary, None, &["true"]).await;
-
-    e2e.run(&["scale", "deployment", WEBHOOK, "-n", SYSTEM, "--replicas=0"]).await;
-    e2e.wait_for(
-        "the webhook's pods gone",
-        &["get", "pods", "-n", SYSTEM, "-l", "app.kubernetes.io/component=webhook", "-o", "name"],
-        |out| out.trim().is_empty(),
-    )
-    .await;
-    let refused = a.exec_until("bob", AUTH, pod, Some(Refusal::Policy), &["id"]).await;
-    assert!(refused.stderr.contains("mine (a MyOwnShell)"), "{}", refused.stderr);
-    a.exec_until("alice", AUTH, pod, None, &["true"]).await;
-    a.exec_until("bob", AUTH, &ordinary, None, &["true"]).await;
-
-    e2e.run(&["scale", "deployment", WEBHOOK, "-n", SYSTEM, "--replicas=1"]).await;
-    e2e.rollout(WEBHOOK).await;
-    a.exec_until("bob", AUTH, pod, Some(Refusal::Webhook), &["id"]).await;
+    .unwrap()
 }

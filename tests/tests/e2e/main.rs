@@ -393,13 +393,18 @@ async fn scrape_from_pod(e2e: &E2e, ns: &str, pod: &str, url: &str, with_token: 
     out.stdout.trim().parse().unwrap_or_else(|_| panic!("no HTTP status from curl: {out:?}"))
 }
 
+/// The probe image (busybox and curl, [`node::images::PROBE_IMAGE`]) built and on the nodes.
+fn import_probe_image(e2e: &E2e) {
+    let archive = myownshell_envtest::assets::target_dir().join("images/probe.tar");
+    node::images::build_probe(&archive, &myownshell_envtest::assets::target_dir().join("images/probe-work")).unwrap();
+    e2e.cluster.import_image(&archive).unwrap();
+}
+
 /// From inside the cluster, through both metrics Services: 200 with a token bound to
 /// metrics-reader, 403 with a token that is not, 401 without a token.
 async fn metrics_from_inside_the_cluster(e2e: &E2e) {
     let ns = e2e.namespace("e2e-metrics").await;
-    let archive = myownshell_envtest::assets::target_dir().join("images/probe.tar");
-    node::images::build_probe(&archive, &myownshell_envtest::assets::target_dir().join("images/probe-work")).unwrap();
-    e2e.cluster.import_image(&archive).unwrap();
+    import_probe_image(e2e);
     let pod = |name: &str, sa: &str| {
         format!(
             "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {sa}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n  serviceAccountName: {sa}\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: probe\n    image: {}\n    command: [sleep, \"3600\"]\n",

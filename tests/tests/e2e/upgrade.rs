@@ -102,6 +102,10 @@ pub async fn upgrade(e2e: &E2e) {
     let upgrading = async {
         let started = Instant::now();
         e2e.run(&["apply", "--server-side", "--force-conflicts", "-k", &E2e::overlay("local")]).await;
+        // The README's upgrade note: the connect policy this release replaced, which an apply
+        // does not delete.
+        let dropped = "validatingadmissionpolicybinding,validatingadmissionpolicy";
+        e2e.run(&["delete", dropped, "myownshell-connect", "--ignore-not-found"]).await;
         e2e.rollout_operator().await;
         // The old pods are gone too, not only the new ones ready.
         e2e.wait_for(

@@ -5,9 +5,11 @@
 //! `NAME` makes ReplicaSet `NAME-<pod-template-hash>`, whose pods are named
 //! `NAME-<hash>-<5 random>`; the apiserver cuts a generated name's base to 58 characters, so a
 //! long name keeps only its first 58 characters and is 63 long. Labels and ownerReferences
-//! would not do: a namespace editor can change both. The same rule, word for word, is the
-//! `ValidatingAdmissionPolicy` in `config/policy/connect.yaml` that decides while this webhook
-//! is down (a test holds the two to one table).
+//! would not do: a namespace editor can change both. The connect webhook's matchCondition
+//! (`config/webhook/webhook_configurations.yaml`) sends only pods named so, and who may connect
+//! is decided again, row for row, by the `ValidatingAdmissionPolicy` in
+//! `config/policy/services_proxy.yaml` for requests proxied through a Service (a test holds the
+//! two to one table).
 
 use std::collections::BTreeMap;
 
@@ -15,10 +17,10 @@ use myownshell_api::MyOwnShell;
 
 use crate::review::user::UserInfo;
 
-// The name rule has one source: the constants below. The CEL of `config/policy/connect.yaml` and
-// of the connect webhook's matchCondition (`config/webhook/webhook_configurations.yaml`) is
-// written from them, and the test `the_name_rule_has_one_source` fails when either spells it
-// differently.
+// The name rule has one source: the constants below. The CEL of the connect webhook's
+// matchCondition (`config/webhook/webhook_configurations.yaml`) and of the ReplicaSet names in
+// `config/policy/shell_names.yaml` is written from them, and the test
+// `the_name_rule_has_one_source` fails when either spells it differently.
 
 /// The characters of a `pod-template-hash` (a decimal number, letter-encoded), as a regular
 /// expression's class.
@@ -58,18 +60,9 @@ static HASH_CHARS: [bool; 256] = class_table(HASH_CLASS);
 static SUFFIX_CHARS: [bool; 256] = class_table(SUFFIX_CLASS);
 
 /// The CEL regular expression of "named as a Deployment's pod" (the matchCondition of the
-/// connect webhook and of the policy), from the constants above.
+/// connect webhook), from the constants above.
 pub fn deployment_pod_pattern() -> String {
     format!("^.+-{HASH_CLASS}{{1,{MAX_HASH_LEN}}}-{SUFFIX_CLASS}{{5}}$")
-}
-
-/// The CEL regular expressions of what follows `NAME-` in a pod of shell `NAME` (the policy's
-/// `podOfThisShell`): a whole name, and one whose base the apiserver cut.
-pub fn pod_rest_patterns() -> [String; 2] {
-    [
-        format!("^{HASH_CLASS}{{1,{MAX_HASH_LEN}}}-{SUFFIX_CLASS}{{5}}$"),
-        format!("^{HASH_CLASS}{{0,{MAX_HASH_LEN}}}-?{SUFFIX_CLASS}{{5}}$"),
-    ]
 }
 
 /// The pod a request names, read as the apiserver's pod proxy reads it
@@ -77,8 +70,8 @@ pub fn pod_rest_patterns() -> [String; 2] {
 /// name is the raw path segment, `POD`, `POD:PORT` or `SCHEME:POD:PORT`, and all three reach the
 /// same pod. A pod's own name has no colon, so every other connection's name comes back as it
 /// is. A name of four or more parts is no proxy request the apiserver serves; it is kept whole.
-/// The webhook's matchCondition and the policy (`config/policy/connect.yaml`) read it the same
-/// way, and `tests/tests/access.rs` tries every form of [`PROXY_NAME_FORMS`] on both.
+/// The webhook's matchCondition reads it the same way (any of the parts), and
+/// `tests/tests/access.rs` tries every form of [`PROXY_NAME_FORMS`] through the apiserver.
 pub fn connected_pod(name: &str) -> &str {
     let mut parts = name.split(':');
     match (parts.next(), parts.next(), parts.next(), parts.next()) {
@@ -88,7 +81,7 @@ pub fn connected_pod(name: &str) -> &str {
 }
 
 /// Every form in which a request can name pod `{pod}` (the proxy's port and scheme), for the
-/// unit test of [`connected_pod`] and the real-apiserver test of the webhook and the policy.
+/// unit test of [`connected_pod`] and the real-apiserver test of the webhook.
 pub const PROXY_NAME_FORMS: &[&str] =
     &["{pod}", "{pod}:8080", "{pod}:", "http:{pod}:80", "https:{pod}:8443", "https:{pod}:", ":{pod}:8080"];
 
@@ -262,8 +255,9 @@ pub struct DecisionCase {
 const AUTHENTICATED: &[&str] = &["system:authenticated"];
 
 /// Who may connect, as a table: the unit test holds [`may_connect`] to it, and
-/// `tests/tests/access.rs` holds the `ValidatingAdmissionPolicy` (`config/policy/connect.yaml`) to
-/// the same rows on a real apiserver, so the two can never disagree.
+/// `tests/tests/access.rs` asks every row of the real apiserver twice: an exec through the
+/// webhook, and a request proxied through a Service, which the `ValidatingAdmissionPolicy`
+/// `config/policy/services_proxy.yaml` decides in CEL, so the two can never disagree.
 pub const DECISION_TABLE: &[DecisionCase] = &[
     DecisionCase {
         what: "no owner: anyone",
@@ -528,23 +522,12 @@ mod tests {
             let full = concat!(env!("CARGO_MANIFEST_DIR"), "/../config/").to_owned() + path;
             std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
         };
-        let (policy, webhook) = (read("policy/connect.yaml"), read("webhook/webhook_configurations.yaml"));
+        let webhook = read("webhook/webhook_configurations.yaml");
         let names = read("policy/shell_names.yaml");
         let replica_set = format!("matches('^{HASH_CLASS}{{1,{MAX_HASH_LEN}}}$')");
         assert!(names.contains(&replica_set), "shell_names.yaml does not say {replica_set}");
         let condition = format!("part.matches('{}') || size(part) == {CUT_NAME_LEN}", deployment_pod_pattern());
-        for (file, text) in [("the policy", &policy), ("the webhook's configuration", &webhook)] {
-            assert!(text.contains(&condition), "{file} does not say {condition}");
-        }
-        let [whole, cut] = pod_rest_patterns();
-        for wanted in [
-            format!("variables.rest.matches('{whole}')"),
-            format!("size(variables.pod) == {CUT_NAME_LEN} && variables.rest.matches('{cut}')"),
-            format!("size(params.metadata.name) + 1 > {MAX_GENERATED_BASE}"),
-            format!(".substring(0, {MAX_GENERATED_BASE})"),
-        ] {
-            assert!(policy.contains(&wanted), "the policy does not say {wanted}");
-        }
+        assert!(webhook.contains(&condition), "the webhook's configuration does not say {condition}");
         // The classes as the matcher reads them.
         let chars = |table: &[bool; 256]| (0..=255u8).filter(|&b| table[usize::from(b)]).collect::<Vec<u8>>();
         assert_eq!(chars(&HASH_CHARS), b"456789bcdf");

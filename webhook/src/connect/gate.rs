@@ -113,6 +113,14 @@ pub fn connect<'a>(
     };
     // `pods/proxy` names the pod with its port and scheme: `POD:8080` is `POD`.
     let pod = access::connected_pod(request.name.as_ref());
+    // This webhook is the gate (failurePolicy Fail): a pod it cannot place is not let through.
+    // Only a replica that is not ready yet is asked this (readiness waits for the first list).
+    if !shells.is_synced() {
+        let message = format!(
+            "the MyOwnShell webhook has not listed the shells yet, so it cannot tell whose pod {pod} is; try again in a moment"
+        );
+        return (Response::deny(request.uid.clone(), 503, "ServiceUnavailable", message), Vec::new());
+    }
     let user = &request.user_info;
     let decided: Vec<(Arc<ShellAccess>, Option<Grant>)> = shells.in_namespace(&request.namespace, |in_namespace| {
         access::shells_of_pod(in_namespace, pod)

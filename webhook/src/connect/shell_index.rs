@@ -3,8 +3,8 @@
 //!
 //! The admission of a connection reads it under a read lock, without an API call, and the
 //! webhook reports ready only once its first list is in: a connection into a shell it has not
-//! heard of would be let through on RBAC alone (the `ValidatingAdmissionPolicy` still decides,
-//! but nothing would be recorded).
+//! heard of would be let through on RBAC alone (and the gate refuses every pod named as a
+//! Deployment's until then, should a review reach a replica that is not ready).
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -119,6 +119,16 @@ fn a_refusal_names_the_shell_and_who_may_connect() {
 }
 
 #[test]
+fn before_the_first_list_nobody_gets_into_a_pod_named_as_a_deployments() {
+    let body = connection_body("exec", "web-7d9f8c6b4-x2x4z", "alice", &["system:authenticated"], false);
+    let (response, connections) = connect(&decode(&body).unwrap(), &ShellIndex::default(), &[]);
+    assert_eq!(code(&response), 503);
+    assert!(!response.allowed);
+    assert!(response.message().contains("has not listed the shells yet"), "{}", response.message());
+    assert!(connections.is_empty(), "nothing was decided for a shell, so nothing is recorded");
+}
+
+#[test]
 fn the_connect_webhook_reads_only_connections_to_pods() {
     let shells = index();
     let other = body("CREATE", shell(full_spec()), Value::Null, None);
