@@ -197,7 +197,17 @@ async fn editors_cannot_get_around_it(a: &Access<'_>, pod: &str) {
     // Taking the shell's name for a Deployment of his own: refused before any name conflict.
     let squat = a.as_user("bob", AUTH, &["create", "deployment", "mine", "--image=busybox:1.37.0"]).await;
     assert!(!squat.success && squat.stderr.contains("the name is shell mine's"), "{}", squat.stderr);
-    // Ending alice's shell, or orphaning its pods: not bob's to do.
+    // Ending alice's shell, orphaning its pods, or taking its finalizer off: not bob's to do (on
+    // a live shell the mutating webhook puts the finalizer back before the policy would refuse).
+    let strip = r#"[{"op":"remove","path":"/metadata/finalizers"}]"#;
+    let stripped = a.as_user("bob", AUTH, &["patch", "mos", "mine", "--type=json", "-p", strip]).await;
+    let finalizers = a.e2e.run(&["get", "mos", "mine", "-n", &a.ns, "-o", "jsonpath={.metadata.finalizers}"]).await;
+    assert!(
+        (!stripped.success && stripped.stderr.contains("shell-deletion"))
+            || finalizers.contains("myownshell.io/finalizer"),
+        "bob's strip of the finalizer: {finalizers}: {}",
+        stripped.stderr
+    );
     for args in [
         vec!["delete", "mos", "mine", "--wait=false"],
         vec!["delete", "mos", "mine", "--cascade=orphan", "--wait=false"],
@@ -216,6 +226,14 @@ async fn editors_cannot_get_around_it(a: &Access<'_>, pod: &str) {
             out.stderr
         );
     }
+    // A clock the user sets: a restartedAt in the future (which would hold off every idle and
+    // run-time stop) is stamped with the webhook's clock.
+    let future = a
+        .apply_as("alice", &shell_manifest("clock", "{size: 0, lifetime: {restartedAt: '2030-01-01T00:00:00Z'}}"))
+        .await;
+    assert!(future.success, "{}", future.stderr);
+    let stamped = a.e2e.run(&["get", "mos", "clock", "-n", &a.ns, "-o", "jsonpath={.spec.lifetime.restartedAt}"]).await;
+    assert!(stamped.starts_with("20") && !stamped.starts_with("2030"), "restartedAt kept as asked: {stamped}");
     // The Deployment, the pods and their owner: as the operator made them.
     let image = a
         .e2e
@@ -340,7 +358,30 @@ async fn forged_records_are_refused(a: &Access<'_>, pod: &str) {
     e2e.run(&["patch", "deployment", WEBHOOK, "-n", SYSTEM, "--type=strategic", "-p", APISERVER_CLIENT_CA_MOUNT]).await;
     e2e.run(&["patch", "deployment", WEBHOOK, "-n", SYSTEM, "--type=json", "-p", APISERVER_CLIENT_CA_FLAG]).await;
     e2e.rollout(WEBHOOK).await;
-    let after = send("forged-after").await;
+    // The old pod answers on while it drains (until the endpoints no longer list it, and a few
+    // seconds more): wait until it is gone, so that what answers is the new one alone.
+    e2e.wait_for(
+        "one webhook pod, with the flag",
+        &[
+            "get",
+            "pods",
+            "-n",
+            SYSTEM,
+            "-l",
+            "app.kubernetes.io/component=webhook",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.containers[0].args}{\"\\n\"}{end}",
+        ],
+        |out| out.lines().count() == 1 && out.contains("--apiserver-client-ca-file"),
+    )
+    .await;
+    // (kube-proxy may still send a first try to the old pod's address: no answer, tried again.)
+    let after = eventually("the forgery answered", TIMEOUT, || async {
+        let out = send("forged-after").await;
+        if out.stdout.trim() == "000" { Err(format!("{out:?}")) } else { Ok(out) }
+    })
+    .await
+    .unwrap();
     assert_eq!(after.stdout.trim(), "403", "only the apiserver is answered: {after:?}");
     // The gate itself still works (the apiserver presents its certificate) and records; the
     // refused forgery is in no record.
