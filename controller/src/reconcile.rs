@@ -95,6 +95,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     if !ctx.deployments.wait_until_ready().await {
         return Err(Error::CacheStopped);
     }
+    ctx.open.wait_synced().await;
     let namespace = shell.namespace().unwrap_or_default();
     if ctx.terminating.contains(&namespace) {
         debug!(shell = %shell.name_any(), "the namespace is being deleted: the shell's deletion follows");
@@ -102,13 +103,17 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     }
     let now = Timestamp::now();
     let previous = ctx.statuses.latest(shell);
+    let size = shell.spec.size.unwrap_or(defaults::SIZE);
     let plan = lifetime::plan(shell, previous.as_ref(), now);
+    // A shell runs only where the connect gate looks (`cache::open_namespaces`): elsewhere it is
+    // held at no pods, and says so if it would run.
+    let open = ctx.open.is_open(&namespace);
+    let closed = !open && plan.replicas(size) > 0;
+    let plan = if open { plan } else { plan.held() };
     if let (true, Phase::Stopped(stop)) = (plan.delete, &plan.phase) {
         return delete_stopped(shell, stop, api, ctx).await;
     }
-    // A shell runs only where the connect gate looks (`cache::open_namespaces`).
-    let closed = !ctx.open.is_open(&namespace);
-    let replicas = if closed { 0 } else { plan.replicas(shell.spec.size.unwrap_or(defaults::SIZE)) };
+    let replicas = plan.replicas(size);
     let lifetime_tells_scale = plan.starts_or_stops();
     let wanted = Wanted { replicas, activity: last_activity(previous.as_ref()), now, lifetime_tells_scale };
     let (current, error, template) = write_deployment(shell, &wanted, ctx).await;

@@ -445,7 +445,12 @@ async fn a_shell_in_a_namespace_not_opened_to_shells_runs_no_pods() {
             if condition(s, "Degraded") == want { Ok(()) } else { Err(format!("{:?}", s.status)) }
         })
         .await;
-    let degraded = held.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
+    let status = held.status.unwrap();
+    // Held like a paused shell (no clocks run, nothing deletes it), and saying why.
+    assert_eq!(status.state.as_deref(), Some("Paused"));
+    let available = status.conditions.iter().find(|c| c.type_ == "Available").unwrap();
+    assert_eq!(available.message, "held (see Degraded): no shell pods run");
+    let degraded = status.conditions.into_iter().find(|c| c.type_ == "Degraded").unwrap();
     let fix = format!("kubectl label namespace {} {}=enabled", t.ns, names::SHELLS_NAMESPACE_LABEL);
     assert!(degraded.message.contains(&fix), "says how to open it: {}", degraded.message);
     t.event_with_reason("held", reasons::NAMESPACE_NOT_OPEN).await;

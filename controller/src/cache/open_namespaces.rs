@@ -6,8 +6,9 @@
 //! these namespaces (its namespaceSelector), so a shell anywhere else would run with no gate at
 //! all: one made before the rule, or in a namespace whose label an administrator took off.
 //! Reconcile holds such a shell at no pods until its namespace is opened, and says why in its
-//! status. Until the first list is in, every namespace counts as open: a controller that
-//! restarts must not stop shells it has not looked at yet.
+//! status. Reconciles wait for the first list ([`OpenNamespaces::wait_synced`]): before it, a
+//! closed namespace would look open, and a restarting controller would scale its shells up into
+//! a namespace with no gate.
 
 use std::collections::HashSet;
 
@@ -16,11 +17,19 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::watcher;
 use myownshell_api::names::{SHELLS_NAMESPACE_LABEL, SHELLS_NAMESPACE_LABEL_VALUE};
 use parking_lot::RwLock;
+use tokio::sync::watch;
 
 /// The namespaces known not to be opened to shells.
-#[derive(Default)]
 pub struct OpenNamespaces {
     inner: RwLock<Inner>,
+    /// Whether the first list is in.
+    synced: watch::Sender<bool>,
+}
+
+impl Default for OpenNamespaces {
+    fn default() -> Self {
+        Self { inner: RwLock::default(), synced: watch::channel(false).0 }
+    }
 }
 
 #[derive(Default)]
@@ -54,14 +63,17 @@ impl OpenNamespaces {
                 }
                 Vec::new()
             }
-            watcher::Event::InitDone => match inner.relist.take() {
-                Some(relist) => {
-                    let changed = relist.symmetric_difference(&inner.closed).cloned().collect();
-                    inner.closed = relist;
-                    changed
+            watcher::Event::InitDone => {
+                self.synced.send_replace(true);
+                match inner.relist.take() {
+                    Some(relist) => {
+                        let changed = relist.symmetric_difference(&inner.closed).cloned().collect();
+                        inner.closed = relist;
+                        changed
+                    }
+                    None => Vec::new(),
                 }
-                None => Vec::new(),
-            },
+            }
             watcher::Event::Apply(ns) => {
                 let Some(name) = &ns.metadata.name else { return Vec::new() };
                 let changed = if is_opened(ns) { inner.closed.remove(name) } else { inner.closed.insert(name.clone()) };
@@ -76,9 +88,22 @@ impl OpenNamespaces {
         }
     }
 
-    /// Whether shells may run in `namespace`: not known to lack the opt-in label.
+    /// Whether shells may run in `namespace`: not known to lack the opt-in label (ask once
+    /// [`OpenNamespaces::wait_synced`] said so).
     pub fn is_open(&self, namespace: &str) -> bool {
         !self.inner.read().closed.contains(namespace)
+    }
+
+    /// Resolves once the first list is in.
+    pub async fn wait_synced(&self) {
+        let mut synced = self.synced.subscribe();
+        // The sender lives as long as `self`: this never fails.
+        let _ = synced.wait_for(|s| *s).await;
+    }
+
+    /// Whether the first list is in, without waiting.
+    pub fn is_synced(&self) -> bool {
+        *self.synced.borrow()
     }
 }
 
@@ -97,7 +122,7 @@ mod tests {
     #[test]
     fn follows_the_label() {
         let open = OpenNamespaces::default();
-        assert!(open.is_open("team"), "before the first list, everything is open");
+        assert!(!open.is_synced());
         // (event, namespaces to reconcile, then: team open, other open)
         type Case = (watcher::Event<PartialObjectMeta<Namespace>>, Vec<&'static str>, bool, bool);
         let cases: Vec<Case> = vec![
@@ -117,6 +142,7 @@ mod tests {
         for (i, (event, changed, team, other)) in cases.into_iter().enumerate() {
             assert_eq!(open.apply(&event), changed, "event {i}: {event:?}");
             assert_eq!((open.is_open("team"), open.is_open("other")), (team, other), "after event {i}");
+            assert_eq!(open.is_synced(), i >= 3, "synced from the first InitDone on (event {i})");
         }
     }
 }

@@ -134,7 +134,7 @@ pub fn namespace_triggers(
     }
     logged(watcher(api, config).backoff(watch_backoff()), "namespaces").flat_map(move |event| {
         terminating.apply(&event);
-        let changed = open.apply(&event);
+        let changed: std::collections::HashSet<String> = open.apply(&event).into_iter().collect();
         let of_changed: Vec<ObjectRef<MyOwnShell>> = if changed.is_empty() {
             Vec::new()
         } else {

@@ -72,6 +72,24 @@ impl Plan {
         self.happenings.iter().any(|h| matches!(h, Happening::Started | Happening::Stopped(_)))
     }
 
+    /// This plan for a shell held at no pods by something outside its lifetime (its namespace
+    /// not opened to shells): a running shell is paused (its clocks stop, so nobody's absence is
+    /// counted against it; they start afresh when it runs again), a stopped one stays stopped
+    /// but is never deleted meanwhile (`deletePausedAfter` waits), and nothing is woken for.
+    pub fn held(self) -> Plan {
+        // A stop the clocks make now (they ran on while nobody could connect) is no stop.
+        let clocked = |h: &Happening| matches!(h, Happening::Stopped(s) if s.reason != reasons::REQUESTED);
+        let stopped_by_clocks = self.happenings.iter().any(clocked);
+        let phase = match self.phase {
+            Phase::Running { .. } => Phase::Paused,
+            Phase::Stopped(_) if stopped_by_clocks => Phase::Paused,
+            other => other,
+        };
+        let happenings =
+            self.happenings.into_iter().filter(|h| !matches!(h, Happening::Started) && !clocked(h)).collect();
+        Plan { phase, next_stop: None, happenings, wake_at: None, delete: false }
+    }
+
     /// `status.state`.
     pub fn state(&self) -> &'static str {
         match self.phase {
@@ -474,5 +492,35 @@ mod tests {
 
         kept.spec.stopped = Some(false);
         assert_eq!(plan_of(&kept, at(300)).state(), "Running", "no longer asked: runs");
+    }
+
+    #[test]
+    fn a_held_shell_has_no_clocks_and_is_never_deleted() {
+        let idle = Some(lifetime(Some("1m"), Some("1h"), None));
+        let stopped_long = MyOwnShellStatus {
+            state: Some("Stopped".into()),
+            stopped: Some(Stop { reason: "Idle".into(), at: time(at(0)), message: String::new() }),
+            ..MyOwnShellStatus::default()
+        };
+        let mut deletable = shell(idle.clone(), Some(stopped_long));
+        deletable.spec.lifetime.as_mut().unwrap().delete_paused_after = Some("1h".into());
+        // (what, shell, at, state, delete, wake_at)
+        type Case = (&'static str, MyOwnShell, i64, &'static str, bool, Option<Timestamp>);
+        let cases: Vec<Case> = vec![
+            ("running: paused, no idle stop", shell(idle.clone(), Some(running_since(0))), 30, "Paused", false, None),
+            ("idle long ago: still no stop", shell(idle.clone(), Some(running_since(0))), 7200, "Paused", false, None),
+            ("stopped: stays stopped", deletable.clone(), 60, "Stopped", false, None),
+            ("stopped past deletePausedAfter: not deleted", deletable, 7200, "Stopped", false, None),
+            ("new: paused", shell(idle, None), 0, "Paused", false, None),
+        ];
+        for (what, shell, now, state, delete, wake_at) in cases {
+            let held = plan_of(&shell, at(now)).held();
+            assert_eq!(
+                (held.state(), held.delete, held.wake_at, held.replicas(3)),
+                (state, delete, wake_at, 0),
+                "{what}"
+            );
+            assert!(!held.happenings.iter().any(|h| matches!(h, Happening::Started)), "{what}: nothing starts");
+        }
     }
 }

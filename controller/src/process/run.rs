@@ -208,8 +208,9 @@ async fn reconcile_until(
         statuses.clone(),
         pending_events.clone(),
     ));
+    let synced = [shells_synced, deployments_synced];
     let ready_when_synced =
-        ready_when_synced(readiness, [shells_synced, deployments_synced], shells.clone(), deployment_cache.clone());
+        ready_when_synced(readiness, synced, ctx.open.clone(), shells.clone(), deployment_cache.clone());
 
     // Every event that will trigger a reconcile is noted for the queue-latency metric; a
     // Deployment's only if a `MyOwnShell` of its name exists (else no reconcile takes the note).
@@ -280,16 +281,19 @@ fn triggers(
         .inspect(move |shell| pending.arrived(shell.clone(), Instant::now()))
 }
 
-/// Mark the process ready once both watch caches hold their first list.
+/// Mark the process ready once both watch caches and the namespaces opened to shells hold their
+/// first list (reconciles wait for all three).
 fn ready_when_synced(
     readiness: ReadyFlag,
     synced: [Synced; 2],
+    open: Arc<OpenNamespaces>,
     shells: reflector::Store<MyOwnShell>,
     deployments: DeploymentCache,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let [shells_synced, deployments_synced] = synced;
         if shells_synced.wait().await && deployments_synced.wait().await {
+            open.wait_synced().await;
             readiness.set(true);
             info!(shells = shells.len(), deployments = deployments.len(), "caches synced");
         }

@@ -40,13 +40,22 @@ pub struct Inputs<'a> {
 /// A condition's value: status, reason, message.
 type Value = (bool, &'static str, String);
 
+/// Why a shell that is not stopped wants no pods: its size, or a hold its Degraded condition
+/// explains (its namespace not opened to shells).
+fn why_none(inputs: &Inputs<'_>) -> &'static str {
+    match inputs.failure {
+        Some(f) if f.reason == reasons::NAMESPACE_NOT_OPEN => "held (see Degraded)",
+        _ => "size is 0",
+    }
+}
+
 fn available(inputs: &Inputs<'_>, wanted: i32, observed: &Observed) -> Value {
     if let Some(Phase::Stopped(stop)) = inputs.plan.map(|p| &p.phase) {
         return (false, reasons::STOPPED, format!("stopped at {} ({}): {}", stop.at.0, stop.reason, stop.message));
     }
     match (inputs.deployment, wanted, inputs.diagnosis) {
         (None, _, _) => (false, reasons::DEPLOYMENT_MISSING, "the shell Deployment does not exist yet".to_owned()),
-        (Some(_), 0, _) => (false, reasons::PAUSED, "size is 0: no shell pods run".to_owned()),
+        (Some(_), 0, _) => (false, reasons::PAUSED, format!("{}: no shell pods run", why_none(inputs))),
         (Some(_), _, Some(d)) => (false, d.reason, d.message.clone()),
         (Some(_), _, None) if observed.ready >= wanted => {
             (true, reasons::SHELLS_READY, format!("{} of {wanted} shell pods are ready", observed.ready))
@@ -64,7 +73,7 @@ fn progressing(inputs: &Inputs<'_>, wanted: i32, observed: &Observed) -> Value {
     } else if stopped && observed.replicas == 0 && inputs.deployment.is_some() {
         (false, reasons::STOPPED, "stopped: nothing to roll out".to_owned())
     } else if wanted == 0 && observed.replicas == 0 && inputs.deployment.is_some() {
-        (false, reasons::PAUSED, "size is 0: nothing to roll out".to_owned())
+        (false, reasons::PAUSED, format!("{}: nothing to roll out", why_none(inputs)))
     } else if inputs.deployment.is_some() && observed.settled(wanted) {
         (false, reasons::ROLLOUT_COMPLETE, format!("all {wanted} shell pods are up to date and ready"))
     } else {
