@@ -9,11 +9,13 @@ use myownshell_envtest::kubectl::{Kubectl, KubectlOutput};
 
 /// The webhook check's name, as the apiserver quotes it in a refusal.
 pub const CONNECT_WEBHOOK: &str = "connect.myownshell.io";
+/// The same check in namespaces not opened to shells (`failurePolicy: Ignore`).
+pub const CONNECT_UNOPENED_WEBHOOK: &str = "connect-unopened.myownshell.io";
 
 /// Who refused a connection, by what kubectl printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// The connect webhook (`config/webhook`) decided against it.
+    /// The connect webhook (`config/webhook`) decided against it, naming the shell.
     Webhook,
     /// The apiserver could not ask the connect webhook (down, not yet serving): the gate fails
     /// closed (`failurePolicy: Fail`).
@@ -25,7 +27,10 @@ pub fn refusal(out: &KubectlOutput) -> Option<Refusal> {
     if out.success {
         return None;
     }
-    if out.stderr.contains(&format!("admission webhook \"{CONNECT_WEBHOOK}\" denied the request")) {
+    // A decision names the shell; a replica that has not listed the shells yet refuses too, but
+    // that is no decision.
+    let denied_by = |name: &str| out.stderr.contains(&format!("admission webhook \"{name}\" denied the request"));
+    if (denied_by(CONNECT_WEBHOOK) || denied_by(CONNECT_UNOPENED_WEBHOOK)) && out.stderr.contains("(a MyOwnShell)") {
         Some(Refusal::Webhook)
     } else if out.stderr.contains(&format!("failed calling webhook \"{CONNECT_WEBHOOK}\"")) {
         Some(Refusal::WebhookDown)

@@ -79,8 +79,21 @@ fn selector(namespace: &str) -> LabelSelector {
     }
 }
 
+/// The namespaces both `scope` (the test's) and `committed` (the webhook's own, e.g. the connect
+/// gate's: opened to shells, or not) select.
+fn both(scope: &LabelSelector, committed: Option<&LabelSelector>) -> LabelSelector {
+    let mut selector = scope.clone();
+    let Some(committed) = committed else { return selector };
+    let labels = committed.match_labels.iter().flatten().map(|(k, v)| (k.clone(), v.clone()));
+    selector.match_labels.get_or_insert_with(Default::default).extend(labels);
+    let expressions = committed.match_expressions.iter().flatten().cloned();
+    selector.match_expressions.get_or_insert_with(Vec::new).extend(expressions);
+    selector
+}
+
 /// The committed configurations named `<name>-mutating` / `<name>-validating`, calling
-/// `target` for `target.namespace` only. Everything else (rules, policies) is as committed.
+/// `target` for `target.namespace` only (and of it, what each webhook's own namespaceSelector
+/// selects). Everything else (rules, policies) is as committed.
 pub fn rewrite(
     name: &str,
     target: &Target,
@@ -99,11 +112,11 @@ pub fn rewrite_selecting(
     validating.metadata = kube::api::ObjectMeta { name: Some(format!("{name}-validating")), ..Default::default() };
     for w in mutating.webhooks.iter_mut().flatten() {
         w.client_config = client_config(&w.client_config, target);
-        w.namespace_selector = Some(namespaces.clone());
+        w.namespace_selector = Some(both(namespaces, w.namespace_selector.as_ref()));
     }
     for w in validating.webhooks.iter_mut().flatten() {
         w.client_config = client_config(&w.client_config, target);
-        w.namespace_selector = Some(namespaces.clone());
+        w.namespace_selector = Some(both(namespaces, w.namespace_selector.as_ref()));
     }
     Ok((mutating, validating))
 }

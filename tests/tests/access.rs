@@ -22,7 +22,9 @@ use myownshell_api::names::reasons;
 use myownshell_envtest::kubectl::KubectlOutput;
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{ControlPlane, Kubectl, create_namespace, create_shell_namespace, eventually, shared};
-use myownshell_tests::access::{Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest};
+use myownshell_tests::access::{
+    CONNECT_UNOPENED_WEBHOOK, Refusal, install_policies, kubectl_as, namespace_editors, refusal, shell_manifest,
+};
 use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess, secret_pem};
 use myownshell_webhook::connect::access::{DECISION_TABLE, Grant, PROXY_NAME_FORMS, ShellAccess};
 use myownshell_webhook::connect::gate::{ConnectKind, Connection};
@@ -206,6 +208,36 @@ async fn with_the_webhook_down_nobody_gets_into_a_shell_and_other_pods_are_untou
     w.exec_until("bob", AUTH, "api-7d9f8c6b4-x2x4z", Some(Refusal::WebhookDown)).await;
     let other = w.as_user("bob", AUTH, &["exec", "plain", "--", "true"]).await;
     assert!(admitted(&other), "a pod not named as a Deployment's: {}", other.stderr);
+    w.installed.remove().await.unwrap();
+}
+
+/// A shell left in a namespace no longer opened to shells (an administrator took the label off;
+/// the controller holds it at no pods, which takes a moment, and an editor may scale its
+/// Deployment up again): while the webhook answers its pods stay gated, by the check of
+/// namespaces not opened to shells (`Ignore`, so that with the webhook down nothing there waits
+/// on it, and only the controller's hold keeps such pods closed, as the README says).
+#[tokio::test]
+async fn a_shell_in_a_namespace_closed_again_stays_gated_while_the_webhook_answers() {
+    let mut w = World::start("access-closed").await;
+    assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
+    w.pod(WEB_POD).await;
+    w.exec_until("bob", AUTH, WEB_POD, Some(Refusal::Webhook)).await;
+    let closed = json!({"metadata": {"labels": {myownshell_api::names::SHELLS_NAMESPACE_LABEL: null}}});
+    Api::<Namespace>::all(w.client.clone())
+        .patch(&w.ns, &PatchParams::default(), &Patch::Merge(&closed))
+        .await
+        .unwrap();
+    let bob = eventually("bob refused by the check of namespaces not opened to shells", TIMEOUT, || async {
+        let out = w.as_user("bob", AUTH, &["exec", WEB_POD, "--", "true"]).await;
+        let by_unopened = out.stderr.contains(&format!("\"{CONNECT_UNOPENED_WEBHOOK}\" denied"));
+        if refusal(&out) == Some(Refusal::Webhook) && by_unopened { Ok(out) } else { Err(out.stderr) }
+    })
+    .await
+    .unwrap();
+    assert!(bob.stderr.contains("only its owner alice"), "{}", bob.stderr);
+    w.exec_until("alice", AUTH, WEB_POD, None).await;
+    w.webhook.stop(Duration::from_secs(5)).unwrap();
+    w.exec_until("bob", AUTH, WEB_POD, None).await;
     w.installed.remove().await.unwrap();
 }
 

@@ -232,7 +232,8 @@ fn webhook_configurations_point_at_what_the_webhook_serves() {
     ] {
         let cfg = find(&objects, kind, name).unwrap();
         let hooks = cfg["webhooks"].as_array().unwrap();
-        for hook in hooks.iter().filter(|h| h["name"] != "connect.myownshell.io") {
+        let connect_gate = |h: &&serde_json::Value| h["clientConfig"]["service"]["path"] == names::CONNECT_PATH;
+        for hook in hooks.iter().filter(|h| !connect_gate(h)) {
             let svc = &hook["clientConfig"]["service"];
             assert_eq!(svc["name"], service["metadata"]["name"], "{name}");
             assert_eq!(svc["namespace"], SYSTEM_NAMESPACE, "{name}");
@@ -251,8 +252,8 @@ fn webhook_configurations_point_at_what_the_webhook_serves() {
             }
         }
     }
-    // The connect check: its own path, `Ignore` (the policy keeps strangers out while it is
-    // down, and no other pod is held up), side effects skipped on dry runs, no DELETE either.
+    // The connect gate: its own path, `Fail` in namespaces opened to shells (and `Ignore` where
+    // shells may not be), side effects skipped on dry runs, no DELETE either.
     let mutating = find(&objects, "MutatingWebhookConfiguration", "myownshell-mutating-webhook-configuration").unwrap();
     let connect =
         mutating["webhooks"].as_array().unwrap().iter().find(|h| h["name"] == "connect.myownshell.io").unwrap();
@@ -263,6 +264,22 @@ fn webhook_configurations_point_at_what_the_webhook_serves() {
     assert_eq!(connect["namespaceSelector"], serde_json::json!({"matchLabels": {"myownshell.io/shells": "enabled"}}));
     assert_eq!(connect["sideEffects"], "NoneOnDryRun");
     assert!(connect.get("objectSelector").is_none(), "a CONNECT's object is the options: no selector can match it");
+    // Where shells may not be, the same gate never holds anything up; together the two cover
+    // every namespace but the system ones, each exactly once.
+    let unopened = mutating["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "connect-unopened.myownshell.io")
+        .unwrap();
+    assert_eq!(unopened["failurePolicy"], "Ignore");
+    assert_eq!(unopened["clientConfig"]["service"]["path"], names::CONNECT_PATH);
+    assert_eq!((&unopened["rules"], &unopened["matchConditions"]), (&connect["rules"], &connect["matchConditions"]));
+    let expressions = unopened["namespaceSelector"]["matchExpressions"].as_array().unwrap();
+    assert_eq!(
+        expressions[0],
+        serde_json::json!({"key": "myownshell.io/shells", "operator": "NotIn", "values": ["enabled"]})
+    );
     let ops: BTreeSet<&str> = connect["rules"]
         .as_array()
         .unwrap()
