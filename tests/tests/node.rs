@@ -367,3 +367,73 @@ async fn drain(cluster: &node::Cluster, ns: &str, node: &str, pod: &Placed) {
     kubectl.run(&["uncordon", node]).await.unwrap().ok().unwrap();
     eprintln!("two nodes: drain refused by the budget, then done, in {:.1?}", step.elapsed());
 }
+
+/// The cluster's dynamic provisioner: a claim of the default class (no class named) is
+/// provisioned on the node by local-path-provisioner, which runs as a pod from an image built
+/// here, in the node's own directory for volumes; what a pod writes there outlives the pod, and
+/// deleting the claim deletes the volume and its directory.
+#[tokio::test]
+async fn a_claim_of_the_default_class_is_provisioned_on_the_node_and_outlives_its_pod() {
+    let cluster = node::shared();
+    node::local_path::install(cluster).await.unwrap();
+    let cp = cluster.control_plane();
+    let ns = myownshell_envtest::create_namespace(&cp.client().unwrap(), "node-claim").await.unwrap();
+    let kubectl = cp.kubectl();
+    let claim = r#"{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"home"},"spec":{"accessModes":["ReadWriteOnce"],"resources":{"requests":{"storage":"64Mi"}}}}"#;
+    let pod = |name: &str, script: &str| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}"}},"spec":{{"terminationGracePeriodSeconds":1,"containers":[{{"name":"shell","image":"busybox:1.37.0","command":["sh","-c","{script}; sleep 3600"],"volumeMounts":[{{"name":"home","mountPath":"/home/user"}}]}}],"volumes":[{{"name":"home","persistentVolumeClaim":{{"claimName":"home"}}}}]}}}}"#
+        )
+    };
+    for manifest in [claim.to_owned(), pod("writer", "echo kept > /home/user/notes.txt")] {
+        kubectl.run_with_stdin(&["apply", "-n", &ns, "-f", "-"], Some(&manifest)).await.unwrap().ok().unwrap();
+    }
+    wait_running(&kubectl, &ns, "writer").await;
+    let class =
+        kubectl.run(&["get", "pvc", "home", "-n", &ns, "-o", "jsonpath={.spec.storageClassName}"]).await.unwrap();
+    assert_eq!(class.stdout, node::local_path::STORAGE_CLASS, "the default class");
+    let volume =
+        kubectl.run(&["get", "pvc", "home", "-n", &ns, "-o", "jsonpath={.spec.volumeName}"]).await.unwrap().stdout;
+    let path = kubectl
+        .run(&["get", "pv", &volume, "-o", "jsonpath={.spec.hostPath.path}{.spec.local.path}"])
+        .await
+        .unwrap()
+        .stdout;
+    let node_dir = cp.layout().dir.join("local-path").join(&cluster.node_names()[0]);
+    assert!(std::path::Path::new(&path).starts_with(&node_dir), "{path} in {}", node_dir.display());
+    let on_disk = std::path::Path::new(&path).join("notes.txt");
+    assert_eq!(std::fs::read_to_string(&on_disk).unwrap(), "kept\n");
+
+    kubectl.run(&["delete", "pod", "writer", "-n", &ns, "--wait=true"]).await.unwrap().ok().unwrap();
+    let reader = pod("reader", "cat /home/user/notes.txt");
+    kubectl.run_with_stdin(&["apply", "-n", &ns, "-f", "-"], Some(&reader)).await.unwrap().ok().unwrap();
+    wait_running(&kubectl, &ns, "reader").await;
+    eventually("the reader finds the file", TIMEOUT, || async {
+        let logs = kubectl.run(&["logs", "-n", &ns, "reader"]).await?;
+        if logs.stdout == "kept\n" { Ok(()) } else { Err(format!("{logs:?}")) }
+    })
+    .await
+    .unwrap();
+
+    kubectl.run(&["delete", "pod", "reader", "-n", &ns, "--wait=true"]).await.unwrap().ok().unwrap();
+    kubectl.run(&["delete", "pvc", "home", "-n", &ns, "--wait=true"]).await.unwrap().ok().unwrap();
+    eventually("the volume and its directory gone", TIMEOUT, || async {
+        let pv = kubectl.run(&["get", "pv", &volume, "--ignore-not-found", "-o", "name"]).await?;
+        match (pv.stdout.trim().is_empty(), std::path::Path::new(&path).exists()) {
+            (true, false) => Ok(()),
+            left => Err(format!("(pv gone, directory gone) = {left:?}")),
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// Poll until pod `name` in `ns` is Running.
+async fn wait_running(kubectl: &Kubectl, ns: &str, name: &str) {
+    eventually(&format!("pod {name} Running"), TIMEOUT, || async {
+        let out = kubectl.run(&["get", "pod", name, "-n", ns, "-o", "jsonpath={.status.phase}"]).await?;
+        if out.stdout == "Running" { Ok(()) } else { Err(format!("{}{}", out.stdout, out.stderr)) }
+    })
+    .await
+    .unwrap();
+}

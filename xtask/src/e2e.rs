@@ -47,6 +47,8 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     let helm = crate::helm::ensure()?;
     // The prometheus phase runs Debian's Prometheus (unpacked once into the cache) as a process.
     let prometheus = crate::prometheus::ensure()?;
+    // Claims on the node are provisioned by local-path-provisioner, built from the module proxy.
+    let local_path = crate::progress::timed("local-path-provisioner", crate::local_path::ensure)?;
     let mut node_images = vec![image.clone(), previous.image.clone()];
     node_images.extend(cert_manager.images.iter().cloned());
     let images = std::env::join_paths(&node_images).context("image paths")?;
@@ -76,6 +78,7 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
         .env(crate::certmanager::ENV, &cert_manager.dir)
         .env(crate::helm::chart::helm_binary::HELM_ENV, &helm)
         .env(crate::prometheus::ENV, &prometheus)
+        .env(myownshell_envtest::node::local_path::ENV, &local_path)
         .stdout(Stdio::piped());
     let result = run_tests(test);
     // A test binary's shared cluster ends with its process, which leaves only its (empty)

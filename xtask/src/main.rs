@@ -13,6 +13,7 @@ mod envtest;
 mod go;
 mod helm;
 mod kwok;
+mod local_path;
 mod node;
 mod previous;
 mod progress;

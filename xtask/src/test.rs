@@ -158,7 +158,9 @@ fn prepare_tools(node_suites: bool, stop: &AtomicBool) -> anyhow::Result<Option<
     if node_suites {
         let node = tool(stop, "node", "the node's pieces (kubelet, packages, images)", crate::node::ensure)?;
         let cert_manager = tool(stop, "cert-manager", "the e2e suite's cert-manager", crate::certmanager::ensure)?;
-        if node.is_none() || cert_manager.is_none() {
+        let local_path =
+            tool(stop, "local-path-provisioner", "the node's dynamic provisioner", crate::local_path::ensure)?;
+        if node.is_none() || cert_manager.is_none() || local_path.is_none() {
             return Ok(None);
         }
     }

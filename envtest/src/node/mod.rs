@@ -25,6 +25,7 @@ pub mod config;
 pub mod footprint;
 pub mod images;
 pub mod lifecycle;
+pub mod local_path;
 pub mod network;
 pub mod one_node;
 pub mod sandbox;
