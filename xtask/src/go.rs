@@ -109,3 +109,21 @@ pub(crate) fn install_whole(
     let _ = std::fs::remove_dir_all(&gobin);
     Ok(())
 }
+
+/// Build `binary` into `dir` with `go install ARGS` (whole or not at all: [`install_whole`]) as
+/// one step, "building WHAT with GO", its progress counting modules downloaded and packages
+/// compiled.
+pub(crate) fn install_tool(dir: &Path, what: &str, go: &str, binary: &str, args: &[&str]) -> anyhow::Result<()> {
+    let mut step = Step::start(format!("building {what} with {go} (once; cached in {})", dir.display()));
+    let (mut built, mut downloaded) = (0usize, 0usize);
+    install_whole(dir, binary, args, &mut step, |line| {
+        if line.starts_with("go: downloading") {
+            downloaded += 1;
+        } else {
+            built += 1;
+        }
+        format!("{downloaded} modules downloaded, {built} packages compiled")
+    })?;
+    step.done();
+    Ok(())
+}

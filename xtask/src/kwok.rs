@@ -12,8 +12,7 @@ use anyhow::{Context, bail};
 use myownshell_envtest::assets;
 use myownshell_envtest::kwok::{self, KUBE_BINARIES, KWOK_BINARY, KWOK_CONFIG, KWOK_ENV, KWOK_VERSION};
 
-use crate::go::{install_whole, mod_download};
-use crate::progress::Step;
+use crate::go::{install_tool, mod_download};
 
 const MODULE: &str = "sigs.k8s.io/kwok";
 /// Written once the binary and its configuration are in place; its absence means "build". It
@@ -96,19 +95,8 @@ fn check_go(dir: &Path) -> anyhow::Result<String> {
 
 /// Build kwok into `dir` (whole or not at all: `go::install_whole`).
 fn build(dir: &Path, go: &str) -> anyhow::Result<()> {
-    let mut step = Step::start(format!("building kwok {KWOK_VERSION} with {go} (once; cached in {})", dir.display()));
     let package = format!("{MODULE}/cmd/kwok@{KWOK_VERSION}");
-    let (mut built, mut downloaded) = (0usize, 0usize);
-    install_whole(dir, KWOK_BINARY, &["-ldflags=-s -w", &package], &mut step, |line| {
-        if line.starts_with("go: downloading") {
-            downloaded += 1;
-        } else {
-            built += 1;
-        }
-        format!("{downloaded} modules downloaded, {built} packages compiled")
-    })?;
-    step.done();
-    Ok(())
+    install_tool(dir, &format!("kwok {KWOK_VERSION}"), go, KWOK_BINARY, &["-ldflags=-s -w", &package])
 }
 
 /// Cut the configuration from kwok's module (already in the module cache after the build).

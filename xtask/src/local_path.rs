@@ -9,8 +9,7 @@ use anyhow::Context;
 use myownshell_envtest::assets;
 use myownshell_envtest::node::local_path::{self, BINARY, ENV, MANIFEST, VERSION};
 
-use crate::go::{install_whole, mod_download};
-use crate::progress::Step;
+use crate::go::{install_tool, mod_download};
 
 const MODULE: &str = "github.com/rancher/local-path-provisioner";
 /// The manifest, in the module.
@@ -44,20 +43,8 @@ pub fn ensure() -> anyhow::Result<PathBuf> {
 
 /// Build the binary into `dir` (whole or not at all: `go::install_whole`).
 fn build(dir: &Path, go: &str) -> anyhow::Result<()> {
-    let mut step =
-        Step::start(format!("building local-path-provisioner {VERSION} with {go} (once; cached in {})", dir.display()));
     let package = format!("{MODULE}@{VERSION}");
-    let (mut built, mut downloaded) = (0usize, 0usize);
-    install_whole(dir, BINARY, &["-ldflags=-s -w", &package], &mut step, |line| {
-        if line.starts_with("go: downloading") {
-            downloaded += 1;
-        } else {
-            built += 1;
-        }
-        format!("{downloaded} modules downloaded, {built} packages compiled")
-    })?;
-    step.done();
-    Ok(())
+    install_tool(dir, &format!("local-path-provisioner {VERSION}"), go, BINARY, &["-ldflags=-s -w", &package])
 }
 
 /// Copy the module's manifest (in the module cache after the build) next to the binary.
