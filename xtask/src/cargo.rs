@@ -46,6 +46,9 @@ impl Totals {
 pub struct FailureReport {
     blocks: Vec<Vec<String>>,
     in_block: bool,
+    /// Within a panic's backtrace (`RUST_BACKTRACE=1`): its frames are left out, or a test's 40
+    /// lines would be frames of tokio and nothing of the panic's message (as CI once showed).
+    in_backtrace: bool,
 }
 
 impl FailureReport {
@@ -55,12 +58,16 @@ impl FailureReport {
     pub fn add_line(&mut self, line: &str) {
         if line.starts_with("---- ") && line.ends_with(" ----") {
             self.blocks.push(vec![line.to_owned()]);
-            self.in_block = true;
+            (self.in_block, self.in_backtrace) = (true, false);
         } else if line == "failures:" {
             self.in_block = false;
+        } else if self.in_backtrace && (line.starts_with(' ') || line.starts_with("note: Some details are omitted")) {
+            // A frame of the backtrace, or its closing note: left out.
         } else if self.in_block
             && let Some(block) = self.blocks.last_mut()
         {
+            self.in_backtrace = line == "stack backtrace:";
+            let line = if self.in_backtrace { "stack backtrace: (its frames left out here)" } else { line };
             block.push(line.to_owned());
             if block.len() > Self::TAIL + 1 {
                 block.remove(1);
@@ -143,5 +150,29 @@ mod tests {
         assert!(lines.contains(&"why".to_owned()) && !lines.contains(&"line 0".to_owned()), "{lines:?}");
         assert_eq!(lines[lines.len() - 2..], ["---- b stdout ----".to_owned(), "short".to_owned()]);
         assert_eq!(lines.len(), FailureReport::TAIL + 2, "a: its header and 39 lines (a trailing blank cut), b: 2");
+    }
+
+    #[test]
+    fn leaves_out_the_frames_of_a_backtrace() {
+        let mut report = FailureReport::default();
+        let mut output =
+            vec!["---- a stdout ----", "thread 'a' panicked at x.rs:1:1:", "the reason", "stack backtrace:"];
+        let frames: Vec<String> =
+            (0..60).map(|i| format!("  {i:>2}: tokio::frame{i}\n             at x.rs:{i}")).collect();
+        output.extend(frames.iter().map(String::as_str));
+        output.extend(["note: Some details are omitted, run with `RUST_BACKTRACE=full`.", "after", "", "failures:"]);
+        for line in output {
+            report.add_line(line);
+        }
+        assert_eq!(
+            report.lines(),
+            [
+                "---- a stdout ----",
+                "thread 'a' panicked at x.rs:1:1:",
+                "the reason",
+                "stack backtrace: (its frames left out here)",
+                "after"
+            ]
+        );
     }
 }
