@@ -19,16 +19,21 @@ use myownshell_api::names::{SHELLS_NAMESPACE_LABEL, SHELLS_NAMESPACE_LABEL_VALUE
 use parking_lot::RwLock;
 use tokio::sync::watch;
 
+use crate::cache::synced::Synced;
+
 /// The namespaces known not to be opened to shells.
 pub struct OpenNamespaces {
     inner: RwLock<Inner>,
-    /// Whether the first list is in.
-    synced: watch::Sender<bool>,
+    /// Marks [`OpenNamespaces::synced`] at the first list.
+    mark_synced: watch::Sender<bool>,
+    /// Whether the first list is in (the caches' own signal).
+    synced: Synced,
 }
 
 impl Default for OpenNamespaces {
     fn default() -> Self {
-        Self { inner: RwLock::default(), synced: watch::channel(false).0 }
+        let (mark_synced, synced) = Synced::new();
+        Self { inner: RwLock::default(), mark_synced, synced }
     }
 }
 
@@ -64,7 +69,7 @@ impl OpenNamespaces {
                 Vec::new()
             }
             watcher::Event::InitDone => {
-                self.synced.send_replace(true);
+                self.mark_synced.send_replace(true);
                 match inner.relist.take() {
                     Some(relist) => {
                         let changed = relist.symmetric_difference(&inner.closed).cloned().collect();
@@ -96,14 +101,13 @@ impl OpenNamespaces {
 
     /// Resolves once the first list is in.
     pub async fn wait_synced(&self) {
-        let mut synced = self.synced.subscribe();
-        // The sender lives as long as `self`: this never fails.
-        let _ = synced.wait_for(|s| *s).await;
+        // The sender lives as long as `self`: this never returns unsynced.
+        self.synced.wait().await;
     }
 
     /// Whether the first list is in, without waiting.
     pub fn is_synced(&self) -> bool {
-        *self.synced.borrow()
+        self.synced.is_synced()
     }
 }
 
