@@ -212,7 +212,13 @@ async fn admission(e2e: &E2e, ns: &str) {
     assert_eq!(defaulted, format!("1 {} [\"myownshell.io/finalizer\"]", myownshell_api::defaults::IMAGE));
 }
 
-/// Apply a new MyOwnShell every 250 ms until `stop`; counts them in `applied`; the refusals.
+/// How many MyOwnShells the renewal phase applies to, in turn: each apply changes one of them
+/// (a label), so every apply goes through both webhooks, without a renewal's worth of shells
+/// (one every 250 ms for as long as the kubelet takes) and their Deployments to clean up after.
+const RENEWAL_SHELLS: usize = 8;
+
+/// Apply a MyOwnShell every 250 ms until `stop`, each a change (of one of [`RENEWAL_SHELLS`]);
+/// counts them in `applied`; the refusals.
 async fn keep_applying(
     e2e: &E2e,
     ns: &str,
@@ -224,7 +230,9 @@ async fn keep_applying(
     while !*stop.borrow() {
         ticks.tick().await;
         let n = applied.load(Ordering::SeqCst);
-        if let Err(e) = e2e.apply(ns, &shell(&format!("renewal-{n}"), 0)).await {
+        let manifest = shell(&format!("renewal-{}", n % RENEWAL_SHELLS), 0)
+            .replace("metadata:\n", &format!("metadata:\n  labels:\n    round: \"{n}\"\n"));
+        if let Err(e) = e2e.apply(ns, &manifest).await {
             errors.push(e);
         }
         applied.fetch_add(1, Ordering::SeqCst);
@@ -289,7 +297,7 @@ async fn renewal(e2e: &E2e, ns: &str, ca: &str, old: CertificateDer<'static>) {
 /// The shells, the overlay (waiting for its namespace to go), then cert-manager, its CRDs and
 /// the leader election Leases it left in kube-system.
 async fn uninstall(e2e: &E2e, manifest: &str, dir: &std::path::Path) {
-    e2e.run(&["delete", "mos", "--all", "--all-namespaces", "--timeout=60s"]).await;
+    e2e.delete_every_shell().await;
     let out = e2e.kubectl.run_with_stdin(&["delete", "--timeout=120s", "-f", "-"], Some(manifest)).await.unwrap();
     assert!(out.success, "deleting the overlay: {}{}", out.stdout, out.stderr);
     e2e.wait_for("myownshell-system gone", &["get", "namespace", SYSTEM, "--ignore-not-found", "-o", "name"], |out| {

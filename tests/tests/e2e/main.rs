@@ -65,6 +65,29 @@ impl E2e {
         .unwrap_or_else(|e| panic!("{e}\n{}", self.diagnostics()))
     }
 
+    /// Delete every MyOwnShell and wait, with a deadline, until none is left; on timeout, the
+    /// ones left with their finalizers and deletion times. Not `kubectl delete --timeout`:
+    /// kubectl then waits for each object in turn, under its client-side rate limit, and with a
+    /// few hundred shells that wait ran out of time ("client rate limiter Wait returned an
+    /// error") while the shells were still going, with nothing said of which were left or why.
+    async fn delete_every_shell(&self) {
+        let started = Instant::now();
+        let deleted = self.run(&["delete", "mos", "--all", "--all-namespaces", "--wait=false"]).await;
+        let columns = "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,FINALIZERS:.metadata.finalizers,DELETING:.metadata.deletionTimestamp";
+        eventually("every MyOwnShell gone", TIMEOUT, || async {
+            let left = self.try_run(&["get", "mos", "--all-namespaces", "--no-headers", "-o", columns]).await?;
+            let lines: Vec<&str> = left.lines().collect();
+            if lines.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{} left, the first of them:\n{}", lines.len(), lines[..lines.len().min(10)].join("\n")))
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.diagnostics()));
+        eprintln!("e2e: {} MyOwnShells deleted and gone in {:.1?}", deleted.lines().count(), started.elapsed());
+    }
+
     /// What the operator's pods said last, for failures.
     fn diagnostics(&self) -> String {
         let dir = &self.cluster.control_plane().layout().dir;
@@ -535,7 +558,7 @@ async fn uninstall(e2e: &E2e) {
     let ns = e2e.namespace("e2e-uninstall").await;
     e2e.apply(&ns, &shell("left", 1)).await.unwrap();
     wait_running(e2e, &ns, "left", 1).await;
-    e2e.run(&["delete", "mos", "--all", "--all-namespaces", "--timeout=60s"]).await;
+    e2e.delete_every_shell().await;
     e2e.wait_for("the shell's Deployment gone", &["get", "deploy", "-n", &ns, "-o", "name"], |out| {
         out.trim().is_empty()
     })
