@@ -84,6 +84,7 @@ mod tests {
                 ("Up-to-date", "string", ".status.conditions[?(@.type==\"UpToDate\")].status"),
                 ("State", "string", ".status.state"),
                 ("Stops", "string", ".status.nextStop.at"),
+                ("Home", "string", ".status.conditions[?(@.type==\"HomeReady\")].reason"),
                 ("Age", "date", ".metadata.creationTimestamp"),
             ]
         );

@@ -15,6 +15,13 @@ pub const IMAGE: &str = "busybox:1.37.0";
 /// Printed by the default command once the shell pod is up; handy for `kubectl logs`.
 pub const READY_LINE: &str = "myownshell ready";
 
+/// Where a shell with `spec.home` finds its home (and `$HOME` points); the image's own
+/// contents of this directory seed an empty home once.
+pub const HOME_DIR: &str = "/home/shell";
+/// The size of a home whose `spec.home.size` is unset (the webhook's `--home-default-size`
+/// writes its own; this is for a cluster running without the webhook).
+pub const HOME_SIZE: &str = "1Gi";
+
 /// Print a ready line, then sleep forever (until the pod is stopped).
 pub fn command() -> Vec<String> {
     vec![

@@ -11,6 +11,6 @@ pub mod quantity;
 mod types;
 
 pub use types::{
-    Connection, Lifetime, MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, NextStop, ResourceList, SIZE_SCHEMA_MAX,
-    SharedWith, ShellResources, Stop,
+    Connection, Home, HomeOnDelete, HomeStatus, Lifetime, MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, NextStop,
+    ResourceList, SIZE_SCHEMA_MAX, SharedWith, ShellResources, Stop,
 };

@@ -40,6 +40,33 @@ pub const LABEL_MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Value of [`LABEL_MANAGED_BY`] on what the controller creates.
 pub const LABEL_MANAGED_BY_VALUE: &str = "myownshell-operator";
 
+/// What a shell's home claim is named: this, then the shell's name. A name of its own, so that
+/// the `shell-homes` admission policy can tell a home from any other claim by its name alone:
+/// only the operator creates claims named so, and only the shell's own pods mount them.
+pub const HOME_CLAIM_PREFIX: &str = "myownshell-home-";
+
+/// The home claim of the shell `shell`.
+pub fn home_claim(shell: &str) -> String {
+    format!("{HOME_CLAIM_PREFIX}{shell}")
+}
+
+/// The shell whose home claim is `claim`, if it is one.
+pub fn shell_of_home_claim(claim: &str) -> Option<&str> {
+    claim.strip_prefix(HOME_CLAIM_PREFIX).filter(|s| !s.is_empty())
+}
+
+/// The longest name a shell with a home may have: its claim's name is at most 253 characters.
+pub const MAX_NAME_WITH_HOME: usize = 253 - HOME_CLAIM_PREFIX.len();
+
+/// On a home claim that outlived its shell (`spec.home.onDelete: Retain`), value `"true"`: how
+/// an administrator finds kept homes (`kubectl get pvc -A -l myownshell.io/retained-home`).
+pub const LABEL_RETAINED_HOME: &str = "myownshell.io/retained-home";
+/// On a home claim: the user name of the shell's owner, so that a retained home is taken up
+/// again only by a new shell of the same name and the same owner.
+pub const ANNOTATION_HOME_OWNER: &str = "myownshell.io/owner";
+/// On a home claim: the owner's uid (`spec.ownerUID`), when the authenticator gave one.
+pub const ANNOTATION_HOME_OWNER_UID: &str = "myownshell.io/owner-uid";
+
 /// The label a cluster administrator puts on a namespace to open it to shells, with
 /// [`SHELLS_NAMESPACE_LABEL_VALUE`]: shells are created only there, and the admission policies
 /// that take MyOwnShells as parameters look only there (`config/policy/shell_namespaces.yaml`).
@@ -74,6 +101,9 @@ pub mod conditions {
     /// `True` when the shell's pods run the pod template of the running operator release;
     /// `False` while a template that changed with an operator upgrade waits for a quiet moment.
     pub const UP_TO_DATE: &str = "UpToDate";
+    /// `True` when the shell's home claim is bound and usable; `False` with a reason
+    /// (`HomePending`, `HomeLost`, `HomeNodeUnavailable`, …) otherwise. Absent without a home.
+    pub const HOME_READY: &str = "HomeReady";
 }
 
 pub mod reasons;

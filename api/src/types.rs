@@ -71,6 +71,12 @@ pub const SIZE_SCHEMA_MAX: i32 = 1000;
         json_path = ".status.nextStop.at",
         description = "When its lifetime stops it next, if it has one"
     ),
+    printcolumn(
+        name = "Home",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"HomeReady\")].reason",
+        description = "The state of the shell's persistent home (HomeBound, HomePending, HomeNodeUnavailable, …); empty without spec.home"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -80,6 +86,14 @@ pub const SIZE_SCHEMA_MAX: i32 = 1000;
     {
         "rule": "has(self.owner) == has(oldSelf.owner) && (!has(self.owner) || self.owner == oldSelf.owner) && has(self.ownerUID) == has(oldSelf.ownerUID) && (!has(self.ownerUID) || self.ownerUID == oldSelf.ownerUID)",
         "message": "spec.owner and spec.ownerUID cannot be changed: to hand a shell over, its new owner creates it again"
+    },
+    {
+        "rule": "!has(self.home) || !has(self.size) || self.size <= 1",
+        "message": "spec.size: must be 0 or 1 when spec.home is set: a home is one ReadWriteOnce volume, which one pod mounts"
+    },
+    {
+        "rule": "!has(oldSelf.home) || has(self.home)",
+        "message": "spec.home cannot be removed: the shell's files are in it (delete the shell instead; spec.home.onDelete says whether its home goes too)"
     }
 ]))]
 pub struct MyOwnShellSpec {
@@ -147,6 +161,50 @@ pub struct MyOwnShellSpec {
     /// effect if later than the template the pods run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update_requested_at: Option<Time>,
+
+    /// A persistent home: a PersistentVolumeClaim named after the shell, mounted as `$HOME`
+    /// (`/home/shell`), that keeps the user's files across stops, starts, `update`, operator
+    /// upgrades and moves to another node. Unset: `$HOME` is `/tmp`, which every stop empties.
+    /// A shell with a home runs at most one pod (`size` 0 or 1). Can be added to a shell, not
+    /// removed from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<Home>,
+}
+
+/// A shell's persistent home: one PersistentVolumeClaim (ReadWriteOnce), owned by the shell.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Home {
+    /// How much the home holds, e.g. `1Gi`. Defaults to the operator's default (1Gi unless its
+    /// `--home-default-size` says otherwise) and may not exceed its maximum. Growing it expands
+    /// the claim where its storage class allows (`status.home` says when a restart finishes
+    /// it); shrinking it is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_schema")]
+    pub size: Option<Quantity>,
+
+    /// The StorageClass of the claim. Unset: the cluster's default class. Fixed once the shell
+    /// has a home (a claim's class cannot change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
+
+    /// What happens to the home when the shell is deleted: `Delete` (the default: the files go
+    /// with the shell, also when `lifetime.deletePausedAfter` deletes it) or `Retain` (the claim
+    /// stays, labelled `myownshell.io/retained-home`, and a new shell of the same name and owner
+    /// takes it up again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_delete: Option<HomeOnDelete>,
+}
+
+/// What happens to a shell's home when the shell is deleted.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum HomeOnDelete {
+    /// The claim, and the files, are deleted with the shell.
+    #[default]
+    Delete,
+    /// The claim stays for a new shell of the same name and owner (or an administrator).
+    Retain,
 }
 
 /// When a shell stops by itself. Durations are written as Kubernetes writes them: `40s`, `30m`,
@@ -235,6 +293,11 @@ fn quantity_map_schema(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
+/// A Kubernetes quantity (`"1Gi"`, `"500Mi"`, or a plain number of bytes).
+fn quantity_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "x-kubernetes-int-or-string": true })
+}
+
 /// Observed state, written by the controller through the status subresource.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -291,6 +354,28 @@ pub struct MyOwnShellStatus {
     /// When its lifetime stops the shell next, and why; absent without a lifetime.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_stop: Option<NextStop>,
+
+    /// The home's claim as last seen; absent without `spec.home`. `HomeReady` in `conditions`
+    /// says whether the shell can use it, and why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<HomeStatus>,
+}
+
+/// What the controller last saw of a shell's home claim.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HomeStatus {
+    /// The PersistentVolumeClaim (in the shell's namespace).
+    pub claim_name: String,
+    /// The claim's phase (`Pending`, `Bound`, `Lost`), or `Missing` before it exists.
+    pub phase: String,
+    /// What the volume holds now (the claim's `status.capacity.storage`), once bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Quantity>,
+    /// The node the volume lives on, for volumes tied to one node (local storage): the shell's
+    /// pod can only run there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// A stop.

@@ -16,6 +16,7 @@ use crate::deployment::TemplateSettings;
 use crate::events;
 use crate::health::nodes::NodeIndex;
 use crate::health::pods::PodIndex;
+use crate::home::cached::ClaimIndex;
 use crate::life::rollout;
 use crate::metrics::Metrics;
 
@@ -35,6 +36,8 @@ pub struct Context {
     pub(crate) terminating: Arc<TerminatingNamespaces>,
     /// Which namespaces are opened to shells (elsewhere a shell runs no pods).
     pub(crate) open: Arc<OpenNamespaces>,
+    /// The shells' home claims.
+    pub(crate) claims: Arc<ClaimIndex>,
     /// What the operator's flags ask of every shell's pods, and how template changes roll out.
     pub(crate) settings: Settings,
     /// Publishes the events on `MyOwnShell` objects.
@@ -74,6 +77,8 @@ pub struct Caches {
     pub terminating: Arc<TerminatingNamespaces>,
     /// Which namespaces are opened to shells.
     pub open: Arc<OpenNamespaces>,
+    /// The shells' home claims.
+    pub claims: Arc<ClaimIndex>,
 }
 
 impl Context {
@@ -87,7 +92,7 @@ impl Context {
         statuses: StatusMemo,
         pending_events: PendingEvents,
     ) -> Self {
-        let Caches { deployments, shells, pods, nodes, terminating, open } = caches;
+        let Caches { deployments, shells, pods, nodes, terminating, open, claims } = caches;
         Self {
             client,
             deployments,
@@ -96,6 +101,7 @@ impl Context {
             nodes,
             terminating,
             open,
+            claims,
             settings,
             recorder,
             metrics,

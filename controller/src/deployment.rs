@@ -76,6 +76,20 @@ pub fn desired_for(
     replicas: i32,
     settings: &TemplateSettings,
 ) -> Result<Deployment, BuildError> {
+    desired_mounting(shell, live, replicas, settings, shell.spec.home.is_some())
+}
+
+/// [`desired_for`], with the shell's home claim mounted as `$HOME` if `mount_home` (the
+/// reconcile says no while the claim of the shell's name is not its own: a shell pod never
+/// mounts a claim someone else prepared). A shell with `spec.home` rolls by `Recreate` either
+/// way (`crate::home::mount`).
+pub fn desired_mounting(
+    shell: &MyOwnShell,
+    live: Option<&Deployment>,
+    replicas: i32,
+    settings: &TemplateSettings,
+    mount_home: bool,
+) -> Result<Deployment, BuildError> {
     let name = shell.metadata.name.clone().ok_or(BuildError::MissingMetadata("name"))?;
     let namespace = shell.metadata.namespace.clone().ok_or(BuildError::MissingMetadata("namespace"))?;
     let mut owner = shell.controller_owner_ref(&()).ok_or(BuildError::MissingMetadata("uid"))?;
@@ -108,6 +122,13 @@ pub fn desired_for(
         }),
         status: None,
     };
+    if let (Some(spec), true) = (deployment.spec.as_mut(), shell.spec.home.is_some()) {
+        if mount_home {
+            crate::home::mount::mount(spec, &myownshell_api::names::home_claim(&name));
+        } else {
+            spec.strategy = crate::home::mount::recreate();
+        }
+    }
     let template = deployment.spec.as_ref().map(|s| template_hash(&s.template)).unwrap_or_default();
     deployment.annotations_mut().insert(TEMPLATE_HASH_ANNOTATION.to_owned(), template);
     rehash(&mut deployment);

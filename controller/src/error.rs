@@ -106,6 +106,17 @@ pub enum Error {
         source: kube::Error,
     },
 
+    /// Creating, taking up, growing, keeping or deleting the home's claim failed.
+    #[error("{what} PersistentVolumeClaim {name}: {source}")]
+    WriteHome {
+        /// What was being done ("creating", "growing", …).
+        what: &'static str,
+        /// The claim's name (the `MyOwnShell`'s name).
+        name: String,
+        /// What the apiserver (or the connection) said.
+        source: kube::Error,
+    },
+
     /// The Deployment watch was dropped before its first full list, so there is no cache to
     /// read; in practice, the controller is stopping.
     #[error("the Deployment cache stopped")]
@@ -134,6 +145,7 @@ impl Error {
             Error::DeploymentConflict(_) => reasons::DEPLOYMENT_CONFLICT,
             Error::SelectorConflict { .. } => reasons::SELECTOR_CONFLICT,
             Error::DeleteShell { .. } => reasons::SHELL_DELETE_FAILED,
+            Error::WriteHome { .. } => reasons::HOME_WRITE_FAILED,
             Error::CacheStopped => reasons::CACHE_STOPPED,
             Error::Finalizer(_) => reasons::FINALIZER_FAILED,
         }
@@ -171,7 +183,7 @@ impl Error {
     /// shell's own deletion follows: nothing to retry or report).
     pub fn is_namespace_terminating(&self) -> bool {
         match self.step() {
-            Error::ApplyDeployment { source, .. } | Error::WriteStatus(source) => {
+            Error::ApplyDeployment { source, .. } | Error::WriteStatus(source) | Error::WriteHome { source, .. } => {
                 crate::cache::namespaces::is_terminating_refusal(source)
             }
             _ => false,

@@ -28,6 +28,8 @@ pub mod actions {
     pub const CHECK_PODS: &str = "CheckPods";
     /// A shell stopped longer than `lifetime.deletePausedAfter` was deleted.
     pub const DELETE_SHELL: &str = "DeleteShell";
+    /// The home's claim was created, taken up, kept or deleted (`HomeReused`, `HomeRetained`).
+    pub const HOME: &str = "Home";
 }
 
 /// Where events go: one new Event per occurrence, named so that a shell of any name gets its

@@ -9,6 +9,8 @@
 //! - [`cache`]: the watches and what they keep, the read-your-writes memos;
 //! - [`life`]: lifetime and rollout decisions (pure);
 //! - [`health`]: the pods' and nodes' health and the diagnosis of a shell that cannot run;
+//! - [`home`]: the persistent home's claim (`spec.home`): whose it is, what status says of it,
+//!   and its writes;
 //! - [`write`]: the Deployment apply, the status, what is told in Events, cleanup on delete;
 //! - [`process`]: flags, the run loop, leader election.
 //!
@@ -24,6 +26,7 @@ pub mod deployment;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod home;
 pub mod labels;
 pub mod life;
 pub mod metrics;

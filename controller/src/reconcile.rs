@@ -19,6 +19,8 @@ use crate::context::Context;
 use crate::error::{Error, api_message};
 use crate::events::{self, EventType, actions};
 use crate::health::diagnose::diagnose;
+use crate::home;
+use crate::home::assess::{Assessment, assess};
 use crate::life::lifetime::{self, Phase};
 use crate::life::rollout;
 use crate::ownership;
@@ -109,14 +111,27 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // held at no pods, and says so if it would run.
     let open = ctx.open.is_open(&namespace);
     let closed = !open && plan.replicas(size) > 0;
-    let plan = if open { plan } else { plan.held() };
+    // A claim that could not be read or made leaves the Deployment as it is (`hard`): a
+    // transient error must not restart a shell without its home. A claim that could not grow
+    // (`home_error`) is told, and the rest goes on.
+    let (home, home_error, hard) = match home(shell, ctx).await {
+        Ok((home, soft)) => (home, soft, None),
+        Err(e) => (None, None, Some(e)),
+    };
+    // A claim of the shell's name that is not its home holds it too: never mounted, no pods.
+    let home_held = home.as_ref().is_some_and(|h| h.hold);
+    let plan = if open && !home_held { plan } else { plan.held() };
     if let (true, Phase::Stopped(stop)) = (plan.delete, &plan.phase) {
         return delete_stopped(shell, stop, api, ctx).await;
     }
     let replicas = plan.replicas(size);
     let lifetime_tells_scale = plan.starts_or_stops();
-    let wanted = Wanted { replicas, activity: last_activity(previous.as_ref()), now, lifetime_tells_scale };
-    let (current, error, template) = write_deployment(shell, &wanted, ctx).await;
+    let activity = last_activity(previous.as_ref());
+    let wanted = Wanted { replicas, activity, now, lifetime_tells_scale, mount_home: !home_held };
+    let (current, error, template) = match hard {
+        Some(e) => (untouched(shell, ctx).await, Some(e), None),
+        None => write_deployment(shell, &wanted, ctx).await,
+    };
     if error.as_ref().is_some_and(Error::is_namespace_terminating) {
         ctx.terminating.insert(&namespace);
         debug!(shell = %shell.name_any(), "the namespace is being deleted: the shell's deletion follows");
@@ -126,16 +141,20 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let diagnosis = (replicas > 0)
         .then(|| diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
         .flatten();
+    let error = error.or(home_error);
+    let home_problem = home.as_ref().and_then(|h| h.problem.clone());
     let failure = error
         .as_ref()
         .map(|e| Failure { reason: e.reason(), message: failure_message(e) })
-        .or_else(|| closed.then(|| not_open(&namespace)));
+        .or_else(|| closed.then(|| not_open(&namespace)))
+        .or_else(|| home_problem.clone());
     let inputs = status::Inputs {
         deployment: current.as_deref(),
         failure: failure.as_ref(),
         plan: Some(&plan),
         diagnosis: diagnosis.as_ref(),
         template: template.as_ref(),
+        home: home.as_ref(),
     };
     let status = status::compute(shell, previous.as_ref(), &inputs, &myownshell_runtime::time::to_second(now));
     ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));
@@ -144,6 +163,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         (Some(e), _) if e.is_conflict() => Some((e.reason(), actions::RECONCILE)),
         (Some(_), _) => Some((reasons::RECONCILE_FAILED, actions::RECONCILE)),
         (None, _) if closed => Some((reasons::NAMESPACE_NOT_OPEN, actions::RECONCILE)),
+        (None, _) if home_problem.is_some() => home_problem.as_ref().map(|p| (p.reason, actions::HOME)),
         (None, Some(d)) => Some((d.reason, actions::CHECK_PODS)),
         (None, None) => None,
     };
@@ -170,6 +190,25 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         _ => None,
     };
     Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at]))
+}
+
+/// The shell's home (`None` without one): its claim made sure of, what it means for the shell,
+/// and why it could not grow if it could not; an error if the claim could not be read or made.
+async fn home(shell: &MyOwnShell, ctx: &Context) -> Result<(Option<Assessment>, Option<Error>), Error> {
+    if shell.spec.home.is_none() {
+        return Ok((None, None));
+    }
+    ctx.claims.wait_synced().await;
+    let found = home::write::ensure(shell, ctx).await?;
+    let claim = found.as_ref().map(|f| (&*f.claim, f.ownership));
+    let assessment = assess(&names::home_claim(&shell.name_any()), claim, &|n| ctx.nodes.not_ready(n));
+    Ok((Some(assessment), found.and_then(|f| f.grow_error)))
+}
+
+/// The shell's Deployment as it is, if it is ours, for the status of a reconcile that does not
+/// write it.
+async fn untouched(shell: &MyOwnShell, ctx: &Context) -> Option<Arc<Deployment>> {
+    find_deployment(shell, ctx).await.ok().flatten().filter(|d| ownership::of(d, shell).is_ours())
 }
 
 /// The last sign a shell is in use: its last connection, or its start, whichever is later.

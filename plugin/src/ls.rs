@@ -2,7 +2,7 @@
 
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShell;
-use myownshell_api::names::conditions::{DEGRADED, STOPPING, UP_TO_DATE};
+use myownshell_api::names::conditions::{DEGRADED, HOME_READY, STOPPING, UP_TO_DATE};
 use myownshell_runtime::time::format_age;
 
 /// One line of the listing.
@@ -22,6 +22,8 @@ pub struct Row {
     pub up_to_date: String,
     /// How long until the next stop (`-`: none due).
     pub stops_in: String,
+    /// The home: its size once usable, else why not (`HomePending`, …); `-` without one.
+    pub home: String,
     /// Why it stopped, why it will, or what is wrong.
     pub reason: String,
 }
@@ -44,6 +46,14 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
         Some(next) if status.stopped.is_none() => format_age(next.at.0.as_second() - now.as_second()),
         _ => "-".to_owned(),
     };
+    let home = match (&shell.spec.home, status.conditions.iter().find(|c| c.type_ == HOME_READY)) {
+        (None, _) => "-".to_owned(),
+        (Some(_), None) => "Pending".to_owned(),
+        (Some(_), Some(c)) if c.status == "True" => {
+            status.home.as_ref().and_then(|h| h.capacity.as_ref()).map_or_else(|| c.reason.clone(), |q| q.0.clone())
+        }
+        (Some(_), Some(c)) => c.reason.clone(),
+    };
     Row {
         namespace: shell.metadata.namespace.clone().unwrap_or_default(),
         name: shell.metadata.name.clone().unwrap_or_default(),
@@ -52,6 +62,7 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
         ready: format!("{}/{}", status.ready_replicas, shell.spec.size.unwrap_or(myownshell_api::defaults::SIZE)),
         up_to_date,
         stops_in,
+        home,
         reason,
     }
 }
@@ -59,9 +70,11 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
 /// The table, columns padded as kubectl pads them; with the namespace when `all_namespaces`.
 pub fn render(rows: &[Row], all_namespaces: bool) -> String {
     let mut lines: Vec<Vec<&str>> =
-        vec![vec!["NAMESPACE", "NAME", "OWNER", "STATE", "READY", "UP-TO-DATE", "STOPS IN", "REASON"]];
+        vec![vec!["NAMESPACE", "NAME", "OWNER", "STATE", "READY", "UP-TO-DATE", "STOPS IN", "HOME", "REASON"]];
     for r in rows {
-        lines.push(vec![&r.namespace, &r.name, &r.owner, &r.state, &r.ready, &r.up_to_date, &r.stops_in, &r.reason]);
+        let cells =
+            [&r.namespace, &r.name, &r.owner, &r.state, &r.ready, &r.up_to_date, &r.stops_in, &r.home, &r.reason];
+        lines.push(cells.iter().map(|c| c.as_str()).collect());
     }
     if !all_namespaces {
         for line in &mut lines {
@@ -176,6 +189,45 @@ mod tests {
     }
 
     #[test]
+    fn the_home_column() {
+        let now = Timestamp::from_second(0).unwrap();
+        let ready = |status: &str, reason: &str| Condition {
+            type_: HOME_READY.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: at(0),
+        };
+        let with_home = |status: MyOwnShellStatus| {
+            let mut s = shell("h", status);
+            s.spec.home = Some(myownshell_api::Home::default());
+            s
+        };
+        let bound = MyOwnShellStatus {
+            conditions: vec![ready("True", "HomeBound")],
+            home: Some(myownshell_api::HomeStatus {
+                claim_name: "h".into(),
+                phase: "Bound".into(),
+                capacity: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".into())),
+                node: None,
+            }),
+            ..MyOwnShellStatus::default()
+        };
+        let gone =
+            MyOwnShellStatus { conditions: vec![ready("False", "HomeNodeUnavailable")], ..MyOwnShellStatus::default() };
+        let rows = [
+            (shell("none", MyOwnShellStatus::default()), "-"),
+            (with_home(MyOwnShellStatus::default()), "Pending"),
+            (with_home(bound), "1Gi"),
+            (with_home(gone), "HomeNodeUnavailable"),
+        ];
+        for (shell, want) in rows {
+            assert_eq!(row(&shell, now).home, want);
+        }
+    }
+
+    #[test]
     fn the_table_lines_up() {
         let now = Timestamp::from_second(0).unwrap();
         let rows = vec![
@@ -185,9 +237,9 @@ mod tests {
         let table = render(&rows, false);
         assert_eq!(
             table,
-            "NAME          OWNER   STATE     READY   UP-TO-DATE   STOPS IN   REASON\n\
-             a             alice   Pending   0/1     -            -\n\
-             longer-name   alice   Pending   0/1     -            -\n"
+            "NAME          OWNER   STATE     READY   UP-TO-DATE   STOPS IN   HOME   REASON\n\
+             a             alice   Pending   0/1     -            -          -\n\
+             longer-name   alice   Pending   0/1     -            -          -\n"
         );
         assert!(render(&rows, true).starts_with("NAMESPACE   NAME"));
     }

@@ -8,7 +8,8 @@
 //! - [`validation`]: the validating webhook (rules, ratcheting on update, warnings), with
 //!   `resources` and `resource_names` holding `spec.resources` to the apiserver's own rules,
 //!   `image` reading image references, `sharing` holding `spec.sharedWith` to its rules,
-//!   `lifetime` holding `spec.lifetime` to its (and defaulting it from the flags), and
+//!   `lifetime` holding `spec.lifetime` to its (and defaulting it from the flags), `home`
+//!   holding `spec.home` to its (and defaulting it), and
 //!   `ownership` saying who may change a spec;
 //! - [`policy`]: the operator's bounds from the flags, which every rule reads.
 //!
@@ -17,6 +18,7 @@
 //! `kubectl scale` is for), and must not read or write anything but the review and that index.
 
 pub mod defaulting;
+mod home;
 pub mod image;
 mod lifetime;
 mod ownership;

@@ -87,6 +87,12 @@ pub struct Args {
     /// Largest `spec.size` admitted.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i32).range(0..=i64::from(myownshell_api::SIZE_SCHEMA_MAX)))]
     pub max_size: i32,
+    /// The size of a shell's home (`spec.home.size`) when its spec gives none.
+    #[arg(long, default_value = "1Gi", value_parser = parse_home_size)]
+    pub home_default_size: String,
+    /// The largest `spec.home.size` admitted.
+    #[arg(long, default_value = "10Gi", value_parser = parse_home_size)]
+    pub home_max_size: String,
     /// Registries (or repository prefixes) images must come from, comma-separated; any if unset.
     #[arg(long, value_delimiter = ',')]
     pub allowed_registries: Vec<String>,
@@ -184,7 +190,18 @@ impl Args {
             admin_groups,
             max_run_time: self.max_run_time,
             default_idle_timeout: self.default_idle_timeout,
+            home_default_size: self.home_default_size.clone(),
+            home_max_size: self.home_max_size.clone(),
         }
+    }
+}
+
+/// A home size flag: a positive quantity, kept as the apiserver writes it.
+fn parse_home_size(text: &str) -> Result<String, String> {
+    match myownshell_api::quantity::parse(text) {
+        Ok(q) if q.millis() > 0 => Ok(myownshell_api::quantity::canonical(text).into_owned()),
+        Ok(_) => Err(format!("must be more than 0, got {text:?}")),
+        Err(why) => Err(format!("must be a quantity such as 1Gi ({why}), got {text:?}")),
     }
 }
 

@@ -160,6 +160,37 @@ reasons! {
     UNSCHEDULABLE = "Unschedulable", [PodFailure];
     /// A shell pod runs on a node that is not ready (down, unreachable).
     NODE_NOT_READY = "NodeNotReady", [PodFailure];
+    /// The home's claim is bound: the shell's pod mounts it as `$HOME`.
+    HOME_BOUND = "HomeBound", [Condition("HomeReady=True")];
+    /// The home's volume grew; its file system grows when the shell's pod next starts
+    /// (`kubectl myownshell update` restarts it now).
+    HOME_RESIZE_PENDING = "HomeResizePending", [Condition("HomeReady=True")];
+    /// The home's claim is being created, or waits for a volume: with a class that binds on
+    /// first use, until the shell's pod is scheduled.
+    HOME_PENDING = "HomePending", [Condition("HomeReady=False")];
+    /// The home's claim has no storage class: `spec.home.storageClassName` is unset and the
+    /// cluster has no default StorageClass, so no volume is ever provisioned for it.
+    HOME_NO_STORAGE_CLASS = "HomeNoStorageClass", [Condition("HomeReady=False"), Failure];
+    /// The home's claim lost its volume (`Lost`): an administrator must restore the volume or
+    /// delete the claim.
+    HOME_LOST = "HomeLost", [Condition("HomeReady=False"), Failure];
+    /// The home's claim is being deleted; it stays while a pod still uses it.
+    HOME_TERMINATING = "HomeTerminating", [Condition("HomeReady=False")];
+    /// The home's volume lives on a node that is not ready or gone: the shell's pod can run only
+    /// there, and runs again when the node returns.
+    HOME_NODE_UNAVAILABLE = "HomeNodeUnavailable", [Condition("HomeReady=False"), Failure];
+    /// A PersistentVolumeClaim of the shell's name exists and is not its home (another object
+    /// controls it, or a home kept for another owner): the shell runs no pods while it is there.
+    HOME_CLAIM_CONFLICT = "HomeClaimConflict", [Condition("HomeReady=False"), Failure];
+    /// The home's claim could not be created, taken up, grown, kept or deleted: the message
+    /// gives the apiserver's answer (growing needs a class with `allowVolumeExpansion`).
+    HOME_WRITE_FAILED = "HomeWriteFailed", [Failure];
+    /// A home kept from an earlier shell of the same name and owner (`onDelete: Retain`) was
+    /// taken up, files and all.
+    HOME_REUSED = "HomeReused", [NormalEvent];
+    /// The home was kept as the shell was deleted (`onDelete: Retain`), labelled
+    /// `myownshell.io/retained-home=true`.
+    HOME_RETAINED = "HomeRetained", [NormalEvent];
 }
 
 #[cfg(test)]
@@ -179,6 +210,6 @@ mod tests {
             assert!(reason.meaning.trim().ends_with('.'), "{r}: a sentence of meaning");
             assert!(!reason.uses.is_empty(), "{r}: used somewhere");
         }
-        assert_eq!(ALL.len(), 48);
+        assert_eq!(ALL.len(), 59);
     }
 }

@@ -31,6 +31,7 @@ use crate::cache::open_namespaces::OpenNamespaces;
 use crate::cache::prune::prune_shell;
 use crate::health::nodes::{CachedNode, NodeIndex};
 use crate::health::pods::{CachedPod, PodIndex};
+use crate::home::cached::{CachedClaim, ClaimIndex};
 use crate::labels;
 
 /// Delays between watch retries: 250 ms doubling to 5 s with jitter, back to the start after any
@@ -116,6 +117,17 @@ pub fn node_triggers(
     logged(watcher(api, watcher::Config::default().any_semantic()).backoff(watch_backoff()), "nodes").flat_map(
         move |event| futures::stream::iter(nodes.apply(&event).map(|node| pods.shells_on(&node)).unwrap_or_default()),
     )
+}
+
+/// The watch of the shells' home claims (those carrying our managed-by label) into `claims`; out
+/// come the shells whose claims changed.
+pub fn claim_triggers(
+    api: Api<CachedClaim>,
+    claims: Arc<ClaimIndex>,
+) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
+    let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
+    logged(watcher(api, config).backoff(watch_backoff()), "claims")
+        .flat_map(move |event| futures::stream::iter(claims.apply(&event)))
 }
 
 /// Keep `terminating` and `open` up to date from the watch of the namespaces' metadata (`only`: of

@@ -53,6 +53,8 @@ struct ConditionWire {
     reason: Option<String>,
     #[serde(default)]
     message: Option<String>,
+    #[serde(default, rename = "lastTransitionTime")]
+    since: Option<String>,
 }
 
 impl<'de> Deserialize<'de> for CachedNode {
@@ -62,8 +64,9 @@ impl<'de> Deserialize<'de> for CachedNode {
         let not_ready = match ready {
             Some(c) if c.status == "True" => None,
             Some(c) => Some(format!(
-                "Ready is {} ({}: {})",
+                "Ready is {} since {} ({}: {})",
                 c.status,
+                c.since.as_deref().unwrap_or("an unknown time"),
                 c.reason.unwrap_or_default(),
                 c.message.unwrap_or_default()
             )),
@@ -124,7 +127,7 @@ mod tests {
             "metadata": {"name": "node-a"},
             "status": {
                 "images": [{"names": ["busybox"], "sizeBytes": 1}],
-                "conditions": [{"type": "Ready", "status": ready, "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status."}]
+                "conditions": [{"type": "Ready", "status": ready, "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting node status.", "lastTransitionTime": "2026-11-28T01:00:00Z"}]
             }
         }))
         .unwrap()
@@ -137,7 +140,9 @@ mod tests {
         assert_eq!(index.apply(&watcher::Event::Apply(node("Unknown"))), Some("node-a".into()));
         assert_eq!(
             index.not_ready("node-a").as_deref(),
-            Some("Ready is Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)")
+            Some(
+                "Ready is Unknown since 2026-11-28T01:00:00Z (NodeStatusUnknown: Kubelet stopped posting node status.)"
+            )
         );
         assert_eq!(index.apply(&watcher::Event::Apply(node("Unknown"))), None, "no change");
         assert_eq!(index.apply(&watcher::Event::Apply(node("True"))), Some("node-a".into()));

@@ -141,11 +141,14 @@ fn shell_container(d: &Deployment) -> Option<&Container> {
     template_of(d)?.spec.as_ref()?.containers.iter().find(|c| c.name == SHELL_CONTAINER)
 }
 
-/// Whether what the user decides of the pod (image, command, resources) differs.
+/// Whether what the user decides of the pod (image, command, resources, a home) differs.
 fn spec_changed(desired: &Deployment, live: &Deployment) -> bool {
     let (Some(want), Some(have)) = (shell_container(desired), shell_container(live)) else { return true };
     let json = |v: &Option<_>| serde_json::to_value(v).unwrap_or(Value::Null);
-    want.image != have.image || want.command != have.command || json(&want.resources) != json(&have.resources)
+    want.image != have.image
+        || want.command != have.command
+        || json(&want.resources) != json(&have.resources)
+        || want.volume_mounts != have.volume_mounts
 }
 
 /// When the live template was applied: its annotation, else when the Deployment was made.

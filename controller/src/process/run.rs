@@ -28,6 +28,7 @@ use crate::context::{Caches, Context};
 use crate::events::Reporter;
 use crate::health::nodes::NodeIndex;
 use crate::health::pods::{CachedPod, PodIndex};
+use crate::home::cached::CachedClaim;
 use crate::metrics::Metrics;
 use crate::process::args::Args;
 use crate::process::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
@@ -196,8 +197,16 @@ async fn reconcile_until(
     ) = Default::default();
     let recorder = crate::events::Publisher::new(client.clone(), Reporter::new(REPORTER), Arc::clone(&terminating));
     let _sweeping = sweep::start(client.clone(), args.namespace.clone(), args.sweep_interval, metrics.clone());
-    let caches =
-        Caches { deployments: deployment_cache.clone(), shells: shells.clone(), pods, nodes, terminating, open };
+    let claims = Arc::default();
+    let caches = Caches {
+        deployments: deployment_cache.clone(),
+        shells: shells.clone(),
+        pods,
+        nodes,
+        terminating,
+        open,
+        claims,
+    };
     let triggers = triggers(&client, args.namespace.clone(), &caches, pending_events.clone());
     let ctx = Arc::new(Context::new(
         client,
@@ -262,8 +271,8 @@ where
 }
 
 /// The shells to reconcile because what is wrong with their pods changed, a node under one of
-/// their pods came or went (from the watches of the shells' pods and of the nodes), or their
-/// namespace was opened or closed to shells (the namespaces' watch, which also keeps
+/// their pods came or went (from the watches of the shells' pods and of the nodes), their home
+/// claim changed (the claims' watch), or their namespace was opened or closed to shells (the namespaces' watch, which also keeps
 /// `caches.terminating`); each noted for the queue-latency metric.
 fn triggers(
     client: &Client,
@@ -274,11 +283,13 @@ fn triggers(
     let (pods, nodes) = (caches.pods.clone(), caches.nodes.clone());
     let node_triggers = watch::node_triggers(Api::all(client.clone()), nodes, pods.clone());
     let pod_triggers = watch::pod_triggers(scoped::<CachedPod>(client, namespace.as_deref()), pods);
+    let claim_triggers =
+        watch::claim_triggers(scoped::<CachedClaim>(client, namespace.as_deref()), caches.claims.clone());
     let (terminating, open) = (caches.terminating.clone(), caches.open.clone());
     let namespace_triggers =
         watch::namespace_triggers(Api::all(client.clone()), namespace, terminating, open, caches.shells.clone());
-    futures::stream::select_all([pod_triggers.boxed(), node_triggers.boxed(), namespace_triggers.boxed()])
-        .inspect(move |shell| pending.arrived(shell.clone(), Instant::now()))
+    let all = [pod_triggers.boxed(), node_triggers.boxed(), namespace_triggers.boxed(), claim_triggers.boxed()];
+    futures::stream::select_all(all).inspect(move |shell| pending.arrived(shell.clone(), Instant::now()))
 }
 
 /// Mark the process ready once both watch caches and the namespaces opened to shells hold their

@@ -72,6 +72,8 @@ pub(crate) struct Wanted {
     /// The lifetime stops or starts the shell in this reconcile and tells so in its own Event
     /// (`Stopped`, `Started`): a change of replicas it makes is not told again as `Scaled`.
     pub(crate) lifetime_tells_scale: bool,
+    /// Mount the shell's home claim (it has one, and the claim of its name is its own).
+    pub(crate) mount_home: bool,
 }
 
 /// Server-side apply the Deployment `wanted` asks for unless the live one already matches it.
@@ -83,7 +85,8 @@ pub(crate) async fn ensure_deployment(
     ctx: &Context,
 ) -> Result<(Option<Arc<Deployment>>, Decision), Error> {
     let replicas = wanted.replicas;
-    let built = deployment::desired_for(shell, live.map(|d| &**d), replicas, &ctx.settings.template)?;
+    let settings = &ctx.settings.template;
+    let built = deployment::desired_mounting(shell, live.map(|d| &**d), replicas, settings, wanted.mount_home)?;
     let input = rollout::Input {
         live: live.map(|d| &**d),
         desired: &built,

@@ -1,5 +1,5 @@
-//! Cleanup of a deleted `MyOwnShell`: its Deployment deleted (if ours), then its pods awaited,
-//! before the finalizer goes.
+//! Cleanup of a deleted `MyOwnShell`: its home kept or deleted (`spec.home.onDelete`), its
+//! Deployment deleted (if ours), then its pods awaited, before the finalizer goes.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -22,6 +22,10 @@ use crate::ownership;
 pub(crate) async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     let name = shell.name_any();
     ctx.metrics.shell_degraded(&shell.namespace().unwrap_or_default(), &name, None);
+    // The home first: a kept one must lose its ownerReference before the shell is gone (or the
+    // garbage collector takes it); a deleted one waits, by Kubernetes' own protection, until
+    // the shell's pod has let go of it.
+    crate::home::write::release(shell, ctx).await?;
     let api: Api<Deployment> = Api::namespaced(ctx.client.clone(), &shell.namespace().unwrap_or_default());
     // Read from the API server, not the cache: after a restart the cache may be behind, and
     // deleting is the one step where acting on stale data would hurt.

@@ -4,11 +4,12 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, PROGRESSING, STOPPING, UP_TO_DATE};
+use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, HOME_READY, PROGRESSING, STOPPING, UP_TO_DATE};
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
 
 use crate::health::diagnose::Diagnosis;
+use crate::home::assess::Assessment;
 use crate::labels;
 use crate::life::lifetime::{Phase, Plan};
 use crate::life::rollout::Decision;
@@ -35,6 +36,8 @@ pub struct Inputs<'a> {
     pub diagnosis: Option<&'a Diagnosis>,
     /// Whether the pods run the template the controller builds now (`None`: not known).
     pub template: Option<&'a Decision>,
+    /// What the home's claim means for the shell (`None`: no home).
+    pub home: Option<&'a Assessment>,
 }
 
 /// A condition's value: status, reason, message.
@@ -44,7 +47,9 @@ type Value = (bool, &'static str, String);
 /// explains (its namespace not opened to shells).
 fn why_none(inputs: &Inputs<'_>) -> &'static str {
     match inputs.failure {
-        Some(f) if f.reason == reasons::NAMESPACE_NOT_OPEN => "held (see Degraded)",
+        Some(f) if f.reason == reasons::NAMESPACE_NOT_OPEN || f.reason == reasons::HOME_CLAIM_CONFLICT => {
+            "held (see Degraded)"
+        }
         _ => "size is 0",
     }
 }
@@ -173,6 +178,7 @@ pub fn compute(
     if deployment.is_some() {
         conditions.extend(inputs.template.map(|d| condition(UP_TO_DATE, up_to_date(shell, d))));
     }
+    conditions.extend(inputs.home.map(|h| condition(HOME_READY, h.ready.clone())));
     let (state, started_at, stopped) = match inputs.plan.map(|p| &p.phase) {
         Some(Phase::Running { started_at }) => {
             (Some("Running"), Some(myownshell_runtime::time::to_second(*started_at)), None)
@@ -197,6 +203,7 @@ pub fn compute(
         started_at,
         stopped,
         next_stop: inputs.plan.and_then(|p| p.next_stop.clone()),
+        home: inputs.home.map(|h| h.status.clone()),
     }
 }
 

@@ -15,6 +15,7 @@ use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
 use myownshell_api::{defaults, names};
 use serde_json::{Value, json};
 
+use super::home;
 use super::lifetime;
 use super::policy::Policy;
 use crate::review::request::{Object, Operation, Request};
@@ -226,11 +227,13 @@ pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
     let mut more = owner_operations(request, spec.as_ref());
     let defaults_lifetime = policy.max_run_time.is_some() || policy.default_idle_timeout.is_some();
     let asks_for_now = spec.as_ref().is_some_and(|s| s.contains("lifetime") || s.contains("updateRequestedAt"));
-    if defaults_lifetime || asks_for_now {
+    let has_home = spec.as_ref().is_some_and(|s| s.contains("home"));
+    if defaults_lifetime || asks_for_now || has_home {
         // A spec that does not decode gets no lifetime default and no stamp; validation names
         // its fault.
         let decoded = object.spec().ok().flatten();
         more.extend(lifetime::default_operations(decoded.as_ref(), policy));
+        more.extend(home::default_operations(decoded.as_ref(), policy));
         if asks_for_now {
             let old = request.old_object.as_ref().and_then(|o| o.spec().ok().flatten());
             more.extend(lifetime::stamp_operations(decoded.as_ref(), old.as_ref(), &myownshell_runtime::time::now()));

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 /// The operator's admission settings (`--max-size`, `--allowed-registries`, `--admin-groups`,
-/// `--max-run-time`, `--default-idle-timeout`).
+/// `--max-run-time`, `--default-idle-timeout`, `--home-default-size`, `--home-max-size`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     /// Largest `spec.size` admitted.
@@ -18,6 +18,11 @@ pub struct Policy {
     pub max_run_time: Option<Duration>,
     /// The `spec.lifetime.idleTimeout` a spec without one gets.
     pub default_idle_timeout: Option<Duration>,
+    /// The `spec.home.size` a home without one gets (a quantity, checked when the flags are
+    /// read).
+    pub home_default_size: String,
+    /// The largest `spec.home.size` admitted (a quantity, checked when the flags are read).
+    pub home_max_size: String,
 }
 
 impl Default for Policy {
@@ -28,6 +33,8 @@ impl Default for Policy {
             admin_groups: vec!["system:masters".to_owned()],
             max_run_time: None,
             default_idle_timeout: None,
+            home_default_size: "1Gi".to_owned(),
+            home_max_size: "10Gi".to_owned(),
         }
     }
 }

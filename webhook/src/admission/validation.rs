@@ -5,6 +5,7 @@
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShellSpec;
 
+use super::home;
 use super::lifetime;
 use super::ownership;
 use super::policy::Policy;
@@ -101,9 +102,14 @@ fn check_command(command: &[String], problems: &mut Vec<Problem>) {
     }
 }
 
-/// Every rule the spec breaks at `now` (in field order), and the warning its image earns if it
-/// passes.
-fn examine(spec: &MyOwnShellSpec, policy: &Policy, now: Timestamp) -> (Vec<Problem>, Option<String>) {
+/// Every rule the spec breaks at `now` (in field order), `old` being the spec before an update,
+/// and the warning its image earns if it passes.
+fn examine(
+    spec: &MyOwnShellSpec,
+    old: Option<&MyOwnShellSpec>,
+    policy: &Policy,
+    now: Timestamp,
+) -> (Vec<Problem>, Option<String>) {
     let mut problems = Vec::new();
     let mut warning = None;
     if let Some(size) = spec.size {
@@ -130,12 +136,13 @@ fn examine(spec: &MyOwnShellSpec, policy: &Policy, now: Timestamp) -> (Vec<Probl
     if let Some(asked) = &spec.update_requested_at {
         lifetime::check_not_ahead(asked, now, &mut problems);
     }
+    home::check(spec, old, policy, &mut problems);
     (problems, warning)
 }
 
 /// Every rule the spec breaks, in field order. Unset fields are fine (defaults apply).
 pub fn check_spec(spec: &MyOwnShellSpec, policy: &Policy) -> Vec<Problem> {
-    examine(spec, policy, Timestamp::now()).0
+    examine(spec, None, policy, Timestamp::now()).0
 }
 
 /// Admission warnings for values that pass but are risky: a moving image tag, a share wider
@@ -197,7 +204,8 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
     {
         return ownership::forbid(request, message);
     }
-    let (mut problems, image_warning) = examine(&spec, policy, Timestamp::now());
+    let (mut problems, image_warning) = examine(&spec, old.as_ref(), policy, Timestamp::now());
+    problems.extend(home::check_name(&request.name, &spec));
     if let Some(old) = old.as_ref().filter(|_| !problems.is_empty()) {
         let unchanged = |top: &str| match top {
             "size" => spec.size == old.size,
@@ -207,6 +215,7 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
             "sharedWith" => spec.shared_with == old.shared_with,
             "lifetime" => spec.lifetime == old.lifetime,
             "updateRequestedAt" => spec.update_requested_at == old.update_requested_at,
+            "home" => spec.home == old.home && spec.size == old.size,
             _ => false,
         };
         problems.retain(|p| !unchanged(p.top));

@@ -88,6 +88,10 @@ fn shell_rule(path: &[&str]) -> Option<&'static str> {
         ["lifetime", _] => "a duration such as \"30m\" or \"1h30m\"",
         ["stopped"] => "true or false",
         ["updateRequestedAt"] => "a time such as \"2026-01-01T00:00:00Z\"",
+        ["home"] => "an object with size, storageClassName and onDelete",
+        ["home", "size"] => "a quantity such as \"1Gi\"",
+        ["home", "storageClassName"] => "a string",
+        ["home", "onDelete"] => "Delete or Retain",
         _ => return None,
     })
 }

@@ -15,11 +15,12 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
 
     // Mutating an empty spec fills exactly the fields of the CRD, but those left unset on purpose:
     // a shell is shared with nobody, the uid comes only from an authenticator that gives one, a
-    // shell has no lifetime unless the operator's flags give one, and runs unless asked to stop.
+    // shell has no lifetime unless the operator's flags give one, runs unless asked to stop, and
+    // has no home unless it asks for one (the home's own fields are defaulted then).
     let patched =
         apply_patch(&shell(json!({})), &mutate(&request("CREATE", shell(json!({})), Value::Null), &Policy::default()));
     let mut defaulted: Vec<&str> = patched["spec"].as_object().unwrap().keys().map(String::as_str).collect();
-    defaulted.extend(["ownerUID", "sharedWith", "lifetime", "stopped", "updateRequestedAt"]);
+    defaulted.extend(["ownerUID", "sharedWith", "lifetime", "stopped", "updateRequestedAt", "home"]);
     defaulted.sort_unstable();
     assert_eq!(defaulted, in_crd, "a field added to MyOwnShellSpec must get a default from admission too");
 
@@ -59,6 +60,11 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
         update_requested_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap(),
         )),
+        home: Some(myownshell_api::Home {
+            size: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("2Gi".into())),
+            storage_class_name: Some("local-path".into()),
+            on_delete: Some(myownshell_api::HomeOnDelete::Retain),
+        }),
     };
     let read = request("CREATE", shell(serde_json::to_value(&full).unwrap()), Value::Null);
     assert_eq!(read.object.unwrap().spec().unwrap(), Some(full));

@@ -1,0 +1,201 @@
+//! What a shell's home claim means for the shell, as a pure function: `status.home`, the
+//! `HomeReady` condition, and the problem (if any) that is the shell's `Degraded` reason.
+
+use myownshell_api::HomeStatus;
+use myownshell_api::names::reasons;
+
+use crate::home::cached::CachedClaim;
+use crate::home::claim::Ownership;
+use crate::write::status::Failure;
+
+/// The home as the status tells it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Assessment {
+    /// `status.home`.
+    pub status: HomeStatus,
+    /// `HomeReady`: status, reason, message.
+    pub ready: (bool, &'static str, String),
+    /// A problem the shell cannot get past by itself: its `Degraded` reason.
+    pub problem: Option<Failure>,
+    /// The shell must run no pods: the claim of its name is not its home.
+    pub hold: bool,
+}
+
+/// The claim of `name` as found: `None` before it exists, else the claim and whose it is.
+/// `node_not_ready` says why a node is not ready (`None`: it is, or is unknown).
+pub fn assess(
+    name: &str,
+    claim: Option<(&CachedClaim, Ownership)>,
+    node_not_ready: &dyn Fn(&str) -> Option<String>,
+) -> Assessment {
+    let mut status = HomeStatus { claim_name: name.to_owned(), phase: "Missing".to_owned(), ..HomeStatus::default() };
+    let Some((claim, ownership)) = claim else {
+        let ready = (false, reasons::HOME_PENDING, format!("the claim {name} is being created"));
+        return Assessment { status, ready, problem: None, hold: false };
+    };
+    status.phase.clone_from(&claim.phase);
+    if ownership == Ownership::Foreign {
+        let message = format!(
+            "a PersistentVolumeClaim named {name} exists and is not this shell's home (another object controls it, or it was kept for another owner): the shell runs no pods until it is renamed or deleted"
+        );
+        return problem(status, reasons::HOME_CLAIM_CONFLICT, message, true);
+    }
+    status.capacity.clone_from(&claim.capacity);
+    status.node.clone_from(&claim.node);
+    if let Some(since) = &claim.deleting_since {
+        let message = format!(
+            "the claim {name} is being deleted (since {}); it stays while a pod uses it, and a new, empty home is made after it is gone",
+            since.0
+        );
+        return Assessment { status, ready: (false, reasons::HOME_TERMINATING, message), problem: None, hold: false };
+    }
+    match claim.phase.as_str() {
+        "Lost" => {
+            let message = format!(
+                "the claim {name} lost its volume: its files are unreachable until an administrator restores the volume (or deletes the claim, for a new, empty home)"
+            );
+            problem(status, reasons::HOME_LOST, message, false)
+        }
+        "Bound" => bound(name, status, claim, node_not_ready),
+        _ if claim.storage_class.is_none() => {
+            let message = format!(
+                "the claim {name} has no storage class: spec.home.storageClassName is unset and the cluster has no default StorageClass, so no volume is made for it (set spec.home.storageClassName, or have an administrator mark a class as the default)"
+            );
+            problem(status, reasons::HOME_NO_STORAGE_CLASS, message, false)
+        }
+        _ => {
+            let class = claim.storage_class.as_deref().unwrap_or_default();
+            let message = format!(
+                "the claim {name} waits for a volume of class {class} (a class that binds on first use makes one when the shell's pod is scheduled)"
+            );
+            Assessment { status, ready: (false, reasons::HOME_PENDING, message), problem: None, hold: false }
+        }
+    }
+}
+
+fn bound(
+    name: &str,
+    status: HomeStatus,
+    claim: &CachedClaim,
+    node_not_ready: &dyn Fn(&str) -> Option<String>,
+) -> Assessment {
+    let capacity = claim.capacity.as_ref().map_or("?", |q| q.0.as_str()).to_owned();
+    if let Some((node, why)) = claim.node.as_deref().and_then(|n| node_not_ready(n).map(|why| (n, why))) {
+        let message = format!(
+            "the home's volume lives on node {node}, which is not ready: {why}; the shell's pod can run only there, and runs again, files and all, when the node returns (network storage would follow the pod instead)"
+        );
+        return problem(status, reasons::HOME_NODE_UNAVAILABLE, message, false);
+    }
+    let on = claim.node.as_deref().map(|n| format!(" on node {n}")).unwrap_or_default();
+    let ready = if claim.resize_pending {
+        (
+            true,
+            reasons::HOME_RESIZE_PENDING,
+            format!(
+                "the volume grew to {capacity}{on}; its file system grows when the shell's pod next starts (`kubectl myownshell update {name}` restarts it now)"
+            ),
+        )
+    } else {
+        (true, reasons::HOME_BOUND, format!("the claim {name} is bound: {capacity}{on}"))
+    };
+    Assessment { status, ready, problem: None, hold: false }
+}
+
+fn problem(status: HomeStatus, reason: &'static str, message: String, hold: bool) -> Assessment {
+    let problem = Some(Failure { reason, message: message.clone() });
+    Assessment { status, ready: (false, reason, message), problem, hold }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    use super::*;
+
+    fn claim(phase: &str) -> CachedClaim {
+        CachedClaim {
+            phase: phase.to_owned(),
+            storage_class: Some("local-path".into()),
+            capacity: (phase == "Bound").then(|| Quantity("1Gi".into())),
+            node: (phase == "Bound").then(|| "node-a".to_owned()),
+            ..CachedClaim::default()
+        }
+    }
+
+    #[test]
+    fn what_a_claim_means_for_the_shell() {
+        let down = |n: &str| (n == "node-a").then(|| "Ready is Unknown since 2026-11-28T01:00:00Z".to_owned());
+        let up = |_: &str| None;
+        let mut resizing = claim("Bound");
+        resizing.resize_pending = true;
+        let mut classless = claim("Pending");
+        classless.storage_class = None;
+        let mut deleting = claim("Bound");
+        deleting.deleting_since = Some(Time(Timestamp::UNIX_EPOCH));
+        let bound = claim("Bound");
+        let pending = claim("Pending");
+        let lost = claim("Lost");
+        type Row<'a> = (&'a str, Option<(&'a CachedClaim, Ownership)>, bool, (bool, &'a str), Option<&'a str>, bool);
+        let rows: [Row<'_>; 9] = [
+            ("not made yet", None, true, (false, reasons::HOME_PENDING), None, false),
+            ("bound", Some((&bound, Ownership::Ours)), true, (true, reasons::HOME_BOUND), None, false),
+            ("kept, taken up", Some((&bound, Ownership::Retained)), true, (true, reasons::HOME_BOUND), None, false),
+            (
+                "bound, grown",
+                Some((&resizing, Ownership::Ours)),
+                true,
+                (true, reasons::HOME_RESIZE_PENDING),
+                None,
+                false,
+            ),
+            ("waiting for a pod", Some((&pending, Ownership::Ours)), true, (false, reasons::HOME_PENDING), None, false),
+            (
+                "no class",
+                Some((&classless, Ownership::Ours)),
+                true,
+                (false, reasons::HOME_NO_STORAGE_CLASS),
+                Some(reasons::HOME_NO_STORAGE_CLASS),
+                false,
+            ),
+            (
+                "lost",
+                Some((&lost, Ownership::Ours)),
+                true,
+                (false, reasons::HOME_LOST),
+                Some(reasons::HOME_LOST),
+                false,
+            ),
+            (
+                "being deleted",
+                Some((&deleting, Ownership::Ours)),
+                true,
+                (false, reasons::HOME_TERMINATING),
+                None,
+                false,
+            ),
+            (
+                "someone else's",
+                Some((&bound, Ownership::Foreign)),
+                true,
+                (false, reasons::HOME_CLAIM_CONFLICT),
+                Some(reasons::HOME_CLAIM_CONFLICT),
+                true,
+            ),
+        ];
+        for (what, found, node_up, (ready, reason), problem, hold) in rows {
+            let a = assess("alice", found, if node_up { &up } else { &down });
+            assert_eq!((a.ready.0, a.ready.1), (ready, reason), "{what}: {}", a.ready.2);
+            assert_eq!(a.problem.as_ref().map(|p| p.reason), problem, "{what}");
+            assert_eq!(a.hold, hold, "{what}");
+            assert!(a.ready.2.contains("alice"), "{what}: the message names the claim: {}", a.ready.2);
+        }
+        let gone = assess("alice", Some((&bound, Ownership::Ours)), &down);
+        assert_eq!(gone.ready.1, reasons::HOME_NODE_UNAVAILABLE);
+        assert!(gone.ready.2.contains("node node-a") && gone.ready.2.contains("since 2026-11-28"), "{}", gone.ready.2);
+        assert_eq!(gone.status.node.as_deref(), Some("node-a"));
+        let foreign = assess("alice", Some((&bound, Ownership::Foreign)), &up);
+        assert_eq!((foreign.status.capacity, foreign.status.node), (None, None), "nothing of a foreign claim is told");
+    }
+}

@@ -1,0 +1,217 @@
+//! The PersistentVolumeClaim a shell's `spec.home` asks for, as a pure function of the shell,
+//! and the rule that says whose an existing claim of the shell's name is.
+//!
+//! A claim is the shell's when its controller ownerReference names the shell's uid. A claim
+//! with no controller ([`Ownership::Retained`]) is taken up only if it carries the labels and
+//! the retained mark the controller gives a home it keeps (`spec.home.onDelete: Retain`) and
+//! names the same owner: the `shell-homes` admission policy lets nobody but the operator create
+//! a claim with those labels or change them, so a user cannot plant a claim (with a `.profile`
+//! of their choosing) for someone else's next shell. Anything else is foreign: never written,
+//! never deleted, never mounted.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{Resource, ResourceExt};
+use myownshell_api::{MyOwnShell, defaults, names};
+
+use crate::deployment::BuildError;
+use crate::labels;
+
+/// The size a shell's home asks for: `spec.home.size`, or the default, in the apiserver's
+/// canonical text (what it stores, so a comparison with the live claim is exact).
+pub fn wanted_size(shell: &MyOwnShell) -> Quantity {
+    let size = shell.spec.home.as_ref().and_then(|h| h.size.as_ref()).map_or(defaults::HOME_SIZE, |q| q.0.as_str());
+    Quantity(myownshell_api::quantity::canonical(size).into_owned())
+}
+
+/// The annotations that name the shell's owner on its claim.
+fn owner_annotations(shell: &MyOwnShell) -> BTreeMap<String, String> {
+    let mut annotations = BTreeMap::new();
+    if let Some(owner) = &shell.spec.owner {
+        annotations.insert(names::ANNOTATION_HOME_OWNER.to_owned(), owner.clone());
+    }
+    if let Some(uid) = &shell.spec.owner_uid {
+        annotations.insert(names::ANNOTATION_HOME_OWNER_UID.to_owned(), uid.clone());
+    }
+    annotations
+}
+
+/// The claim for `shell`'s home (which it must have): ReadWriteOnce, `spec.home.size`, its
+/// class (unset: the cluster's default class, which the apiserver fills in), controlled by the
+/// shell (so that Kubernetes' garbage collector takes it with the shell, and a foreground
+/// deletion of the shell waits for it).
+pub fn desired(shell: &MyOwnShell) -> Result<PersistentVolumeClaim, BuildError> {
+    let name = shell.metadata.name.clone().ok_or(BuildError::MissingMetadata("name"))?;
+    let namespace = shell.metadata.namespace.clone().ok_or(BuildError::MissingMetadata("namespace"))?;
+    let mut owner = shell.controller_owner_ref(&()).ok_or(BuildError::MissingMetadata("uid"))?;
+    owner.block_owner_deletion = Some(true);
+    let home = shell.spec.home.clone().unwrap_or_default();
+    Ok(PersistentVolumeClaim {
+        metadata: ObjectMeta {
+            name: Some(names::home_claim(&name)),
+            namespace: Some(namespace),
+            labels: Some(labels::labels(&labels::instance_value(&name))),
+            annotations: Some(owner_annotations(shell)),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PersistentVolumeClaimSpec {
+            access_modes: Some(vec!["ReadWriteOnce".to_owned()]),
+            resources: Some(VolumeResourceRequirements {
+                requests: Some(BTreeMap::from([("storage".to_owned(), wanted_size(shell))])),
+                limits: None,
+            }),
+            storage_class_name: home.storage_class_name,
+            volume_mode: Some("Filesystem".to_owned()),
+            ..PersistentVolumeClaimSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// How a claim of the shell's name relates to the shell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// Controlled by this shell.
+    Ours,
+    /// A home the controller kept from an earlier shell of this name and owner: taken up.
+    Retained,
+    /// Anything else: left alone, and the shell runs no pods while it is in the way.
+    Foreign,
+}
+
+/// What [`of`] reads of a claim: its controller reference's kind and uid, its labels and its
+/// owner annotations.
+pub struct ClaimMeta<'a> {
+    /// The controller ownerReference: kind and uid.
+    pub controller: Option<(&'a str, &'a str)>,
+    /// Its labels.
+    pub labels: &'a BTreeMap<String, String>,
+    /// Its annotations (only the owner ones are read).
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+/// Classify a claim against `shell` by the rule in this module's documentation.
+pub fn of(claim: &ClaimMeta<'_>, shell: &MyOwnShell) -> Ownership {
+    let name = shell.name_any();
+    match claim.controller {
+        Some((kind, uid)) if kind == names::KIND && Some(uid) == shell.metadata.uid.as_deref() => Ownership::Ours,
+        Some(_) => Ownership::Foreign,
+        None => {
+            let ours =
+                labels::labels(&labels::instance_value(&name)).iter().all(|(k, v)| claim.labels.get(k) == Some(v));
+            let retained = claim.labels.get(names::LABEL_RETAINED_HOME).is_some_and(|v| v == "true");
+            let owner = |key: &str| claim.annotations.get(key).map(String::as_str);
+            let same_owner = shell.spec.owner.is_some()
+                && owner(names::ANNOTATION_HOME_OWNER) == shell.spec.owner.as_deref()
+                && owner(names::ANNOTATION_HOME_OWNER_UID) == shell.spec.owner_uid.as_deref();
+            if ours && retained && same_owner { Ownership::Retained } else { Ownership::Foreign }
+        }
+    }
+}
+
+/// The merge patch that makes a claim the shell's: its controller reference, its labels
+/// without the retained mark (for adopting a retained home).
+pub fn adopt_patch(shell: &MyOwnShell) -> Result<serde_json::Value, BuildError> {
+    let desired = desired(shell)?;
+    Ok(serde_json::json!({
+        "metadata": {
+            "ownerReferences": desired.metadata.owner_references,
+            "labels": { names::LABEL_RETAINED_HOME: null },
+        }
+    }))
+}
+
+/// The merge patch that keeps a claim when its shell is deleted (`onDelete: Retain`): no owner
+/// (so the garbage collector leaves it), the retained mark on.
+pub fn release_patch() -> serde_json::Value {
+    serde_json::json!({
+        "metadata": {
+            "ownerReferences": null,
+            "labels": { names::LABEL_RETAINED_HOME: "true" },
+        }
+    })
+}
+
+/// Whether a claim that asks for `requested` must grow to give `wanted` (both as the apiserver
+/// reads them; text it cannot read is never a reason to write).
+pub fn must_grow(requested: &Quantity, wanted: &Quantity) -> bool {
+    use myownshell_api::quantity::parse;
+    matches!((parse(&requested.0), parse(&wanted.0)), (Ok(r), Ok(w)) if w.millis() > r.millis())
+}
+
+/// The merge patch that grows a claim to `size`.
+pub fn resize_patch(size: &Quantity) -> serde_json::Value {
+    serde_json::json!({ "spec": { "resources": { "requests": { "storage": size } } } })
+}
+
+#[cfg(test)]
+mod tests {
+    use myownshell_api::{Home, MyOwnShellSpec};
+
+    use super::*;
+
+    fn shell(owner: Option<&str>, home: Home) -> MyOwnShell {
+        let mut shell =
+            MyOwnShell::new("alice-shell", MyOwnShellSpec { home: Some(home), ..MyOwnShellSpec::default() });
+        shell.metadata.namespace = Some("team".into());
+        shell.metadata.uid = Some("uid-1".into());
+        shell.spec.owner = owner.map(str::to_owned);
+        shell
+    }
+
+    #[test]
+    fn the_claim_a_home_asks_for() {
+        let home = Home { size: Some(Quantity("1.5Gi".into())), ..Home::default() };
+        let claim = desired(&shell(Some("alice"), home)).unwrap();
+        assert_eq!(claim.metadata.name.as_deref(), Some("myownshell-home-alice-shell"));
+        let spec = claim.spec.unwrap();
+        assert_eq!(spec.access_modes, Some(vec!["ReadWriteOnce".to_owned()]));
+        assert_eq!(spec.storage_class_name, None, "unset means the default class, never \"\"");
+        assert_eq!(spec.resources.unwrap().requests.unwrap()["storage"], Quantity("1536Mi".into()));
+        let owner = &claim.metadata.owner_references.unwrap()[0];
+        assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("MyOwnShell", "uid-1", Some(true)));
+        assert_eq!(claim.metadata.annotations.unwrap()[names::ANNOTATION_HOME_OWNER], "alice");
+        let with_class = Home { storage_class_name: Some("fast".into()), ..Home::default() };
+        let claim = desired(&shell(Some("alice"), with_class)).unwrap();
+        assert_eq!(claim.spec.unwrap().storage_class_name.as_deref(), Some("fast"));
+        let default_sized = desired(&shell(None, Home::default())).unwrap();
+        assert_eq!(default_sized.spec.unwrap().resources.unwrap().requests.unwrap()["storage"], Quantity("1Gi".into()));
+    }
+
+    #[test]
+    fn whose_a_claim_is() {
+        let ours = labels::labels(&labels::instance_value("alice-shell"));
+        let mut retained = ours.clone();
+        retained.insert(names::LABEL_RETAINED_HOME.into(), "true".into());
+        let by = |owner: &str| BTreeMap::from([(names::ANNOTATION_HOME_OWNER.to_owned(), owner.to_owned())]);
+        let none = BTreeMap::new();
+        let alice = shell(Some("alice"), Home::default());
+        type Row<'a> =
+            (&'a str, Option<(&'a str, &'a str)>, &'a BTreeMap<String, String>, BTreeMap<String, String>, Ownership);
+        let rows: [Row<'_>; 8] = [
+            ("controlled by the shell", Some(("MyOwnShell", "uid-1")), &none, BTreeMap::new(), Ownership::Ours),
+            ("controlled by an earlier shell", Some(("MyOwnShell", "uid-0")), &ours, by("alice"), Ownership::Foreign),
+            ("controlled by something else", Some(("StatefulSet", "uid-1")), &ours, by("alice"), Ownership::Foreign),
+            ("kept for the same owner", None, &retained, by("alice"), Ownership::Retained),
+            ("kept for another owner", None, &retained, by("mallory"), Ownership::Foreign),
+            ("kept, no owner named", None, &retained, BTreeMap::new(), Ownership::Foreign),
+            ("our labels, not marked as kept", None, &ours, by("alice"), Ownership::Foreign),
+            ("a user's own claim", None, &none, BTreeMap::new(), Ownership::Foreign),
+        ];
+        for (what, controller, labels, annotations, want) in rows {
+            let meta = ClaimMeta { controller, labels, annotations: &annotations };
+            assert_eq!(of(&meta, &alice), want, "{what}");
+        }
+        let mut with_uid = by("alice");
+        with_uid.insert(names::ANNOTATION_HOME_OWNER_UID.into(), "u-1".into());
+        let meta = ClaimMeta { controller: None, labels: &retained, annotations: &with_uid };
+        assert_eq!(of(&meta, &alice), Ownership::Foreign, "the owner's uid differs (none now)");
+        let mut alice_uid = alice.clone();
+        alice_uid.spec.owner_uid = Some("u-1".into());
+        assert_eq!(of(&meta, &alice_uid), Ownership::Retained, "same name, same uid");
+    }
+}
