@@ -953,3 +953,105 @@ async fn the_webhook_and_the_services_proxy_policy_decide_every_row_alike() {
     table.remove().await.unwrap();
     w.installed.remove().await.unwrap();
 }
+
+/// A home claim (`myownshell-home-<shell>`) is a door into a shell's files: an editor cannot
+/// plant one, take one over, delete one, or mount one in a pod of their own (a lookalike, a
+/// `kubectl debug --copy-to` copy, a Job's pod); only the shell's own pod, made by the
+/// ReplicaSet controller from the shell's ReplicaSet, mounts it (`config/policy/shell_homes.yaml`).
+#[tokio::test]
+async fn editors_cannot_plant_take_delete_or_mount_a_home() {
+    let w = &World::start("access-home").await;
+    let operator = "system:serviceaccount:myownshell-system:myownshell-controller";
+    namespace_editors(&w.client, &w.ns, &["alice", "bob", operator], &[]).await.unwrap();
+    let claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "myownshell-home-web", "labels": {"app.kubernetes.io/name": "myownshell"},
+                     "annotations": {"myownshell.io/owner": "alice"}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    .to_string();
+    let create_as = |user: &'static str, manifest: String| async move {
+        let mut args = myownshell_tests::access::as_user(user, AUTH);
+        args.extend(["create", "-n", &w.ns, "-f", "-"].map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        w.kubectl.run_with_stdin(&args, Some(&manifest)).await.unwrap()
+    };
+    let refused_by = |out: &KubectlOutput, policy: &str| {
+        !out.success && out.stderr.contains(&format!("ValidatingAdmissionPolicy '{policy}'"))
+    };
+
+    // Planting a home for someone's next shell: refused; the operator makes them.
+    let planted = create_as("bob", claim.clone()).await;
+    assert!(
+        refused_by(&planted, "shell-homes") && planted.stderr.contains("only the MyOwnShell operator makes"),
+        "{}",
+        planted.stderr
+    );
+    let made = create_as(operator, claim).await;
+    assert!(made.success, "{}", made.stderr);
+
+    // Whose it is cannot be changed, nor can it be deleted; other annotations are anyone's.
+    for args in [
+        vec!["label", "pvc", "myownshell-home-web", "app.kubernetes.io/name-"],
+        vec!["annotate", "pvc", "myownshell-home-web", "--overwrite", "myownshell.io/owner=bob"],
+        vec![
+            "patch",
+            "pvc",
+            "myownshell-home-web",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"mine","uid":"u-1"}]}}"#,
+        ],
+        vec!["delete", "pvc", "myownshell-home-web", "--wait=false"],
+    ] {
+        let out = w.as_user("bob", AUTH, &args).await;
+        assert!(refused_by(&out, "shell-homes"), "{args:?}: {}", out.stderr);
+    }
+    assert!(w.as_user("bob", AUTH, &["annotate", "pvc", "myownshell-home-web", "note=mine"]).await.success);
+
+    // Mounting it: only from the shell's own ReplicaSet, as the ReplicaSet controller makes pods.
+    let pod = |name: &str, labelled: bool, replica_set: Option<&str>| {
+        let mut metadata = json!({"name": name});
+        if labelled {
+            metadata["labels"] = json!({"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": "web"});
+        }
+        if let Some(rs) = replica_set {
+            metadata["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs,
+                                                 "uid": "u-rs", "controller": true}]);
+        }
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+               "spec": {"containers": [{"name": "shell", "image": "busybox:1.37.0"}],
+                        "volumes": [{"name": "h", "persistentVolumeClaim": {"claimName": "myownshell-home-web"}}]}})
+        .to_string()
+    };
+    let replicaset_controller = "system:serviceaccount:kube-system:replicaset-controller";
+    let job_controller = "system:serviceaccount:kube-system:job-controller";
+    for (what, user, manifest) in [
+        ("an editor's own pod", "bob", pod("reader", false, None)),
+        ("the owner's own pod, outside the shell", "alice", pod("mine", false, None)),
+        (
+            "a copy of the shell's pod, without its labels (kubectl debug --copy-to)",
+            "bob",
+            pod("web-copy", false, Some("web-7d9f8c6b4")),
+        ),
+        ("a Job's pod", job_controller, pod("reader-job-x2x4z", false, None)),
+        (
+            "another ReplicaSet's pod, labelled as a shell's",
+            replicaset_controller,
+            pod("other-7d9f8c6b4-x2x4z", true, Some("other-7d9f8c6b4")),
+        ),
+        (
+            "a pod of ReplicaSet web-x-…, whose shell would be web-x",
+            replicaset_controller,
+            pod("web-x-7d9f8c6b4-x2x4z", true, Some("web-x-7d9f8c6b4")),
+        ),
+    ] {
+        let out = create_as(user, manifest).await;
+        assert!(
+            refused_by(&out, "shell-home-mounts") && out.stderr.contains("mounted only by the shell's own pod"),
+            "{what}: {}",
+            out.stderr
+        );
+    }
+    let own = create_as(replicaset_controller, pod(WEB_POD, true, Some("web-7d9f8c6b4"))).await;
+    assert!(own.success, "the shell's own pod: {}", own.stderr);
+    w.installed.remove().await.unwrap();
+}

@@ -1,0 +1,221 @@
+//! A shell's home on the real kube-apiserver: the claim `myownshell-home-<shell>` made and owned
+//! by the shell, mounted as `$HOME` by a Deployment that rolls by `Recreate`, its state in
+//! `HomeReady`; kept (`onDelete: Retain`) and taken up again by a new shell of the same name
+//! and owner, deleted otherwise; a claim of the name that is not the shell's never written,
+//! deleted or mounted. (No volume is ever provisioned on this plane: the claim's status is
+//! written here as a provisioner would. The real node's e2e provisions and mounts for real.)
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use myownshell_api::names::reasons;
+use myownshell_api::{Home, HomeOnDelete, MyOwnShell, MyOwnShellSpec};
+use myownshell_envtest::eventually;
+use myownshell_tests::controller::{ControllerTest, TIMEOUT, cond, condition};
+use serde_json::json;
+
+fn shell_with_home(name: &str, owner: &str, home: Home) -> MyOwnShell {
+    MyOwnShell::new(
+        name,
+        MyOwnShellSpec { size: Some(1), owner: Some(owner.into()), home: Some(home), ..MyOwnShellSpec::default() },
+    )
+}
+
+fn claims(t: &ControllerTest) -> Api<PersistentVolumeClaim> {
+    Api::namespaced(t.client.clone(), &t.ns)
+}
+
+/// Wait until the claim `name` satisfies `check`.
+async fn claim_where(
+    t: &ControllerTest,
+    name: &str,
+    what: &str,
+    check: impl Fn(&PersistentVolumeClaim) -> Result<(), String>,
+) -> PersistentVolumeClaim {
+    eventually(what, TIMEOUT, || async {
+        let c = claims(t).get_opt(name).await.map_err(|e| e.to_string())?.ok_or("no claim")?;
+        check(&c).map(|()| c)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n--- controller log ---\n{}", t.controller.log_tail(30)))
+}
+
+/// Wait until `HomeReady` of `name` has `status` and `reason`.
+async fn home_ready(t: &ControllerTest, name: &str, status: &str, reason: &str) -> MyOwnShell {
+    t.shell_where(name, &format!("HomeReady={status} {reason}"), |s| {
+        if condition(s, "HomeReady") == cond(status, reason) { Ok(()) } else { Err(format!("{:?}", s.status)) }
+    })
+    .await
+}
+
+/// What a provisioner and the scheduler do to a claim: a volume on `node`, bound.
+async fn bind(t: &ControllerTest, claim: &str, node: &str, capacity: &str) {
+    let annotate = json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": node}}});
+    claims(t).patch(claim, &PatchParams::default(), &Patch::Merge(&annotate)).await.unwrap();
+    let status =
+        json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": capacity}}});
+    claims(t).patch_status(claim, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_home_is_a_claim_of_the_shell_mounted_as_home_and_told_in_the_status() {
+    let t = ControllerTest::start("ctrl-home").await;
+    // No StorageClass exists on this plane, so an unset class stays unset: said so.
+    t.shells.create(&PostParams::default(), &shell_with_home("classless", "alice", Home::default())).await.unwrap();
+    let s = home_ready(&t, "classless", "False", reasons::HOME_NO_STORAGE_CLASS).await;
+    assert_eq!(condition(&s, "Degraded"), cond("True", reasons::HOME_NO_STORAGE_CLASS));
+
+    let home = Home {
+        size: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".into())),
+        storage_class_name: Some("fast".into()),
+        on_delete: None,
+    };
+    let created = t.shells.create(&PostParams::default(), &shell_with_home("notes", "alice", home)).await.unwrap();
+    let claim = claim_where(&t, "myownshell-home-notes", "the claim made", |_| Ok(())).await;
+    let owner = &claim.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), Some(owner.uid.as_str()), owner.controller),
+        ("MyOwnShell", created.meta().uid.as_deref(), Some(true))
+    );
+    assert_eq!(claim.annotations().get("myownshell.io/owner").map(String::as_str), Some("alice"));
+    let spec = claim.spec.clone().unwrap();
+    assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
+    assert_eq!(spec.access_modes, Some(vec!["ReadWriteOnce".to_owned()]));
+    home_ready(&t, "notes", "False", reasons::HOME_PENDING).await;
+
+    // The pod mounts it as $HOME, seeded first, and the Deployment never has two pods on it.
+    let d = t.deployment_where("notes", "the Deployment", |_| Ok(())).await;
+    let d = serde_json::to_value(&d).unwrap();
+    assert_eq!(d["spec"]["strategy"], json!({"type": "Recreate"}));
+    let pod = &d["spec"]["template"]["spec"];
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "home", "persistentVolumeClaim": {"claimName": "myownshell-home-notes"}})),
+        "{pod}"
+    );
+    assert!(
+        pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "home", "mountPath": "/home/shell"})),
+        "{pod}"
+    );
+    assert!(
+        pod["containers"][0]["env"].as_array().unwrap().contains(&json!({"name": "HOME", "value": "/home/shell"})),
+        "{pod}"
+    );
+    assert_eq!(pod["initContainers"][0]["name"], "seed-home");
+
+    // Bound on a node: ready, with its size and node.
+    bind(&t, "myownshell-home-notes", "node-a", "1Gi").await;
+    let s = home_ready(&t, "notes", "True", reasons::HOME_BOUND).await;
+    let status = s.status.unwrap().home.unwrap();
+    assert_eq!((status.phase.as_str(), status.node.as_deref()), ("Bound", Some("node-a")));
+
+    // Two pods on one home: refused by the schema, also through the scale subresource.
+    let scale = json!({"spec": {"replicas": 2}});
+    let refused = t.shells.patch_scale("notes", &PatchParams::default(), &Patch::Merge(&scale)).await.unwrap_err();
+    assert!(refused.to_string().contains("must be 0 or 1 when spec.home is set"), "{refused}");
+
+    // Growing on a class that cannot: the apiserver's refusal is the Degraded reason; the claim
+    // keeps its size, the shell keeps running.
+    let grow = json!({"spec": {"home": {"size": "2Gi"}}});
+    t.shells.patch("notes", &PatchParams::default(), &Patch::Merge(&grow)).await.unwrap();
+    t.shell_where("notes", "Degraded=True HomeWriteFailed", |s| {
+        if condition(s, "Degraded") == cond("True", reasons::HOME_WRITE_FAILED) {
+            Ok(())
+        } else {
+            Err(format!("{:?}", s.status))
+        }
+    })
+    .await;
+    let kept = claims(&t).get("myownshell-home-notes").await.unwrap();
+    assert_eq!(kept.spec.unwrap().resources.unwrap().requests.unwrap()["storage"].0, "1Gi");
+
+    // Deleted with the shell (onDelete defaults to Delete).
+    t.shells.delete("notes", &DeleteParams::default()).await.unwrap();
+    eventually("the home deleted with its shell", TIMEOUT, || async {
+        match claims(&t).get_opt("myownshell-home-notes").await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(c) if c.meta().deletion_timestamp.is_some() => Ok(()),
+            Some(_) => Err("still there, not being deleted".to_owned()),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+}
+
+#[tokio::test]
+async fn a_kept_home_goes_to_the_next_shell_of_its_owner_and_a_claim_of_someone_else_is_left_alone() {
+    let t = ControllerTest::start("ctrl-home-kept").await;
+    let kept =
+        Home { storage_class_name: Some("fast".into()), on_delete: Some(HomeOnDelete::Retain), ..Home::default() };
+    t.shells.create(&PostParams::default(), &shell_with_home("kept", "alice", kept.clone())).await.unwrap();
+    let first = claim_where(&t, "myownshell-home-kept", "the claim made", |_| Ok(())).await;
+    t.shells.delete("kept", &DeleteParams::default()).await.unwrap();
+    eventually("the shell gone", TIMEOUT, || async {
+        if t.shells.get_opt("kept").await.map_err(|e| e.to_string())?.is_none() {
+            Ok(())
+        } else {
+            Err("still there".to_owned())
+        }
+    })
+    .await
+    .unwrap();
+    let released = claims(&t).get("myownshell-home-kept").await.unwrap();
+    assert_eq!(released.uid(), first.uid(), "the same claim, kept");
+    assert!(released.owner_references().is_empty(), "{:?}", released.metadata);
+    assert_eq!(released.labels().get("myownshell.io/retained-home").map(String::as_str), Some("true"));
+
+    // Another owner's shell of the name does not get it, and runs nothing.
+    t.shells.create(&PostParams::default(), &shell_with_home("kept", "mallory", kept.clone())).await.unwrap();
+    let s = home_ready(&t, "kept", "False", reasons::HOME_CLAIM_CONFLICT).await;
+    assert_eq!(condition(&s, "Degraded"), cond("True", reasons::HOME_CLAIM_CONFLICT));
+    let d = t.replicas_become("kept", 0).await;
+    assert!(
+        !serde_json::to_string(&d.spec).unwrap().contains("myownshell-home-kept"),
+        "a claim not its own is never mounted"
+    );
+    let untouched = claims(&t).get("myownshell-home-kept").await.unwrap();
+    assert_eq!(untouched.resource_version(), released.resource_version(), "never written");
+    t.shells.delete("kept", &DeleteParams::default()).await.unwrap();
+    eventually("mallory's shell gone", TIMEOUT, || async {
+        if t.shells.get_opt("kept").await.map_err(|e| e.to_string())?.is_none() {
+            Ok(())
+        } else {
+            Err("still there".to_owned())
+        }
+    })
+    .await
+    .unwrap();
+    assert!(claims(&t).get_opt("myownshell-home-kept").await.unwrap().is_some(), "not deleted with a shell it was not");
+
+    // Its owner's next shell of the name takes it up.
+    let again = t.shells.create(&PostParams::default(), &shell_with_home("kept", "alice", kept)).await.unwrap();
+    let adopted = claim_where(&t, "myownshell-home-kept", "the claim taken up", |c| {
+        let owner = c.owner_references().first().map(|o| o.uid.clone());
+        if owner.as_deref() == again.meta().uid.as_deref() { Ok(()) } else { Err(format!("{:?}", c.metadata)) }
+    })
+    .await;
+    assert_eq!(adopted.uid(), first.uid());
+    assert!(!adopted.labels().contains_key("myownshell.io/retained-home"));
+    t.event_with_reason("kept", reasons::HOME_REUSED).await;
+
+    // A user's own claim of a home's name: never taken, written or mounted.
+    let foreign: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "myownshell-home-taken"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "fast"}
+    }))
+    .unwrap();
+    let foreign = claims(&t).create(&PostParams::default(), &foreign).await.unwrap();
+    t.shells.create(&PostParams::default(), &shell_with_home("taken", "alice", Home::default())).await.unwrap();
+    home_ready(&t, "taken", "False", reasons::HOME_CLAIM_CONFLICT).await;
+    t.replicas_become("taken", 0).await;
+    let after = claims(&t).get("myownshell-home-taken").await.unwrap();
+    assert_eq!(after.resource_version(), foreign.resource_version());
+}
