@@ -18,7 +18,7 @@ use crate::cache::memo;
 use crate::context::Context;
 use crate::error::{Error, api_message};
 use crate::events::{self, EventType, actions};
-use crate::health::diagnose::diagnose;
+use crate::health::diagnose::{Diagnosis, diagnose};
 use crate::home;
 use crate::home::assess::{Assessment, assess};
 use crate::life::lifetime::{self, Phase};
@@ -111,13 +111,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // held at no pods, and says so if it would run.
     let open = ctx.open.is_open(&namespace);
     let closed = !open && plan.replicas(size) > 0;
-    // A claim that could not be read or made leaves the Deployment as it is (`hard`): a
-    // transient error must not restart a shell without its home. A claim that could not grow
-    // (`home_error`) is told, and the rest goes on.
-    let (home, home_error, hard) = match home(shell, ctx).await {
-        Ok((home, soft)) => (home, soft, None),
-        Err(e) => (None, None, Some(e)),
-    };
+    let (home, home_error, hard) = home(shell, ctx).await;
     // A claim of the shell's name that is not its home holds it too: never mounted, no pods.
     let home_held = home.as_ref().is_some_and(|h| h.hold);
     let plan = if open && !home_held { plan } else { plan.held() };
@@ -142,7 +136,8 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         .then(|| diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
         .flatten();
     let error = error.or(home_error);
-    let home_problem = home.as_ref().and_then(|h| h.problem.clone());
+    let home_problem =
+        home.as_ref().and_then(|h| h.problem.clone()).map(|(reason, message)| Failure { reason, message });
     let failure = error
         .as_ref()
         .map(|e| Failure { reason: e.reason(), message: failure_message(e) })
@@ -159,28 +154,14 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let status = status::compute(shell, previous.as_ref(), &inputs, &myownshell_runtime::time::to_second(now));
     ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));
     let written = write_status(shell, api, previous.as_ref(), &status, ctx).await;
-    let told_as = match (&error, &diagnosis) {
-        (Some(e), _) if e.is_conflict() => Some((e.reason(), actions::RECONCILE)),
-        (Some(_), _) => Some((reasons::RECONCILE_FAILED, actions::RECONCILE)),
-        (None, _) if closed => Some((reasons::NAMESPACE_NOT_OPEN, actions::RECONCILE)),
-        (None, _) if home_problem.is_some() => home_problem.as_ref().map(|p| (p.reason, actions::HOME)),
-        (None, Some(d)) => Some((d.reason, actions::CHECK_PODS)),
-        (None, None) => None,
-    };
+    let told_as = told_as(error.as_ref(), closed, home_problem.as_ref(), diagnosis.as_ref());
     let mut told = announce::trouble_event(previous.as_ref(), &status, told_as).into_iter().collect::<Vec<_>>();
     // What the lifetime did is told once it is recorded: a reconcile that could not write the
     // status does it again, and tells it then.
     if written.is_ok() {
         told.extend(announce::lifetime_events(&shell.name_any(), &plan, replicas));
     }
-    for a in told {
-        if a.type_ == EventType::Warning {
-            warn!(shell = %shell.name_any(), reason = a.reason, "{}", a.note);
-        } else {
-            info!(shell = %shell.name_any(), reason = a.reason, "{}", a.note);
-        }
-        events::publish(&ctx.recorder, &ctx.metrics, shell, a.type_, a.reason, a.action, a.note);
-    }
+    tell(shell, ctx, told);
     if let Some(e) = error {
         return Err(e);
     }
@@ -192,17 +173,51 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at]))
 }
 
-/// The shell's home (`None` without one): its claim made sure of, what it means for the shell,
-/// and why it could not grow if it could not; an error if the claim could not be read or made.
-async fn home(shell: &MyOwnShell, ctx: &Context) -> Result<(Option<Assessment>, Option<Error>), Error> {
+/// The reason and action of the Warning Event for a reconcile's trouble, if any.
+fn told_as(
+    error: Option<&Error>,
+    closed: bool,
+    home_problem: Option<&Failure>,
+    diagnosis: Option<&Diagnosis>,
+) -> Option<(&'static str, &'static str)> {
+    match (error, diagnosis) {
+        (Some(e), _) if e.is_conflict() => Some((e.reason(), actions::RECONCILE)),
+        (Some(_), _) => Some((reasons::RECONCILE_FAILED, actions::RECONCILE)),
+        (None, _) if closed => Some((reasons::NAMESPACE_NOT_OPEN, actions::RECONCILE)),
+        (None, _) if home_problem.is_some() => home_problem.map(|p| (p.reason, actions::HOME)),
+        (None, Some(d)) => Some((d.reason, actions::CHECK_PODS)),
+        (None, None) => None,
+    }
+}
+
+/// Log and publish what a reconcile tells.
+fn tell(shell: &MyOwnShell, ctx: &Context, told: Vec<announce::Announcement>) {
+    for a in told {
+        if a.type_ == EventType::Warning {
+            warn!(shell = %shell.name_any(), reason = a.reason, "{}", a.note);
+        } else {
+            info!(shell = %shell.name_any(), reason = a.reason, "{}", a.note);
+        }
+        events::publish(&ctx.recorder, &ctx.metrics, shell, a.type_, a.reason, a.action, a.note);
+    }
+}
+
+/// The shell's home (`None` without one): its claim made sure of and what it means for the
+/// shell; why it could not grow, if it could not (told, and the rest goes on); and the error, if
+/// the claim could not be read or made (the Deployment is then left as it is: a transient error
+/// must not restart a shell without its home).
+async fn home(shell: &MyOwnShell, ctx: &Context) -> (Option<Assessment>, Option<Error>, Option<Error>) {
     if shell.spec.home.is_none() {
-        return Ok((None, None));
+        return (None, None, None);
     }
     ctx.claims.wait_synced().await;
-    let found = home::write::ensure(shell, ctx).await?;
+    let found = match home::write::ensure(shell, ctx).await {
+        Ok(found) => found,
+        Err(e) => return (None, None, Some(e)),
+    };
     let claim = found.as_ref().map(|f| (&*f.claim, f.ownership));
     let assessment = assess(&names::home_claim(&shell.name_any()), claim, &|n| ctx.nodes.not_ready(n));
-    Ok((Some(assessment), found.and_then(|f| f.grow_error)))
+    (Some(assessment), found.and_then(|f| f.grow_error), None)
 }
 
 /// The shell's Deployment as it is, if it is ours, for the status of a reconcile that does not

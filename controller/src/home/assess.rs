@@ -6,7 +6,6 @@ use myownshell_api::names::reasons;
 
 use crate::home::cached::CachedClaim;
 use crate::home::claim::Ownership;
-use crate::write::status::Failure;
 
 /// The home as the status tells it.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,8 +14,8 @@ pub struct Assessment {
     pub status: HomeStatus,
     /// `HomeReady`: status, reason, message.
     pub ready: (bool, &'static str, String),
-    /// A problem the shell cannot get past by itself: its `Degraded` reason.
-    pub problem: Option<Failure>,
+    /// A problem the shell cannot get past by itself: its `Degraded` reason and message.
+    pub problem: Option<(&'static str, String)>,
     /// The shell must run no pods: the claim of its name is not its home.
     pub hold: bool,
 }
@@ -102,7 +101,7 @@ fn bound(
 }
 
 fn problem(status: HomeStatus, reason: &'static str, message: String, hold: bool) -> Assessment {
-    let problem = Some(Failure { reason, message: message.clone() });
+    let problem = Some((reason, message.clone()));
     Assessment { status, ready: (false, reason, message), problem, hold }
 }
 
@@ -187,7 +186,7 @@ mod tests {
         for (what, found, node_up, (ready, reason), problem, hold) in rows {
             let a = assess("alice", found, if node_up { &up } else { &down });
             assert_eq!((a.ready.0, a.ready.1), (ready, reason), "{what}: {}", a.ready.2);
-            assert_eq!(a.problem.as_ref().map(|p| p.reason), problem, "{what}");
+            assert_eq!(a.problem.as_ref().map(|p| p.0), problem, "{what}");
             assert_eq!(a.hold, hold, "{what}");
             assert!(a.ready.2.contains("alice"), "{what}: the message names the claim: {}", a.ready.2);
         }

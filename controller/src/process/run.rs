@@ -28,7 +28,7 @@ use crate::context::{Caches, Context};
 use crate::events::Reporter;
 use crate::health::nodes::NodeIndex;
 use crate::health::pods::{CachedPod, PodIndex};
-use crate::home::cached::CachedClaim;
+use crate::home::cached::{CachedClaim, ClaimIndex};
 use crate::metrics::Metrics;
 use crate::process::args::Args;
 use crate::process::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_identity};
@@ -195,18 +195,11 @@ async fn reconcile_until(
         Arc<TerminatingNamespaces>,
         Arc<OpenNamespaces>,
     ) = Default::default();
+    let claims = Arc::<ClaimIndex>::default();
     let recorder = crate::events::Publisher::new(client.clone(), Reporter::new(REPORTER), Arc::clone(&terminating));
     let _sweeping = sweep::start(client.clone(), args.namespace.clone(), args.sweep_interval, metrics.clone());
-    let claims = Arc::default();
-    let caches = Caches {
-        deployments: deployment_cache.clone(),
-        shells: shells.clone(),
-        pods,
-        nodes,
-        terminating,
-        open,
-        claims,
-    };
+    let (deployments, shells_cache) = (deployment_cache.clone(), shells.clone());
+    let caches = Caches { deployments, shells: shells_cache, pods, nodes, terminating, open, claims };
     let triggers = triggers(&client, args.namespace.clone(), &caches, pending_events.clone());
     let ctx = Arc::new(Context::new(
         client,

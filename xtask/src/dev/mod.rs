@@ -229,6 +229,11 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
             let step = Step::start(format!("starting the cluster (control plane, and {what}: containerd, kubelet)"));
             let node = Cluster::start(ClusterOptions { nodes, ..ClusterOptions::default() }).await?;
             step.done();
+            // A real dynamic provisioner and a default StorageClass, for shells with a home.
+            tokio::task::spawn_blocking(crate::local_path::ensure).await??;
+            let step = Step::start("local-path-provisioner: the default StorageClass for shells' homes");
+            myownshell_envtest::node::local_path::install(&node).await.map_err(anyhow::Error::msg)?;
+            step.done();
             Plane::Node(Box::new(node))
         }
         Err(why) if nodes > 1 => bail!("--nodes {nodes} needs nodes that can run: {why}"),
