@@ -1,7 +1,8 @@
 //! The home phase: a shell with `spec.home` on the real node, its claim provisioned by a real
 //! dynamic provisioner (local-path-provisioner, the default class), a file written in `$HOME`,
-//! and the file still there after a stop and a start, an `update` (which restarts the pod), and
-//! the pod's deletion; the claim goes with the shell.
+//! and the file still there after a stop and a start, a spec change that restarts the pod (as
+//! an `update` after an operator upgrade does), and the pod's deletion; the claim goes with the
+//! shell.
 
 use myownshell_envtest::eventually;
 use myownshell_envtest::node::local_path;
@@ -70,8 +71,13 @@ pub async fn home(e2e: &E2e) {
     .unwrap_or_else(|e| panic!("{e}\n{}", e2e.diagnostics()));
     plugin(&["start", SHELL]);
     pod = file_survives(e2e, &ns, &pod, "a stop and a start").await;
-    plugin(&["update", SHELL]);
-    pod = file_survives(e2e, &ns, &pod, "kubectl myownshell update").await;
+    // A change that restarts the pod, as `kubectl myownshell update` after an operator upgrade
+    // does (with the template current, `update` has nothing to restart): rolled by Recreate,
+    // the old pod lets go of the volume before the new one mounts it.
+    let resized =
+        r#"{"spec":{"resources":{"requests":{"cpu":"20m","memory":"16Mi"},"limits":{"cpu":"200m","memory":"64Mi"}}}}"#;
+    e2e.run(&["patch", "mos", SHELL, "-n", &ns, "--type=merge", "-p", resized]).await;
+    pod = file_survives(e2e, &ns, &pod, "a spec change that restarts the pod").await;
     e2e.run(&["delete", "pod", &pod, "-n", &ns, "--wait=false"]).await;
     file_survives(e2e, &ns, &pod, "the pod's deletion").await;
 

@@ -186,7 +186,11 @@ async fn the_operator_from_config_end_to_end() {
         lifetime::lifetime(&e2e),
     )
     .await;
-    phase("home: a file in $HOME survives a stop and start, an update and the pod's deletion", home::home(&e2e)).await;
+    phase(
+        "home: a file in $HOME survives a stop and start, a restarting change and the pod's deletion",
+        home::home(&e2e),
+    )
+    .await;
     phase("failures: bad image, crash loop, OOM, unschedulable, a namespace being deleted", failures::failures(&e2e))
         .await;
     phase("metrics from pods: 200 / 403 / 401 on both Services", metrics_from_inside_the_cluster(&e2e)).await;
