@@ -46,6 +46,8 @@ fuzz_target!(|data: &[u8]| {
         // The lifetime flags on, so the mutating webhook reads the whole spec too.
         max_run_time: Some(std::time::Duration::from_secs(8 * 3600)),
         default_idle_timeout: Some(std::time::Duration::from_secs(1800)),
+        home_default_size: "1Gi".into(),
+        home_max_size: "10Gi".into(),
     };
     let shells = ShellIndex::of([(
         "ns".to_owned(),

@@ -616,6 +616,10 @@ async fn editors_cannot_plant_a_lookalike_or_change_a_shells_pods_and_deployment
     assert!(ours.success, "{}", ours.stderr);
     let edit = w.as_user("bob", AUTH, &["set", "image", "deployment/planted", "shell=worse:1"]).await;
     assert!(policy_refusal(&edit), "{}", edit.stderr);
+    // Nor mount a shell's home into it, to read it from a pod of the shell's own making.
+    let mount = r#"{"spec":{"template":{"spec":{"volumes":[{"name":"h","persistentVolumeClaim":{"claimName":"myownshell-home-web"}}]}}}}"#;
+    let mounted = w.as_user("bob", AUTH, &["patch", "deployment", "planted", "--type=merge", "-p", mount]).await;
+    assert!(policy_refusal(&mounted), "{}", mounted.stderr);
     w.installed.remove().await.unwrap();
 }
 

@@ -219,3 +219,59 @@ async fn a_kept_home_goes_to_the_next_shell_of_its_owner_and_a_claim_of_someone_
     let after = claims(&t).get("myownshell-home-taken").await.unwrap();
     assert_eq!(after.resource_version(), foreign.resource_version());
 }
+
+#[tokio::test]
+async fn a_home_grows_where_its_class_allows_and_a_lost_or_deleted_claim_is_told() {
+    let t = ControllerTest::start("ctrl-home-grow").await;
+    let class = format!("growable-{}", t.ns);
+    let storage_class = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": class},
+        "provisioner": "example.com/none", "allowVolumeExpansion": true, "volumeBindingMode": "WaitForFirstConsumer"});
+    let classes: Api<k8s_openapi::api::storage::v1::StorageClass> = Api::all(t.client.clone());
+    classes.create(&PostParams::default(), &serde_json::from_value(storage_class).unwrap()).await.unwrap();
+    let one_gi = k8s_openapi::apimachinery::pkg::api::resource::Quantity("1Gi".into());
+    let home = Home { size: Some(one_gi), storage_class_name: Some(class.clone()), on_delete: None };
+    t.shells.create(&PostParams::default(), &shell_with_home("big", "alice", home)).await.unwrap();
+    let claim = "myownshell-home-big";
+    claim_where(&t, claim, "the claim made", |_| Ok(())).await;
+    // As the volume controller binds it: a volume named, then Bound.
+    let volume = json!({"spec": {"volumeName": format!("pv-{}", t.ns)}});
+    claims(&t).patch(claim, &PatchParams::default(), &Patch::Merge(&volume)).await.unwrap();
+    bind(&t, claim, "node-a", "1Gi").await;
+    home_ready(&t, "big", "True", reasons::HOME_BOUND).await;
+
+    // Grown: the claim asks for more; once the volume grew, the pod must restart to finish it.
+    let grow = json!({"spec": {"home": {"size": "2Gi"}}});
+    t.shells.patch("big", &PatchParams::default(), &Patch::Merge(&grow)).await.unwrap();
+    claim_where(&t, claim, "the claim asking for 2Gi", |c| {
+        let asked = c.spec.as_ref().and_then(|s| s.resources.as_ref()).and_then(|r| r.requests.as_ref());
+        let asked = asked.and_then(|r| r.get("storage")).map(|q| q.0.clone());
+        if asked.as_deref() == Some("2Gi") { Ok(()) } else { Err(format!("{asked:?}")) }
+    })
+    .await;
+    let grown = json!({"status": {"capacity": {"storage": "2Gi"},
+        "conditions": [{"type": "FileSystemResizePending", "status": "True", "lastTransitionTime": "2026-11-28T00:00:00Z"}]}});
+    claims(&t).patch_status(claim, &PatchParams::default(), &Patch::Merge(&grown)).await.unwrap();
+    let s = home_ready(&t, "big", "True", reasons::HOME_RESIZE_PENDING).await;
+    let ready = s.status.unwrap().conditions.into_iter().find(|c| c.type_ == "HomeReady").unwrap();
+    assert!(ready.message.contains("kubectl myownshell update big"), "{}", ready.message);
+
+    // Lost: said, and the shell's Degraded reason.
+    let lost = json!({"status": {"phase": "Lost"}});
+    claims(&t).patch_status(claim, &PatchParams::default(), &Patch::Merge(&lost)).await.unwrap();
+    let s = home_ready(&t, "big", "False", reasons::HOME_LOST).await;
+    assert_eq!(condition(&s, "Degraded"), cond("True", reasons::HOME_LOST));
+
+    // Deleted by someone while a finalizer holds it: said, and not made again meanwhile.
+    let hold = json!({"metadata": {"finalizers": ["example.com/hold"]}});
+    claims(&t).patch(claim, &PatchParams::default(), &Patch::Merge(&hold)).await.unwrap();
+    claims(&t).delete(claim, &DeleteParams::default()).await.unwrap();
+    home_ready(&t, "big", "False", reasons::HOME_TERMINATING).await;
+    let release = json!({"metadata": {"finalizers": null}});
+    claims(&t).patch(claim, &PatchParams::default(), &Patch::Merge(&release)).await.unwrap();
+    // Gone: a new, empty home is made.
+    claim_where(&t, claim, "a new claim made", |c| {
+        if c.meta().deletion_timestamp.is_none() { Ok(()) } else { Err("still the deleted one".to_owned()) }
+    })
+    .await;
+    classes.delete(&class, &DeleteParams::default()).await.unwrap();
+}

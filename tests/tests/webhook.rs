@@ -138,6 +138,16 @@ async fn kubectl_apply_of_bad_specs_is_denied_with_the_webhooks_message() {
             "  resources:\n    limits: {cpus: \"1\"}",
             "spec.resources.limits[cpus]: must be cpu, memory, ephemeral-storage",
         ),
+        ("  home:\n    size: lots", "spec.home.size: must be a quantity such as 1Gi"),
+        ("  home:\n    size: \"0\"", "spec.home.size: must be more than 0, got \"0\""),
+        (
+            "  home:\n    size: 11Gi",
+            "spec.home.size: must be at most 10Gi (the operator's --home-max-size), got \"11Gi\"",
+        ),
+        (
+            "  home:\n    storageClassName: Fast_SSD",
+            "spec.home.storageClassName: must be a StorageClass name (lowercase letters, digits, '-' and '.', at most 253), got \"Fast_SSD\"",
+        ),
     ];
     let kubectl = env.kubectl();
     for (i, (spec, want)) in cases.iter().enumerate() {

@@ -125,8 +125,13 @@ pub(crate) async fn delete_stopped(
         Err(source) => return Err(Error::DeleteShell { name, source }),
     }
     let after = shell.spec.lifetime.as_ref().and_then(|l| l.delete_paused_after.as_deref()).unwrap_or_default();
+    let home = match shell.spec.home.as_ref().map(|h| h.on_delete) {
+        Some(Some(myownshell_api::HomeOnDelete::Retain)) => "; its home is kept (spec.home.onDelete: Retain)",
+        Some(_) => "; its home and the files in it go too (spec.home.onDelete: Delete)",
+        None => "",
+    };
     let note = format!(
-        "Deleted: stopped since {} ({}), longer than lifetime.deletePausedAfter ({after})",
+        "Deleted: stopped since {} ({}), longer than lifetime.deletePausedAfter ({after}){home}",
         stop.at.0, stop.reason
     );
     info!(shell = %name, "{note}");

@@ -1,14 +1,15 @@
 //! The home phase: a shell with `spec.home` on the real node, its claim provisioned by a real
 //! dynamic provisioner (local-path-provisioner, the default class), a file written in `$HOME`,
 //! and the file still there after a stop and a start, a spec change that restarts the pod (as
-//! an `update` after an operator upgrade does), and the pod's deletion; the claim goes with the
-//! shell.
+//! an `update` after an operator upgrade does), the pod's deletion and an operator upgrade's new
+//! pod template; an editor's ways at the files refused; the claim goes with the shell, and a
+//! namespace with a home goes too. (`nodes::home_on_a_lost_node`: drain and node loss.)
 
 use myownshell_envtest::eventually;
 use myownshell_envtest::node::local_path;
 use myownshell_tests::plugin;
 
-use super::{E2e, TIMEOUT, shell_pods, wait_running};
+use super::{CONTROLLER, E2e, SYSTEM, TIMEOUT, shell_pods, wait_running};
 
 const SHELL: &str = "notes";
 const CLAIM: &str = "myownshell-home-notes";
@@ -79,7 +80,9 @@ pub async fn home(e2e: &E2e) {
     e2e.run(&["patch", "mos", SHELL, "-n", &ns, "--type=merge", "-p", resized]).await;
     pod = file_survives(e2e, &ns, &pod, "a spec change that restarts the pod").await;
     e2e.run(&["delete", "pod", &pod, "-n", &ns, "--wait=false"]).await;
-    file_survives(e2e, &ns, &pod, "the pod's deletion").await;
+    pod = file_survives(e2e, &ns, &pod, "the pod's deletion").await;
+    pod = upgrade(e2e, &ns, &pod, &plugin).await;
+    nobody_else(e2e, &ns, &pod).await;
 
     e2e.run(&["delete", "mos", SHELL, "-n", &ns, "--wait=false"]).await;
     e2e.wait_for(
@@ -88,5 +91,83 @@ pub async fn home(e2e: &E2e) {
         |out| out.trim().is_empty(),
     )
     .await;
-    e2e.run(&["delete", "namespace", &ns, "--wait=false"]).await;
+    namespace_goes_with_its_homes(e2e, &ns, &manifest).await;
+}
+
+/// An operator upgrade that changes the pod template, as a release does (here the controller's
+/// `--pod-annotations`): the shell waits for a quiet moment (`OperatorUpgraded`), its owner takes
+/// the new template now (`kubectl myownshell update`), and the home is there after the restart.
+/// The controller goes back to its flags after.
+async fn upgrade(e2e: &E2e, ns: &str, pod: &str, plugin: &dyn Fn(&[&str]) -> String) -> String {
+    let flag = r#"[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--pod-annotations=example.com/release=next"}]"#;
+    e2e.run(&["patch", "deployment", CONTROLLER, "-n", SYSTEM, "--type=json", "-p", flag]).await;
+    e2e.rollout(CONTROLLER).await;
+    e2e.wait_for(
+        "UpToDate=False: the upgrade's template waits",
+        &["get", "mos", SHELL, "-n", ns, "-o", "jsonpath={.status.conditions[?(@.type==\"UpToDate\")].reason}"],
+        |out| out == "OperatorUpgraded",
+    )
+    .await;
+    plugin(&["update", SHELL]);
+    let pod = file_survives(e2e, ns, pod, "an operator upgrade's new pod template (kubectl myownshell update)").await;
+    let annotations = e2e.run(&["get", "pod", &pod, "-n", ns, "-o", "jsonpath={.metadata.annotations}"]).await;
+    assert!(
+        annotations.contains("\"example.com/release\":\"next\""),
+        "the pod runs the upgrade's template: {annotations}"
+    );
+    e2e.run(&["rollout", "undo", "deployment", CONTROLLER, "-n", SYSTEM]).await;
+    e2e.rollout(CONTROLLER).await;
+    pod
+}
+
+/// An editor of the namespace tries the home as a door: a copy of the shell's pod with its
+/// volumes (`kubectl debug --copy-to`), a pod of their own that mounts the claim, and deleting
+/// the claim. All are refused; the shell's own pod keeps running.
+async fn nobody_else(e2e: &E2e, ns: &str, pod: &str) {
+    let client = e2e.cluster.control_plane().client().unwrap();
+    myownshell_tests::access::namespace_editors(&client, ns, &["mallory"], &[]).await.unwrap();
+    let as_mallory = ["--as=mallory", "--as-group=system:authenticated"];
+    let copy = [
+        &as_mallory[..],
+        &["debug", pod, "-n", ns, "--copy-to=stolen", "--container=shell", "--", "cat", "/home/shell/notes.txt"],
+    ]
+    .concat();
+    let copied = e2e.kubectl.run(&copy).await.unwrap();
+    assert!(
+        !copied.success && copied.stderr.contains("mounted only by the shell's own pod"),
+        "kubectl debug --copy-to: {}{}",
+        copied.stdout,
+        copied.stderr
+    );
+    let reader = format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"reader"}},"spec":{{"containers":[{{"name":"r","image":"busybox:1.37.0","command":["cat","/h/notes.txt"]}}],"volumes":[{{"name":"h","persistentVolumeClaim":{{"claimName":"{CLAIM}"}}}}]}}}}"#
+    );
+    let create = [&as_mallory[..], &["create", "-n", ns, "-f", "-"]].concat();
+    let own = e2e.kubectl.run_with_stdin(&create, Some(&reader)).await.unwrap();
+    assert!(
+        !own.success && own.stderr.contains("mounted only by the shell's own pod"),
+        "a pod of one's own: {}{}",
+        own.stdout,
+        own.stderr
+    );
+    let delete = [&as_mallory[..], &["delete", "pvc", CLAIM, "-n", ns, "--wait=false"]].concat();
+    let deleted = e2e.kubectl.run(&delete).await.unwrap();
+    assert!(!deleted.success && deleted.stderr.contains("shell-homes"), "deleting the claim: {}", deleted.stderr);
+    assert_eq!(wait_running(e2e, ns, SHELL, 1).await, vec![pod.to_owned()], "the shell's pod is untouched");
+    eprintln!("e2e: home: an editor's copy of the pod, own pod and delete of the claim are refused");
+}
+
+/// A namespace deleted with a shell and its home in it goes, home and all.
+async fn namespace_goes_with_its_homes(e2e: &E2e, ns: &str, manifest: &str) {
+    e2e.apply(ns, manifest).await.unwrap();
+    wait_running(e2e, ns, SHELL, 1).await;
+    let started = std::time::Instant::now();
+    e2e.run(&["delete", "namespace", ns, "--wait=false"]).await;
+    e2e.wait_for(
+        "the namespace gone, with its home",
+        &["get", "namespace", ns, "--ignore-not-found", "-o", "name"],
+        |out| out.trim().is_empty(),
+    )
+    .await;
+    eprintln!("e2e: home: a namespace with a shell and its home deleted in {:.1?}", started.elapsed());
 }

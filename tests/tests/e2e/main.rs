@@ -211,6 +211,7 @@ async fn the_operator_from_config_end_to_end() {
     phase("the production overlay on two nodes: every replica Ready, spread, budgets", production_overlay(&e2e)).await;
     phase("losing a node: shells move, leadership moves, admission answers", nodes::lose_a_node(&mut e2e)).await;
     phase("kubectl drain of a node with shells and operator pods", nodes::drain(&e2e)).await;
+    phase("a home on a local volume through a drain and a node loss", nodes::home_on_a_lost_node(&mut e2e)).await;
     let E2e { cluster, .. } = e2e;
     cluster.stop().unwrap();
 }

@@ -244,3 +244,67 @@ pub async fn drain(e2e: &E2e) {
     e2e.run(&["uncordon", node]).await;
     e2e.run(&["delete", "namespace", &ns, &probes, "--wait=false"]).await;
 }
+
+/// A shell's home on a local volume, through a drain and a node loss: the pod can run only on
+/// the volume's node (its node affinity), so after a drain it waits, saying why, until the node
+/// is uncordoned; while the node is lost the shell says `HomeNodeUnavailable` (which node, since
+/// when); when it returns, the shell runs there again, files and all.
+pub async fn home_on_a_lost_node(e2e: &mut E2e) {
+    let ns = e2e.namespace("e2e-home-node").await;
+    let manifest = "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata:\n  name: far\nspec:\n  size: 1\n  home:\n    size: 64Mi\n";
+    e2e.apply(&ns, manifest).await.unwrap();
+    let read = |e2e: &E2e, ns: String| async move {
+        let pods = super::wait_running(e2e, &ns, "far", 1).await;
+        e2e.run(&["exec", "-n", &ns, &pods[0], "-c", "shell", "--", "sh", "-c", "cat ~/notes.txt"]).await
+    };
+    let pods = super::wait_running(e2e, &ns, "far", 1).await;
+    e2e.run(&["exec", "-n", &ns, &pods[0], "-c", "shell", "--", "sh", "-c", "echo kept > ~/notes.txt"]).await;
+    let node = e2e
+        .wait_for(
+            "the home bound on a node",
+            &["get", "mos", "far", "-n", &ns, "-o", "jsonpath={.status.home.node}"],
+            |out| !out.is_empty(),
+        )
+        .await;
+
+    // A drain: the pod is evicted and waits for its volume's node, saying why.
+    let started = Instant::now();
+    let drained = e2e
+        .kubectl
+        .run(&["drain", &node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s"])
+        .await
+        .unwrap();
+    assert!(drained.success, "kubectl drain {node}: {}{}", drained.stdout, drained.stderr);
+    let why = e2e
+        .wait_for(
+            "the shell saying its pod cannot be scheduled",
+            &["get", "mos", "far", "-n", &ns, "-o", "jsonpath={.status.conditions[?(@.type==\"Available\")].message}"],
+            |out| out.contains("node affinity") || out.contains("unschedulable"),
+        )
+        .await;
+    e2e.run(&["uncordon", &node]).await;
+    assert_eq!(read(e2e, ns.clone()).await, "kept\n", "~/notes.txt after the drain");
+    eprintln!("e2e: home: drained, waited for {node} ({why}), back with its files in {:.1?}", started.elapsed());
+
+    // The node lost: said so, by name and since when; back with it.
+    let lost = Instant::now();
+    e2e.cluster.kill_node(&node).unwrap();
+    let said = eventually("the shell saying its home's node is gone", NODE_TIMEOUT, || async {
+        let jsonpath = "jsonpath={.status.conditions[?(@.type==\"HomeReady\")].reason}: {.status.conditions[?(@.type==\"HomeReady\")].message}";
+        let out = e2e.try_run(&["get", "mos", "far", "-n", &ns, "-o", jsonpath]).await?;
+        if out.starts_with("HomeNodeUnavailable") && out.contains(&node) && out.contains("since") { Ok(out) } else { Err(out) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", e2e.diagnostics()));
+    eprintln!("e2e: home: {node} lost, told in {:.1?}: {said}", lost.elapsed());
+    e2e.cluster.start_node(&node).await.unwrap_or_else(|e| panic!("{node} back: {e}"));
+    assert_eq!(read(e2e, ns.clone()).await, "kept\n", "~/notes.txt after the node's return");
+    e2e.wait_for(
+        "HomeReady=True again",
+        &["get", "mos", "far", "-n", &ns, "-o", "jsonpath={.status.conditions[?(@.type==\"HomeReady\")].status}"],
+        |out| out == "True",
+    )
+    .await;
+    eprintln!("e2e: home: {node} back, the shell running there with its files {:.1?} after the loss", lost.elapsed());
+    e2e.run(&["delete", "namespace", &ns, "--wait=false"]).await;
+}
