@@ -86,12 +86,13 @@ fn bound(
         return problem(status, reasons::HOME_NODE_UNAVAILABLE, message, false);
     }
     let on = claim.node.as_deref().map(|n| format!(" on node {n}")).unwrap_or_default();
+    let shell = myownshell_api::names::shell_of_home_claim(name).unwrap_or(name);
     let ready = if claim.resize_pending {
         (
             true,
             reasons::HOME_RESIZE_PENDING,
             format!(
-                "the volume grew to {capacity}{on}; its file system grows when the shell's pod next starts (`kubectl myownshell update {name}` restarts it now)"
+                "the volume grew to {capacity}{on}; its file system grows when the shell's pod next starts (`kubectl myownshell update {shell}` restarts it now)"
             ),
         )
     } else {
@@ -190,6 +191,8 @@ mod tests {
             assert_eq!(a.hold, hold, "{what}");
             assert!(a.ready.2.contains("alice"), "{what}: the message names the claim: {}", a.ready.2);
         }
+        let grown = assess("myownshell-home-alice", Some((&resizing, Ownership::Ours)), &up);
+        assert!(grown.ready.2.contains("`kubectl myownshell update alice`"), "names the shell: {}", grown.ready.2);
         let gone = assess("alice", Some((&bound, Ownership::Ours)), &down);
         assert_eq!(gone.ready.1, reasons::HOME_NODE_UNAVAILABLE);
         assert!(gone.ready.2.contains("node node-a") && gone.ready.2.contains("since 2026-11-28"), "{}", gone.ready.2);
