@@ -245,6 +245,12 @@ pub async fn drain(e2e: &E2e) {
     e2e.run(&["delete", "namespace", &ns, &probes, "--wait=false"]).await;
 }
 
+/// `~/notes.txt` in shell `far`'s one pod, once it runs.
+async fn read_notes(e2e: &E2e, ns: &str) -> String {
+    let pods = super::wait_running(e2e, ns, "far", 1).await;
+    e2e.run(&["exec", "-n", ns, &pods[0], "-c", "shell", "--", "sh", "-c", "cat ~/notes.txt"]).await
+}
+
 /// A shell's home on a local volume, through a drain and a node loss: the pod can run only on
 /// the volume's node (its node affinity), so after a drain it waits, saying why, until the node
 /// is uncordoned; while the node is lost the shell says `HomeNodeUnavailable` (which node, since
@@ -253,10 +259,6 @@ pub async fn home_on_a_lost_node(e2e: &mut E2e) {
     let ns = e2e.namespace("e2e-home-node").await;
     let manifest = "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata:\n  name: far\nspec:\n  size: 1\n  home:\n    size: 64Mi\n";
     e2e.apply(&ns, manifest).await.unwrap();
-    let read = |e2e: &E2e, ns: String| async move {
-        let pods = super::wait_running(e2e, &ns, "far", 1).await;
-        e2e.run(&["exec", "-n", &ns, &pods[0], "-c", "shell", "--", "sh", "-c", "cat ~/notes.txt"]).await
-    };
     let pods = super::wait_running(e2e, &ns, "far", 1).await;
     e2e.run(&["exec", "-n", &ns, &pods[0], "-c", "shell", "--", "sh", "-c", "echo kept > ~/notes.txt"]).await;
     let node = e2e
@@ -283,7 +285,7 @@ pub async fn home_on_a_lost_node(e2e: &mut E2e) {
         )
         .await;
     e2e.run(&["uncordon", &node]).await;
-    assert_eq!(read(e2e, ns.clone()).await, "kept\n", "~/notes.txt after the drain");
+    assert_eq!(read_notes(e2e, &ns).await, "kept\n", "~/notes.txt after the drain");
     eprintln!("e2e: home: drained, waited for {node} ({why}), back with its files in {:.1?}", started.elapsed());
 
     // The node lost: said so, by name and since when; back with it.
@@ -298,7 +300,7 @@ pub async fn home_on_a_lost_node(e2e: &mut E2e) {
     .unwrap_or_else(|e| panic!("{e}\n{}", e2e.diagnostics()));
     eprintln!("e2e: home: {node} lost, told in {:.1?}: {said}", lost.elapsed());
     e2e.cluster.start_node(&node).await.unwrap_or_else(|e| panic!("{node} back: {e}"));
-    assert_eq!(read(e2e, ns.clone()).await, "kept\n", "~/notes.txt after the node's return");
+    assert_eq!(read_notes(e2e, &ns).await, "kept\n", "~/notes.txt after the node's return");
     e2e.wait_for(
         "HomeReady=True again",
         &["get", "mos", "far", "-n", &ns, "-o", "jsonpath={.status.conditions[?(@.type==\"HomeReady\")].status}"],
