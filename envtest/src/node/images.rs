@@ -201,6 +201,23 @@ pub fn build_probe(out: &Path, work: &Path) -> Result<(), String> {
     result
 }
 
+/// A shell image with a home to seed (tests): the shell image plus `/home/shell/.profile`.
+pub const SEEDED_IMAGE: &str = "localhost/myownshell-seeded:local";
+/// What the seeded image's `/home/shell/.profile` holds.
+pub const SEEDED_PROFILE: &str = "echo from-the-image\n";
+
+/// Build the seeded image's archive (see [`SEEDED_IMAGE`]) into `out`.
+pub fn build_seeded(out: &Path, work: &Path) -> Result<(), String> {
+    let rootfs = work.join("seeded-rootfs");
+    let _ = std::fs::remove_dir_all(&rootfs);
+    shell_rootfs(&rootfs, Path::new("/bin/busybox"))?;
+    mkdir(&rootfs.join("home/shell"), 0o755)?;
+    write(&rootfs.join("home/shell/.profile"), SEEDED_PROFILE)?;
+    let result = build_archive(&shell_spec(SEEDED_IMAGE), &rootfs, out, &work.join("seeded-build"));
+    let _ = std::fs::remove_dir_all(&rootfs);
+    result
+}
+
 /// The operator image's spec: as the Dockerfile's final stage (user 65532, the controller as
 /// entrypoint; the manifests name the binary they run).
 pub fn operator_spec() -> ImageSpec {

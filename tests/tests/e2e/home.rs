@@ -6,7 +6,7 @@
 //! namespace with a home goes too. (`nodes::home_on_a_lost_node`: drain and node loss.)
 
 use myownshell_envtest::eventually;
-use myownshell_envtest::node::local_path;
+use myownshell_envtest::node::{images, local_path};
 use myownshell_tests::plugin;
 
 use super::{CONTROLLER, E2e, SYSTEM, TIMEOUT, shell_pods, wait_running};
@@ -91,7 +91,39 @@ pub async fn home(e2e: &E2e) {
         |out| out.trim().is_empty(),
     )
     .await;
+    seeded_once(e2e, &ns).await;
     namespace_goes_with_its_homes(e2e, &ns, &manifest).await;
+}
+
+/// An image with files in its `/home/shell`: they are copied into the empty home, and a user's
+/// change to them is never written over when the pod starts again.
+async fn seeded_once(e2e: &E2e, ns: &str) {
+    let images = myownshell_envtest::assets::target_dir().join("images");
+    let archive = images.join("seeded.tar");
+    images::build_seeded(&archive, &images.join("seeded-work")).unwrap();
+    e2e.cluster.import_image(&archive).unwrap();
+    let manifest = format!(
+        "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata:\n  name: seeded\nspec:\n  image: {}\n  home:\n    size: 16Mi\n",
+        images::SEEDED_IMAGE
+    );
+    e2e.apply(ns, &manifest).await.unwrap();
+    let in_seeded = |script: &'static str| async move {
+        let pods = wait_running(e2e, ns, "seeded", 1).await;
+        (pods[0].clone(), e2e.run(&["exec", "-n", ns, &pods[0], "-c", "shell", "--", "sh", "-c", script]).await)
+    };
+    let (pod, profile) = in_seeded("cat ~/.profile").await;
+    assert_eq!(profile, images::SEEDED_PROFILE, "the image's ~/.profile seeded into the empty home");
+    in_seeded("echo mine > ~/.profile").await;
+    e2e.run(&["delete", "pod", &pod, "-n", ns, "--wait=false"]).await;
+    let after = eventually("a new pod of the seeded shell", TIMEOUT, || async {
+        let (now, profile) = in_seeded("cat ~/.profile").await;
+        if now != pod { Ok(profile) } else { Err(format!("still {pod}")) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", e2e.diagnostics()));
+    assert_eq!(after, "mine\n", "the user's ~/.profile was written over on the next start");
+    e2e.run(&["delete", "mos", "seeded", "-n", ns, "--wait=false"]).await;
+    eprintln!("e2e: home: seeded from the image once, a user's change kept across a restart");
 }
 
 /// An operator upgrade that changes the pod template, as a release does (here the controller's

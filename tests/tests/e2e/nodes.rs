@@ -245,10 +245,17 @@ pub async fn drain(e2e: &E2e) {
     e2e.run(&["delete", "namespace", &ns, &probes, "--wait=false"]).await;
 }
 
-/// `~/notes.txt` in shell `far`'s one pod, once it runs.
+/// `~/notes.txt` in shell `far`'s one pod, once it can be read. Polled, not read once the pod
+/// shows Running: right after a lost node comes back, its pods still show the Running the
+/// kubelet last reported, while the restarted kubelet has yet to start them again ("pod does
+/// not exist").
 async fn read_notes(e2e: &E2e, ns: &str) -> String {
-    let pods = super::wait_running(e2e, ns, "far", 1).await;
-    e2e.run(&["exec", "-n", ns, &pods[0], "-c", "shell", "--", "sh", "-c", "cat ~/notes.txt"]).await
+    eventually("~/notes.txt read in far's pod", NODE_TIMEOUT, || async {
+        let pods = super::wait_running(e2e, ns, "far", 1).await;
+        e2e.try_run(&["exec", "-n", ns, &pods[0], "-c", "shell", "--", "sh", "-c", "cat ~/notes.txt"]).await
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", e2e.diagnostics()))
 }
 
 /// A shell's home on a local volume, through a drain and a node loss: the pod can run only on
