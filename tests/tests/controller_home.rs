@@ -275,3 +275,41 @@ async fn a_home_grows_where_its_class_allows_and_a_lost_or_deleted_claim_is_told
     .await;
     classes.delete(&class, &DeleteParams::default()).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_shell_deleted_after_a_long_stop_takes_its_home_and_says_so() {
+    let t = ControllerTest::start("ctrl-home-paused").await;
+    let mut idle =
+        shell_with_home("idle", "alice", Home { storage_class_name: Some("fast".into()), ..Home::default() });
+    idle.spec.stopped = Some(true);
+    idle.spec.lifetime =
+        Some(myownshell_api::Lifetime { delete_paused_after: Some("3s".into()), ..Default::default() });
+    t.shells.create(&PostParams::default(), &idle).await.unwrap();
+    claim_where(&t, "myownshell-home-idle", "the claim made", |_| Ok(())).await;
+    eventually("the shell deleted after its stop, and its home with it", TIMEOUT, || async {
+        let shell = t.shells.get_opt("idle").await.map_err(|e| e.to_string())?;
+        let claim = claims(&t).get_opt("myownshell-home-idle").await.map_err(|e| e.to_string())?;
+        let claim_going = claim.as_ref().is_none_or(|c| c.meta().deletion_timestamp.is_some());
+        if shell.is_none() && claim_going {
+            Ok(())
+        } else {
+            Err(format!("shell {}, claim going {claim_going}", shell.is_some()))
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(t.client.clone(), &t.ns);
+    let notes: Vec<String> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reasons::DELETED_AFTER_STOP))
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("its home and the files in it go too")),
+        "the Event says the files go: {notes:?}"
+    );
+}

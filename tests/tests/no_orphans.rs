@@ -3,7 +3,7 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ fn start_probe(mode: &str) -> (std::process::Child, Vec<u32>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_envtest-probe"))
         .arg(mode)
         .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -51,6 +52,8 @@ fn children_die_when_the_test_process_is_sigkilled() {
 #[test]
 fn children_die_when_the_test_process_panics() {
     let (mut child, pids) = start_probe("panic");
+    // Running, as seen: now it may panic.
+    writeln!(child.stdin.take().unwrap(), "go").unwrap();
     let status = child.wait().unwrap();
     assert!(!status.success());
     assert_all_gone(&pids);

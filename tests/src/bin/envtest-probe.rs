@@ -1,6 +1,7 @@
 //! Starts a control plane, prints `pids <etcd> <kube-apiserver>` and then either waits to be
-//! killed (`wait`) or panics (`panic`). The no-orphans test uses it to prove that the children
-//! die with their parent however it ends.
+//! killed (`wait`) or panics (`panic`, once a line arrives on stdin: the test first sees the
+//! children running, which it could not if the panic came right after the pids). The no-orphans
+//! test uses it to prove that the children die with their parent however it ends.
 
 use std::io::Write;
 
@@ -19,6 +20,8 @@ async fn main() {
     let _ = writeln!(stdout, "pids {}", pids.join(" "));
     let _ = stdout.flush();
     if mode == "panic" {
+        let mut go = String::new();
+        let _ = std::io::stdin().read_line(&mut go);
         // Leak the control plane so no destructor runs: only the kernel's pdeathsig can help.
         std::mem::forget(cp);
         panic!("envtest-probe: panicking on purpose with children running");
