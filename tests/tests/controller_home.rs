@@ -51,6 +51,19 @@ async fn home_ready(t: &ControllerTest, name: &str, status: &str, reason: &str) 
     .await
 }
 
+/// Delete shell `name` and wait until it is gone (its finalizer done).
+async fn delete_and_wait(t: &ControllerTest, name: &str) {
+    t.shells.delete(name, &DeleteParams::default()).await.unwrap();
+    eventually(&format!("shell {name} gone"), TIMEOUT, || async {
+        match t.shells.get_opt(name).await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(s) => Err(format!("still there: {:?}", s.metadata.finalizers)),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+}
+
 /// What a provisioner and the scheduler do to a claim: a volume on `node`, bound.
 async fn bind(t: &ControllerTest, claim: &str, node: &str, capacity: &str) {
     let annotate = json!({"metadata": {"annotations": {"volume.kubernetes.io/selected-node": node}}});
@@ -157,16 +170,7 @@ async fn a_kept_home_goes_to_the_next_shell_of_its_owner_and_a_claim_of_someone_
         Home { storage_class_name: Some("fast".into()), on_delete: Some(HomeOnDelete::Retain), ..Home::default() };
     t.shells.create(&PostParams::default(), &shell_with_home("kept", "alice", kept.clone())).await.unwrap();
     let first = claim_where(&t, "myownshell-home-kept", "the claim made", |_| Ok(())).await;
-    t.shells.delete("kept", &DeleteParams::default()).await.unwrap();
-    eventually("the shell gone", TIMEOUT, || async {
-        if t.shells.get_opt("kept").await.map_err(|e| e.to_string())?.is_none() {
-            Ok(())
-        } else {
-            Err("still there".to_owned())
-        }
-    })
-    .await
-    .unwrap();
+    delete_and_wait(&t, "kept").await;
     let released = claims(&t).get("myownshell-home-kept").await.unwrap();
     assert_eq!(released.uid(), first.uid(), "the same claim, kept");
     assert!(released.owner_references().is_empty(), "{:?}", released.metadata);
@@ -183,16 +187,7 @@ async fn a_kept_home_goes_to_the_next_shell_of_its_owner_and_a_claim_of_someone_
     );
     let untouched = claims(&t).get("myownshell-home-kept").await.unwrap();
     assert_eq!(untouched.resource_version(), released.resource_version(), "never written");
-    t.shells.delete("kept", &DeleteParams::default()).await.unwrap();
-    eventually("mallory's shell gone", TIMEOUT, || async {
-        if t.shells.get_opt("kept").await.map_err(|e| e.to_string())?.is_none() {
-            Ok(())
-        } else {
-            Err("still there".to_owned())
-        }
-    })
-    .await
-    .unwrap();
+    delete_and_wait(&t, "kept").await;
     assert!(claims(&t).get_opt("myownshell-home-kept").await.unwrap().is_some(), "not deleted with a shell it was not");
 
     // Its owner's next shell of the name takes it up.
