@@ -88,7 +88,7 @@ pub struct Args {
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i32).range(0..=i64::from(myownshell_api::SIZE_SCHEMA_MAX)))]
     pub max_size: i32,
     /// The size of a shell's home (`spec.home.size`) when its spec gives none.
-    #[arg(long, default_value = "1Gi", value_parser = parse_home_size)]
+    #[arg(long, default_value = myownshell_api::defaults::HOME_SIZE, value_parser = parse_home_size)]
     pub home_default_size: String,
     /// The largest `spec.home.size` admitted.
     #[arg(long, default_value = "10Gi", value_parser = parse_home_size)]

@@ -33,7 +33,7 @@ impl Default for Policy {
             admin_groups: vec!["system:masters".to_owned()],
             max_run_time: None,
             default_idle_timeout: None,
-            home_default_size: "1Gi".to_owned(),
+            home_default_size: myownshell_api::defaults::HOME_SIZE.to_owned(),
             home_max_size: "10Gi".to_owned(),
         }
     }
