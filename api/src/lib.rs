@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod connect;
 pub mod crd;
 pub mod defaults;
 pub mod names;
