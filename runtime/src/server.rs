@@ -221,7 +221,11 @@ async fn connection<M, S>(
         CountedService::new(make_service(ConnectionInfo { remote_addr, peer_certificates }), activity.clone());
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)
-        .serve_connection(TokioIo::new(CountedIo::new(tls, activity.clone())), service);
+        .serve_connection(TokioIo::new(CountedIo::new(tls, activity.clone())), service)
+        // A handler may take the connection over (the gateway's WebSockets, with
+        // `hyper::upgrade::on`); the connection's task and slot then end, and the handler owns
+        // the socket, its limits and its shutdown.
+        .with_upgrades();
     // The connection runs in its own task, which polls nothing but the connection and a one-shot
     // drain signal; this future stays as its guard, relays shutdown, and aborts it when dropped.
     let (drain, drained) = oneshot::channel::<()>();
