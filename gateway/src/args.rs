@@ -1,0 +1,83 @@
+//! The gateway's flags.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use myownshell_runtime::client::ClientArgs;
+use myownshell_runtime::flags::{LogArgs, ProbeArgs};
+use myownshell_runtime::time::parse_duration;
+
+/// `myownshell-gateway`: shells in the browser, opened as the user who signed in.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "myownshell-gateway", version)]
+pub struct Args {
+    /// Address of the page, its API and its terminals (HTTPS).
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    pub bind_address: SocketAddr,
+    /// The serving certificate (PEM); with --tls-private-key-file. Reloaded when it changes.
+    /// Without both, a self-signed certificate for localhost and --tls-self-signed-names.
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Extra DNS names of the self-signed certificate (e.g. the Service's).
+    #[arg(long, value_delimiter = ',')]
+    pub tls_self_signed_names: Vec<String>,
+    /// Origins the page may be served from (e.g. https://shells.example.com), when it is
+    /// reached through a name other than the one each request is addressed to. Default: the
+    /// request's own `https://HOST`.
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+    /// The `node_modules` directory holding xterm.js and its fit add-on, as `npm ci` in
+    /// gateway/web installs them.
+    #[arg(long, default_value = "/usr/share/myownshell-gateway/node_modules")]
+    pub assets_dir: PathBuf,
+    /// Audiences a sign-in token must be valid for (default: the apiserver's own).
+    #[arg(long, value_delimiter = ',')]
+    pub auth_token_audiences: Vec<String>,
+    /// How long a browser stays signed in (never past its token's expiry).
+    #[arg(long, default_value = "8h", value_parser = parse_duration)]
+    pub session_max_age: Duration,
+    /// How long an accepted token is trusted without asking TokenReview again.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub auth_cache_ttl: Duration,
+    /// The most signed-in browsers at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_sessions: usize,
+    /// How long a terminal whose page went away keeps running for the page to come back.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub reattach_grace: Duration,
+    /// Bytes of a terminal's recent output kept to draw again on reattach.
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub scrollback_bytes: usize,
+    /// The most terminals open at once.
+    #[arg(long, default_value_t = 2000)]
+    pub max_terminals: usize,
+    /// The most terminals one user may have open at once.
+    #[arg(long, default_value_t = 16)]
+    pub max_terminals_per_user: usize,
+    /// What a terminal runs in the shell's pod.
+    #[arg(long, num_args = 1.., default_values = ["sh"])]
+    pub command: Vec<String>,
+    /// How long a new terminal waits for a ready pod of its shell.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+    /// The largest message a page may send (pastes are split by the page below it).
+    #[arg(long, default_value_t = 1024 * 1024)]
+    pub max_message_bytes: usize,
+    /// How often an idle page is pinged; one silent for three pings is treated as gone.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub ping_interval: Duration,
+    // A doc comment on a flattened field is not help text: clap takes each flag's own.
+    /// `--health-probe-bind-address`.
+    #[command(flatten)]
+    pub probes: ProbeArgs,
+    /// `--kubeconfig`.
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// `--log-format`.
+    #[command(flatten)]
+    pub log: LogArgs,
+}

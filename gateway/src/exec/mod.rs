@@ -1,0 +1,11 @@
+//! The apiserver side of a terminal: requests made as the user (`as_user`, with the headers of
+//! `impersonate`), the pod a terminal opens in (`target`), and the exec protocol's frames
+//! (`channel`).
+//!
+//! Must not: authorize anything itself. Whether a user may read a shell, list its pods or exec
+//! into them is the apiserver's and the connect gate's decision, asked as the user.
+
+pub mod as_user;
+pub mod channel;
+pub mod impersonate;
+pub mod target;

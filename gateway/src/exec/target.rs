@@ -1,0 +1,81 @@
+//! Which pod a new terminal opens in: read the shell and its pods as the user (so a user who
+//! may not see them gets the apiserver's refusal, not the gateway's view), then follow
+//! [`myownshell_api::connect::wait_for`], the rule `kubectl myownshell connect` follows.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
+use kube::api::{ListParams, ObjectList};
+use kube::core::Request;
+use myownshell_api::MyOwnShell;
+use myownshell_api::connect::{Wait, wait_for};
+
+use super::as_user::AsUser;
+
+/// Why no pod was found.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The apiserver refused or failed a read (its message).
+    #[error("{0}")]
+    Api(String),
+    /// The shell is stopped or paused: what `connect` says, and how to start it.
+    #[error("{0}")]
+    Stopped(String),
+    /// No pod became ready in time: what it was waiting for.
+    #[error("gave up after {0}s: {1}")]
+    Timeout(u64, String),
+}
+
+fn api_error(e: kube::Error) -> TargetError {
+    match e {
+        kube::Error::Api(status) => TargetError::Api(status.message),
+        other => TargetError::Api(other.to_string()),
+    }
+}
+
+/// One look: the shell and its pods now.
+async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<Wait, TargetError> {
+    let shells = Request::new(MyOwnShell::url_path(&(), Some(namespace)));
+    let get = shells.get(name, &Default::default()).map_err(|e| TargetError::Api(e.to_string()))?;
+    let shell: MyOwnShell = user.request(get).await.map_err(api_error)?;
+    let selector = shell.status.as_ref().and_then(|s| s.selector.clone()).unwrap_or_default();
+    let pods = if selector.is_empty() {
+        Vec::new()
+    } else {
+        let list = Request::new(Pod::url_path(&(), Some(namespace)))
+            .list(&ListParams::default().labels(&selector))
+            .map_err(|e| TargetError::Api(e.to_string()))?;
+        user.request::<ObjectList<Pod>>(list).await.map_err(api_error)?.items
+    };
+    Ok(wait_for(&shell, &pods))
+}
+
+/// The pod to open a terminal in, waiting up to `timeout` for one to be ready; `waiting` is
+/// sent each new line of what it waits for.
+pub async fn find(
+    user: &AsUser,
+    namespace: &str,
+    name: &str,
+    timeout: Duration,
+    waiting: tokio::sync::mpsc::UnboundedSender<String>,
+) -> Result<String, TargetError> {
+    let started = Instant::now();
+    let mut last = String::new();
+    loop {
+        match look(user, namespace, name).await? {
+            Wait::Ready(pod) => return Ok(pod),
+            Wait::Stopped(why) => return Err(TargetError::Stopped(why)),
+            Wait::Waiting(line) => {
+                if line != last {
+                    let _ = waiting.send(line.clone());
+                    last = line;
+                }
+            }
+        }
+        if started.elapsed() >= timeout {
+            return Err(TargetError::Timeout(timeout.as_secs(), last));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,60 @@
+//! What every request of the gateway shares.
+
+use std::time::Duration;
+
+use kube::Client;
+use myownshell_rbac_proxy::authn::TokenAuthenticator;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::signin::Gate;
+use crate::signin::sessions::Sessions;
+use crate::terminal::registry::Terminals;
+use crate::web::origin::AllowedOrigins;
+use crate::web::page::Assets;
+
+/// How terminals behave.
+#[derive(Debug, Clone)]
+pub struct TerminalSettings {
+    /// How long a terminal nobody watches keeps running for a page to come back.
+    pub grace: Duration,
+    /// Bytes of recent output kept for a page that comes back.
+    pub scrollback: usize,
+    /// What runs in the pod.
+    pub command: Vec<String>,
+    /// How long a new terminal waits for a ready pod.
+    pub connect_timeout: Duration,
+    /// The largest message a page may send (a paste is split by the page below this).
+    pub max_message: usize,
+    /// How often an idle page is pinged; one that answers nothing for three pings is gone.
+    pub ping_interval: Duration,
+}
+
+/// The gateway's shared state.
+pub struct Gateway {
+    /// The gateway's own client (requests for users go through `exec::as_user`).
+    pub client: Client,
+    /// TokenReview, cached.
+    pub tokens: TokenAuthenticator,
+    /// The signed-in browsers.
+    pub sessions: Sessions,
+    /// The open terminals.
+    pub terminals: Terminals,
+    /// Where the page may be served from.
+    pub origins: AllowedOrigins,
+    /// The page and the terminal's JavaScript.
+    pub assets: Assets,
+    /// How terminals behave.
+    pub settings: TerminalSettings,
+    /// Cancelled when the gateway stops: every page is told and every exec closed.
+    pub shutdown: CancellationToken,
+    /// The tasks serving pages, waited for on shutdown.
+    pub tasks: TaskTracker,
+}
+
+impl Gateway {
+    /// The sign-in checks over this gateway's state.
+    pub fn gate(&self) -> Gate<'_> {
+        Gate { tokens: &self.tokens, sessions: &self.sessions, origins: &self.origins }
+    }
+}

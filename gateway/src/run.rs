@@ -1,0 +1,104 @@
+//! The gateway's process: the page, its API and its terminals over TLS, the probes beside
+//! them, and on SIGTERM every page told and every exec closed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use myownshell_rbac_proxy::TlsFiles;
+use myownshell_rbac_proxy::authn::{AuthnCacheOptions, ReviewCounters, TokenAuthenticator};
+use myownshell_rbac_proxy::transport::{ServingTls, TransportError};
+use myownshell_runtime::client::ClientError;
+use myownshell_runtime::flags::BindAddress;
+use myownshell_runtime::probes::{self, BindError, Readiness};
+use myownshell_runtime::server::{ServeOptions, serve_tls};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::args::Args;
+use crate::gateway::{Gateway, TerminalSettings};
+use crate::signin::sessions::Sessions;
+use crate::terminal::registry::Terminals;
+use crate::web::origin::AllowedOrigins;
+use crate::web::page::{Assets, AssetsError};
+use crate::web::{self, socket};
+
+/// Why the gateway did not start, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// No kube client.
+    #[error("kube client configuration: {0}")]
+    Client(#[from] ClientError),
+    /// The page's files are missing.
+    #[error(transparent)]
+    Assets(#[from] AssetsError),
+    /// The serving certificate is unusable.
+    #[error(transparent)]
+    Tls(#[from] TransportError),
+    /// `--bind-address` could not be bound, or serving failed.
+    #[error("--bind-address {0}: {1}")]
+    Serve(std::net::SocketAddr, std::io::Error),
+    /// `--health-probe-bind-address` could not be bound.
+    #[error(transparent)]
+    Health(#[from] BindError),
+}
+
+/// How long pages get to hear that the gateway stops.
+const GOODBYE: Duration = Duration::from_secs(5);
+
+/// Run until `shutdown`.
+pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
+    let client = args.client.client().await?;
+    let assets = Assets::load(&args.assets_dir)?;
+    let authn = AuthnCacheOptions { ttl: args.auth_cache_ttl, ..AuthnCacheOptions::default() };
+    let tokens = TokenAuthenticator::new(
+        client.clone(),
+        args.auth_token_audiences.clone(),
+        authn,
+        Arc::new(ReviewCounters::default()),
+    );
+    let gw = Arc::new(Gateway {
+        client,
+        tokens,
+        sessions: Sessions::new(args.session_max_age, args.max_sessions),
+        terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),
+        origins: AllowedOrigins::new(&args.allowed_origins),
+        assets,
+        settings: TerminalSettings {
+            grace: args.reattach_grace,
+            scrollback: args.scrollback_bytes,
+            command: args.command.clone(),
+            connect_timeout: args.connect_timeout,
+            max_message: args.max_message_bytes,
+            ping_interval: args.ping_interval,
+        },
+        shutdown: shutdown.clone(),
+        tasks: TaskTracker::new(),
+    });
+    let files = TlsFiles {
+        cert_file: args.tls_cert_file.clone(),
+        key_file: args.tls_private_key_file.clone(),
+        client_ca_file: None,
+    };
+    let tls = ServingTls::new(&files, &args.tls_self_signed_names)?;
+    let listener = TcpListener::bind(args.bind_address).await.map_err(|e| RunError::Serve(args.bind_address, e))?;
+    let addr = listener.local_addr().map_err(|e| RunError::Serve(args.bind_address, e))?;
+    let health = match args.probes.health_probe_bind_address {
+        BindAddress::At(at) => {
+            Some(probes::serve_plain("health probes", at, probes::router(Readiness::always()), shutdown.clone()).await?)
+        }
+        BindAddress::Disabled => None,
+    };
+    tracing::info!(%addr, "serving the gateway");
+    let reload = tls.watch_files(Duration::from_secs(10), shutdown.clone());
+    let serve =
+        serve_tls(listener, tls.config.clone(), web::router(gw.clone()), ServeOptions::default(), shutdown.clone());
+    let (served, ()) = tokio::join!(serve, reload);
+    socket::close_all(&gw);
+    gw.tasks.close();
+    let _ = tokio::time::timeout(GOODBYE, gw.tasks.wait()).await;
+    if let Some(health) = health {
+        let _ = health.await;
+    }
+    served.map_err(|e| RunError::Serve(addr, e))
+}

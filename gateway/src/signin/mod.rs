@@ -1,0 +1,125 @@
+//! Who is asking: a bearer token the apiserver authenticates (TokenReview, cached as the
+//! metrics proxy caches it), or the session cookie of a browser that signed in with one.
+//!
+//! Requests that carry the cookie must also come from the gateway's own page (`Origin`, see
+//! `web::origin`), and those that change something must carry the session's CSRF token.
+//! Bearer-token requests carry no ambient credential and need neither.
+//!
+//! Must not: accept anything the cluster did not authenticate, keep a token anywhere but in
+//! memory, or write one to a log, a URL or a page.
+
+pub mod cookie;
+pub mod sessions;
+
+use std::sync::Arc;
+
+use http::{HeaderMap, StatusCode, header};
+use myownshell_rbac_proxy::AuthenticatedUser;
+use myownshell_rbac_proxy::authn::{TokenAuthenticator, TokenOutcome};
+use myownshell_rbac_proxy::token::{BearerToken, bearer_token};
+use secrecy::ExposeSecret;
+
+use self::sessions::{Session, Sessions};
+use crate::ids;
+use crate::web::origin::AllowedOrigins;
+
+/// Who asks, and how they proved it.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The user, as the cluster authenticated them.
+    pub user: AuthenticatedUser,
+    /// The browser session, when the cookie proved it.
+    pub session: Option<(String, Arc<Session>)>,
+}
+
+/// A refusal: the status and a message for the user (never naming a token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// 401, 403 or 503.
+    pub status: StatusCode,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into() }
+    }
+}
+
+/// What a request is about to do, for the checks it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Read something: the cookie alone will do.
+    Read,
+    /// Change something: with the cookie, also the page's `Origin` and the CSRF token.
+    Change,
+    /// Open or reattach a terminal (a WebSocket, which CORS does not cover): with the cookie,
+    /// also the page's `Origin`; the token it signed in with is authenticated again.
+    Terminal,
+}
+
+/// The pieces [`caller`] needs.
+pub struct Gate<'a> {
+    /// TokenReview, cached.
+    pub tokens: &'a TokenAuthenticator,
+    /// The signed-in browsers.
+    pub sessions: &'a Sessions,
+    /// Where the page may be served from.
+    pub origins: &'a AllowedOrigins,
+}
+
+/// Authenticate a bearer token.
+pub async fn authenticate(tokens: &TokenAuthenticator, token: &str) -> Result<AuthenticatedUser, Refusal> {
+    match tokens.authenticate(token).await {
+        Ok(TokenOutcome::Authenticated(user)) => Ok(user),
+        Ok(TokenOutcome::Rejected) => Err(Refusal::new(
+            StatusCode::UNAUTHORIZED,
+            "the cluster did not accept this token (expired, revoked or not a token of this cluster)",
+        )),
+        Err(e) => Err(Refusal::new(StatusCode::SERVICE_UNAVAILABLE, format!("could not check the token: {e}"))),
+    }
+}
+
+/// Who sent a request with these headers, for `purpose`.
+pub async fn caller(gate: &Gate<'_>, headers: &HeaderMap, purpose: Purpose) -> Result<Caller, Refusal> {
+    match bearer_token(headers) {
+        BearerToken::Present(token) => {
+            return Ok(Caller { user: authenticate(gate.tokens, token).await?, session: None });
+        }
+        BearerToken::Malformed => {
+            return Err(Refusal::new(StatusCode::UNAUTHORIZED, "the Authorization header is not `Bearer <token>`"));
+        }
+        BearerToken::Missing => {}
+    }
+    let id = cookie::read(headers).ok_or_else(|| Refusal::new(StatusCode::UNAUTHORIZED, "not signed in"))?;
+    let session = gate
+        .sessions
+        .get(id)
+        .ok_or_else(|| Refusal::new(StatusCode::UNAUTHORIZED, "your session has ended; sign in again"))?;
+    if purpose != Purpose::Read && !from_own_page(gate.origins, headers) {
+        return Err(Refusal::new(StatusCode::FORBIDDEN, "this request did not come from the gateway's page"));
+    }
+    if purpose == Purpose::Change {
+        let sent = headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).unwrap_or("");
+        if !ids::same(sent, &session.csrf) {
+            return Err(Refusal::new(StatusCode::FORBIDDEN, "missing or wrong X-CSRF-Token"));
+        }
+    }
+    if purpose == Purpose::Terminal
+        && let Some(token) = &session.token
+        && let Err(refusal) = authenticate(gate.tokens, token.expose_secret()).await
+    {
+        if refusal.status == StatusCode::UNAUTHORIZED {
+            gate.sessions.close(id);
+        }
+        return Err(Refusal::new(refusal.status, format!("{}; sign in again", refusal.message)));
+    }
+    Ok(Caller { user: session.user.clone(), session: Some((id.to_owned(), session)) })
+}
+
+/// Whether the request's `Origin` is the page's.
+pub fn from_own_page(origins: &AllowedOrigins, headers: &HeaderMap) -> bool {
+    let text = |name| headers.get(name).and_then(|v: &http::HeaderValue| v.to_str().ok());
+    origins.allows(text(header::ORIGIN), text(header::HOST))
+}

@@ -1,0 +1,152 @@
+//! The page's JSON API: sign in, who am I, sign out, and the shells a user can see.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode, header};
+use kube::Resource;
+use kube::api::{ListParams, ObjectList};
+use kube::core::Request;
+use myownshell_api::MyOwnShell;
+use myownshell_api::names::conditions::{AVAILABLE, DEGRADED};
+use myownshell_rbac_proxy::token::jwt_expiry;
+use secrecy::SecretString;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::exec::as_user::AsUser;
+use crate::gateway::Gateway;
+use crate::signin::{self, Caller, Purpose, Refusal, cookie};
+
+/// A refusal as the page reads it: `{"error": "..."}` with its status.
+pub fn refused(refusal: Refusal) -> Response {
+    (refusal.status, Json(json!({ "error": refusal.message }))).into_response()
+}
+
+/// The body of a sign-in.
+#[derive(Deserialize)]
+pub struct SignIn {
+    token: String,
+}
+
+fn whoami(caller: &Caller) -> serde_json::Value {
+    json!({
+        "user": caller.user.name,
+        "groups": caller.user.groups,
+        "csrf": caller.session.as_ref().map(|(_, s)| s.csrf.clone()),
+    })
+}
+
+/// `POST /api/session`: sign in with a token the cluster authenticates.
+pub async fn sign_in(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Json(body): Json<SignIn>) -> Response {
+    // Only the page signs in: another site cannot sign a browser in as someone else.
+    if !signin::from_own_page(&gw.origins, &headers) {
+        return refused(Refusal { status: StatusCode::FORBIDDEN, message: "sign in from the gateway's page".into() });
+    }
+    let token = body.token.trim();
+    let user = match signin::authenticate(&gw.tokens, token).await {
+        Ok(user) => user,
+        Err(refusal) => return refused(refusal),
+    };
+    let expiry = jwt_expiry(token);
+    let token = SecretString::from(token.to_owned());
+    let (id, session, lasts) = match gw.sessions.open(user.clone(), Some(token), expiry) {
+        Ok(opened) => opened,
+        Err(e) => return refused(Refusal { status: StatusCode::SERVICE_UNAVAILABLE, message: e.to_string() }),
+    };
+    tracing::info!(user = %user.name, "signed in");
+    let Some(set_cookie) = cookie::set(&id, lasts.as_secs()) else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let caller = Caller { user, session: Some((id, session)) };
+    ([(header::SET_COOKIE, set_cookie)], Json(whoami(&caller))).into_response()
+}
+
+/// `GET /api/session`: who is signed in, and the CSRF token for the page's requests.
+pub async fn session(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    match signin::caller(&gw.gate(), &headers, Purpose::Read).await {
+        Ok(caller) => Json(whoami(&caller)).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+/// `DELETE /api/session`: sign out (the page's terminals keep running until their grace ends).
+pub async fn sign_out(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    match signin::caller(&gw.gate(), &headers, Purpose::Change).await {
+        Ok(Caller { session: Some((id, _)), .. }) => {
+            gw.sessions.close(&id);
+            ([(header::SET_COOKIE, cookie::clear())], StatusCode::NO_CONTENT).into_response()
+        }
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+/// The query of `GET /api/shells`.
+#[derive(Deserialize)]
+pub struct ShellsQuery {
+    #[serde(default)]
+    namespace: String,
+}
+
+/// One shell in the page's list.
+#[derive(Serialize)]
+pub struct ShellRow {
+    namespace: String,
+    name: String,
+    owner: String,
+    state: String,
+    reason: String,
+}
+
+fn row(shell: &MyOwnShell) -> ShellRow {
+    let status = shell.status.clone().unwrap_or_default();
+    let condition = |t: &str| status.conditions.iter().find(|c| c.type_ == t && c.status == "True");
+    let (state, reason) = match (&status.stopped, condition(DEGRADED), condition(AVAILABLE)) {
+        (Some(stop), _, _) => ("Stopped".to_owned(), stop.reason.clone()),
+        (None, Some(degraded), _) => ("Degraded".to_owned(), degraded.message.clone()),
+        (None, None, Some(_)) => ("Running".to_owned(), String::new()),
+        (None, None, None) => ("Starting".to_owned(), String::new()),
+    };
+    ShellRow {
+        namespace: shell.metadata.namespace.clone().unwrap_or_default(),
+        name: shell.metadata.name.clone().unwrap_or_default(),
+        owner: shell.spec.owner.clone().unwrap_or_default(),
+        state,
+        reason,
+    }
+}
+
+/// `GET /api/shells?namespace=NS`: the shells the user can list (all namespaces when none is
+/// given), read as the user.
+pub async fn shells(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Query<ShellsQuery>) -> Response {
+    let caller = match signin::caller(&gw.gate(), &headers, Purpose::Read).await {
+        Ok(caller) => caller,
+        Err(refusal) => return refused(refusal),
+    };
+    let namespace = (!q.namespace.is_empty()).then_some(q.namespace.as_str());
+    let list = match Request::new(MyOwnShell::url_path(&(), namespace)).list(&ListParams::default()) {
+        Ok(list) => list,
+        Err(e) => return refused(Refusal { status: StatusCode::BAD_REQUEST, message: e.to_string() }),
+    };
+    let as_user = match AsUser::new(gw.client.clone(), &caller.user) {
+        Ok(as_user) => as_user,
+        Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
+    };
+    match as_user.request::<ObjectList<MyOwnShell>>(list).await {
+        Ok(list) => Json(json!({ "shells": list.items.iter().map(row).collect::<Vec<_>>() })).into_response(),
+        Err(kube::Error::Api(status)) => {
+            let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::BAD_GATEWAY);
+            refused(Refusal { status: code, message: status.message })
+        }
+        Err(e) => refused(Refusal { status: StatusCode::BAD_GATEWAY, message: e.to_string() }),
+    }
+}
+
+/// Anything else: 404 in the API's shape.
+pub async fn not_found() -> Response<Body> {
+    refused(Refusal { status: StatusCode::NOT_FOUND, message: "no such page".into() })
+}

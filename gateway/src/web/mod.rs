@@ -1,0 +1,69 @@
+//! The HTTP side: the routes (`router`), the page's files (`page`), its JSON API (`api`), the
+//! terminal's WebSocket (`socket`, over the handshake of `upgrade`), and the `Origin` rule
+//! (`origin`). Every answer carries headers that keep the page from being framed, sniffed or
+//! given scripts from anywhere else.
+//!
+//! Must not: open a terminal for a caller `signin` did not authenticate, or serve a file that
+//! is not one of the page's.
+
+pub mod api;
+pub mod origin;
+pub mod page;
+pub mod socket;
+pub mod upgrade;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use http::{HeaderValue, Method, header};
+
+use crate::gateway::Gateway;
+
+/// What every answer carries: scripts, styles and connections from the page's own origin only
+/// (xterm.js sets inline styles, hence `style-src 'unsafe-inline'`), no framing, no sniffing,
+/// no referrer, and nothing cached but the page's files.
+fn harden(response: &mut Response, is_api: bool) {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; font-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ),
+    );
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000"));
+    if is_api {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+}
+
+async fn hardened(request: Request, next: Next) -> Response {
+    let is_api = request.uri().path().starts_with("/api/");
+    let mut response = next.run(request).await;
+    harden(&mut response, is_api);
+    response
+}
+
+async fn file(State(gw): State<Arc<Gateway>>, method: Method, request: Request) -> Response {
+    match (method, gw.assets.get(request.uri().path())) {
+        (Method::GET | Method::HEAD, Some(file)) => file,
+        _ => api::not_found().await.into_response(),
+    }
+}
+
+/// Every route of the gateway.
+pub fn router(gw: Arc<Gateway>) -> Router {
+    Router::new()
+        .route("/api/session", get(api::session).post(api::sign_in).delete(api::sign_out))
+        .route("/api/shells", get(api::shells))
+        .route("/api/terminal/{namespace}/{shell}", get(socket::terminal))
+        .fallback(file)
+        .layer(middleware::from_fn(hardened))
+        .with_state(gw)
+}

@@ -1,0 +1,265 @@
+//! `GET /api/terminal/{namespace}/{shell}`: the page's WebSocket to a terminal.
+//!
+//! With `?terminal=ID` (the id the page was given) it reattaches to the user's own terminal if
+//! it still runs (the same `sh`, the recent screen drawn again); otherwise it opens a new one:
+//! the pod is found as the user, and the exec is made as the user, so the connect gate's
+//! refusal, the record of connections and the audit log all name the person typing.
+//!
+//! On the socket, binary messages are keystrokes one way and output the other; text messages
+//! are JSON: from the page `{"type":"resize","cols":…,"rows":…}`; to the page `attached`,
+//! `notice`, `error` (a message the page sent was not understood), `refused` (no terminal was
+//! opened: the apiserver's or the gate's words, or what a shell waited for), `exit`, `closed` and
+//! `replaced`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use futures::{SinkExt, StreamExt};
+use http::{Request, StatusCode};
+use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
+use kube::api::AttachParams;
+use myownshell_rbac_proxy::AuthenticatedUser;
+use serde::Deserialize;
+use serde_json::json;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::api::refused;
+use super::upgrade::{Socket, upgrade};
+use crate::exec::as_user::AsUser;
+use crate::exec::target::{self, TargetError};
+use crate::gateway::Gateway;
+use crate::ids;
+use crate::signin::{self, Purpose, Refusal};
+use crate::terminal::session::{Ending, Place, Terminal, ToPage, UserKey};
+
+/// The container a shell's pods run the user's programs in (the controller names it).
+const SHELL_CONTAINER: &str = "shell";
+
+/// The query of the terminal socket.
+#[derive(Deserialize, Default)]
+pub struct TerminalQuery {
+    #[serde(default)]
+    terminal: Option<String>,
+    #[serde(default)]
+    cols: Option<u16>,
+    #[serde(default)]
+    rows: Option<u16>,
+}
+
+/// A control message from the page.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum FromPage {
+    Resize { cols: u16, rows: u16 },
+}
+
+/// The terminal size a page may ask for.
+fn size_ok(cols: u16, rows: u16) -> bool {
+    (1..=1000).contains(&cols) && (1..=1000).contains(&rows)
+}
+
+fn key(user: &AuthenticatedUser) -> UserKey {
+    UserKey { name: user.name.clone(), uid: user.uid.clone() }
+}
+
+/// The handler: authenticate, then take the connection over.
+pub async fn terminal(
+    State(gw): State<Arc<Gateway>>,
+    Path((namespace, shell)): Path<(String, String)>,
+    Query(query): Query<TerminalQuery>,
+    mut request: Request<Body>,
+) -> Response {
+    let caller = match signin::caller(&gw.gate(), request.headers(), Purpose::Terminal).await {
+        Ok(caller) => caller,
+        Err(refusal) => return refused(refusal),
+    };
+    let (response, socket) = match upgrade(&mut request, gw.settings.max_message) {
+        Ok(upgrading) => upgrading,
+        Err(e) => return refused(Refusal { status: StatusCode::BAD_REQUEST, message: e.to_string() }),
+    };
+    let tasks = gw.tasks.clone();
+    tasks.spawn(async move {
+        if let Some(socket) = socket.await {
+            serve(gw, caller.user, Place { namespace, shell, pod: String::new() }, query, socket).await;
+        }
+    });
+    response.into_response()
+}
+
+async fn send_json(socket: &mut Socket, value: serde_json::Value) -> bool {
+    socket.send(Message::text(value.to_string())).await.is_ok()
+}
+
+/// One page's socket, from attaching to leaving.
+async fn serve(gw: Arc<Gateway>, user: AuthenticatedUser, place: Place, query: TerminalQuery, mut socket: Socket) {
+    let owner = key(&user);
+    let resumed = query.terminal.as_deref().and_then(|id| gw.terminals.get(id, &owner));
+    let (terminal, was_resumed) = match resumed {
+        Some(t) if t.place.namespace == place.namespace && t.place.shell == place.shell => (t, true),
+        _ => match open(&gw, &user, place, &query, &mut socket).await {
+            Ok(t) => (t, false),
+            Err(message) => {
+                let _ = send_json(&mut socket, json!({ "type": "refused", "message": message })).await;
+                let _ = socket.close(None).await;
+                return;
+            }
+        },
+    };
+    bridge(&gw, &terminal, was_resumed, &mut socket).await;
+}
+
+/// A new terminal for `user` in a ready pod of the shell.
+async fn open(
+    gw: &Arc<Gateway>,
+    user: &AuthenticatedUser,
+    mut place: Place,
+    query: &TerminalQuery,
+    socket: &mut Socket,
+) -> Result<Arc<Terminal>, String> {
+    gw.terminals.room_for(&key(user)).map_err(|e| e.to_string())?;
+    let as_user = AsUser::new(gw.client.clone(), user).map_err(|e| e.to_string())?;
+    let timeout = gw.settings.connect_timeout;
+    let (waiting, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    let (namespace, shell) = (place.namespace.clone(), place.shell.clone());
+    let finding = target::find(&as_user, &namespace, &shell, timeout, waiting);
+    let mut finding = std::pin::pin!(finding);
+    let found = loop {
+        tokio::select! {
+            found = &mut finding => break found,
+            Some(line) = lines.recv() => {
+                let _ = send_json(socket, json!({ "type": "notice", "message": line })).await;
+            }
+        }
+    };
+    place.pod = found.map_err(|e| match e {
+        TargetError::Api(m) | TargetError::Stopped(m) => m,
+        timeout @ TargetError::Timeout(..) => timeout.to_string(),
+    })?;
+    let params = AttachParams::interactive_tty().container(SHELL_CONTAINER);
+    let exec = kube::core::Request::new(Pod::url_path(&(), Some(&place.namespace)))
+        .exec(&place.pod, gw.settings.command.clone(), &params)
+        .map_err(|e| e.to_string())?;
+    let connection = as_user.connect(exec).await.map_err(|e| match e {
+        kube::Error::Api(status) => status.message,
+        other => format!("could not open the exec: {other}"),
+    })?;
+    let id = ids::random()?;
+    let forget = Arc::downgrade(gw);
+    let terminal = Terminal::start(id, key(user), place, connection, gw.settings.scrollback, move |t| {
+        if let Some(gw) = forget.upgrade() {
+            gw.terminals.remove(&t.id);
+        }
+    });
+    if let Err(full) = gw.terminals.add(terminal.clone()) {
+        terminal.close(full.to_string());
+        return Err(full.to_string());
+    }
+    if let (Some(cols), Some(rows)) = (query.cols, query.rows)
+        && size_ok(cols, rows)
+    {
+        terminal.resize(cols, rows).await;
+    }
+    tracing::info!(user = %user.name, namespace = %terminal.place.namespace, shell = %terminal.place.shell, pod = %terminal.place.pod, terminal = %&terminal.id[..8], "terminal opened");
+    Ok(terminal)
+}
+
+fn ending_message(ending: &Ending) -> serde_json::Value {
+    match ending {
+        Ending::Exited(code) => json!({ "type": "exit", "code": code }),
+        Ending::Failed(message) | Ending::Closed(message) => json!({ "type": "closed", "message": message }),
+    }
+}
+
+/// Relay between the page and the terminal until either goes.
+async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &mut Socket) {
+    let mut attached = terminal.attach();
+    let hello = json!({ "type": "attached", "terminal": terminal.id, "pod": terminal.place.pod, "resumed": resumed });
+    if !send_json(socket, hello).await {
+        terminal.detach(attached.viewer, gw.settings.grace);
+        return;
+    }
+    if !attached.replay.is_empty() && socket.send(Message::binary(std::mem::take(&mut attached.replay))).await.is_err()
+    {
+        terminal.detach(attached.viewer, gw.settings.grace);
+        return;
+    }
+    let mut ping = tokio::time::interval(gw.settings.ping_interval);
+    let mut heard = Instant::now();
+    let gone_after = gw.settings.ping_interval * 3;
+    loop {
+        tokio::select! {
+            message = socket.next() => {
+                heard = Instant::now();
+                match message {
+                    Some(Ok(Message::Binary(keys))) => terminal.input(&keys).await,
+                    Some(Ok(Message::Text(text))) => control(terminal, socket, text.as_str()).await,
+                    Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                    Some(Ok(_)) => {}
+                }
+            }
+            out = attached.rx.recv() => match out {
+                Some(ToPage::Output(bytes)) => if socket.send(Message::binary(bytes)).await.is_err() { break },
+                Some(ToPage::Notice(line)) => if !send_json(socket, json!({ "type": "notice", "message": line })).await { break },
+                Some(ToPage::Ended(ending)) => {
+                    let _ = send_json(socket, ending_message(&ending)).await;
+                    let _ = socket.close(None).await;
+                    return;
+                }
+                Some(ToPage::Replaced) | None => {
+                    let _ = send_json(socket, json!({ "type": "replaced" })).await;
+                    let _ = socket.close(None).await;
+                    return;
+                }
+            },
+            () = terminal.wait_ended() => {
+                // Ended while this page's queue was full: say how, once the queue is read.
+                let ending = terminal.ending().unwrap_or(Ending::Closed("closed".into()));
+                while let Ok(ToPage::Output(bytes)) = attached.rx.try_recv() {
+                    let _ = socket.send(Message::binary(bytes)).await;
+                }
+                let _ = send_json(socket, ending_message(&ending)).await;
+                let _ = socket.close(None).await;
+                return;
+            }
+            _ = ping.tick() => {
+                if heard.elapsed() >= gone_after || socket.send(Message::Ping(Default::default())).await.is_err() {
+                    break;
+                }
+            }
+            () = gw.shutdown.cancelled() => {
+                let line = "the gateway is restarting: reconnect to open a new terminal";
+                let _ = send_json(socket, json!({ "type": "closed", "message": line })).await;
+                let _ = socket.close(None).await;
+                terminal.close(line.to_owned());
+                return;
+            }
+        }
+    }
+    terminal.detach(attached.viewer, gw.settings.grace);
+}
+
+async fn control(terminal: &Terminal, socket: &mut Socket, text: &str) {
+    match serde_json::from_str::<FromPage>(text) {
+        Ok(FromPage::Resize { cols, rows }) if size_ok(cols, rows) => terminal.resize(cols, rows).await,
+        Ok(FromPage::Resize { cols, rows }) => {
+            let message = format!("resize: cols and rows must be between 1 and 1000, got {cols}x{rows}");
+            let _ = send_json(socket, json!({ "type": "error", "message": message })).await;
+        }
+        Err(e) => {
+            let message =
+                format!("unreadable control message ({e}); expected {{\"type\":\"resize\",\"cols\":N,\"rows\":N}}");
+            let _ = send_json(socket, json!({ "type": "error", "message": message })).await;
+        }
+    }
+}
+
+/// Close every terminal: the gateway stops.
+pub fn close_all(gw: &Gateway) {
+    for terminal in gw.terminals.all() {
+        terminal.close("the gateway stopped".to_owned());
+    }
+}

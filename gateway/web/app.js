@@ -1,0 +1,206 @@
+// The gateway's page: sign in, list shells, and a terminal in one. Talks only to the gateway
+// that served it (the Content-Security-Policy allows nothing else).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { user: null, csrf: null, term: null, fit: null, socket: null, target: null, ended: false, retry: 0 };
+// A paste larger than this is sent in pieces (the gateway refuses messages above 1 MiB).
+const CHUNK = 64 * 1024;
+// How long the page keeps trying to reattach after the connection dropped (the gateway keeps
+// the terminal for its reattach grace, 60 s by default).
+const REATTACH_FOR_MS = 60000;
+
+async function api(method, path, body) {
+  const headers = { "Accept": "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (method !== "GET" && state.csrf) headers["X-CSRF-Token"] = state.csrf;
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin" });
+  const text = await response.text();
+  const json = text ? JSON.parse(text) : {};
+  if (!response.ok) throw Object.assign(new Error(json.error || response.statusText), { status: response.status });
+  return json;
+}
+
+function show(section) {
+  for (const id of ["sign-in", "shells", "terminal-view"]) $(id).hidden = id !== section;
+  $("who").hidden = $("sign-out").hidden = !state.user;
+}
+
+function signedIn(who) {
+  state.user = who.user;
+  state.csrf = who.csrf;
+  $("who").textContent = who.user;
+  // A ServiceAccount's shells are most likely in its own namespace; anyone else starts with all
+  // namespaces (and is asked for one if they may not list them all).
+  const sa = who.user.match(/^system:serviceaccount:([^:]+):/);
+  if (!localStorage.getItem("namespace") && sa) $("namespace").value = sa[1];
+  route();
+}
+
+async function signIn() {
+  $("sign-in-error").textContent = "";
+  const token = $("token").value.trim();
+  $("token").value = "";
+  try {
+    signedIn(await api("POST", "/api/session", { token }));
+  } catch (e) {
+    $("sign-in-error").textContent = e.message;
+  }
+}
+
+async function signOut() {
+  try { await api("DELETE", "/api/session"); } catch (_) { /* signed out either way */ }
+  closeTerminal();
+  state.user = state.csrf = null;
+  location.hash = "";
+  show("sign-in");
+}
+
+async function listShells() {
+  $("shells-error").textContent = "";
+  const rows = $("shell-rows");
+  rows.replaceChildren();
+  const namespace = $("namespace").value.trim();
+  localStorage.setItem("namespace", namespace);
+  try {
+    const { shells } = await api("GET", "/api/shells?namespace=" + encodeURIComponent(namespace));
+    for (const s of shells) {
+      const tr = document.createElement("tr");
+      for (const text of [s.namespace, s.name, s.owner, s.reason ? `${s.state}: ${s.reason}` : s.state]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.append(td);
+      }
+      const open = document.createElement("button");
+      open.textContent = "Open";
+      open.dataset.shell = `${s.namespace}/${s.name}`;
+      open.onclick = () => { location.hash = `#/${encodeURIComponent(s.namespace)}/${encodeURIComponent(s.name)}`; };
+      const td = document.createElement("td");
+      td.append(open);
+      tr.append(td);
+      rows.append(tr);
+    }
+    if (!shells.length) $("shells-error").textContent = "No shells here.";
+  } catch (e) {
+    $("shells-error").textContent = e.message + (namespace ? "" : "\nName a namespace you may list shells in.");
+  }
+}
+
+function status(text) { $("terminal-status").textContent = text; }
+
+function line(text, color) {
+  // Gateway lines in the terminal: yellow notices, red errors.
+  state.term.write(`\r\n\x1b[${color}m${text}\x1b[0m\r\n`);
+}
+
+function openTerminal(namespace, name) {
+  closeTerminal();
+  show("terminal-view");
+  $("terminal-title").textContent = `${namespace}/${name}`;
+  state.target = { namespace, name, key: `terminal:${namespace}/${name}` };
+  state.ended = false;
+  state.retry = 0;
+  const term = new Terminal({ cursorBlink: true, scrollback: 5000, fontFamily: "monospace" });
+  const fit = new FitAddon.FitAddon();
+  term.loadAddon(fit);
+  term.open($("terminal"));
+  fit.fit();
+  term.focus();
+  state.term = term;
+  state.fit = fit;
+  const encoder = new TextEncoder();
+  term.onData((data) => {
+    const bytes = encoder.encode(data);
+    for (let i = 0; i < bytes.length; i += CHUNK) send(bytes.subarray(i, i + CHUNK));
+  });
+  term.onResize(({ cols, rows }) => send(JSON.stringify({ type: "resize", cols, rows })));
+  connect(Date.now());
+}
+
+function send(data) {
+  if (state.socket && state.socket.readyState === WebSocket.OPEN) state.socket.send(data);
+}
+
+function connect(droppedAt) {
+  const { namespace, name, key } = state.target;
+  const params = new URLSearchParams({ cols: state.term.cols, rows: state.term.rows });
+  const known = sessionStorage.getItem(key);
+  if (known) params.set("terminal", known);
+  const url = `wss://${location.host}/api/terminal/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}?${params}`;
+  const socket = new WebSocket(url);
+  socket.binaryType = "arraybuffer";
+  state.socket = socket;
+  status(known ? "reattaching…" : "connecting…");
+  socket.onmessage = (event) => {
+    if (typeof event.data !== "string") { state.term.write(new Uint8Array(event.data)); return; }
+    const message = JSON.parse(event.data);
+    switch (message.type) {
+      case "attached":
+        sessionStorage.setItem(key, message.terminal);
+        state.retry = 0;
+        status(`${message.resumed ? "reattached to" : "connected to"} pod ${message.pod}`);
+        break;
+      case "notice": line(message.message, "33"); status(message.message); break;
+      case "error": line(message.message, "31"); status(message.message); break;
+      case "refused": end(message.message); break;
+      case "exit": end(`exited with code ${message.code}`); break;
+      case "closed": end(message.message); break;
+      case "replaced": end("opened in another tab"); break;
+    }
+  };
+  socket.onclose = () => {
+    if (state.socket !== socket || state.ended) return;
+    // Dropped: try again while the gateway still keeps the terminal.
+    if (Date.now() - droppedAt > REATTACH_FOR_MS) { end("connection lost"); return; }
+    status("connection lost; reattaching…");
+    state.retry = Math.min(state.retry + 1, 5);
+    setTimeout(() => { if (state.socket === socket && !state.ended) connect(droppedAt); }, 500 * state.retry);
+  };
+}
+
+function end(why) {
+  state.ended = true;
+  if (state.target) sessionStorage.removeItem(state.target.key);
+  line(`[${why}]`, "31");
+  status(why);
+}
+
+function closeTerminal() {
+  state.ended = true;
+  if (state.socket) state.socket.close();
+  if (state.term) state.term.dispose();
+  state.socket = state.term = state.fit = null;
+  $("terminal").replaceChildren();
+}
+
+function route() {
+  if (!state.user) { show("sign-in"); return; }
+  const m = location.hash.match(/^#\/([^/]+)\/([^/]+)$/);
+  if (m) { openTerminal(decodeURIComponent(m[1]), decodeURIComponent(m[2])); return; }
+  closeTerminal();
+  show("shells");
+  listShells();
+}
+
+// What the browser tests read: the terminal's text, its status line, its id.
+window.myownshell = {
+  screen: () => {
+    const buffer = state.term ? state.term.buffer.active : null;
+    if (!buffer) return "";
+    const lines = [];
+    for (let i = 0; i < buffer.length; i++) lines.push(buffer.getLine(i).translateToString(true));
+    return lines.join("\n");
+  },
+  status: () => $("terminal-status").textContent,
+  terminal: () => state.target ? sessionStorage.getItem(state.target.key) : null,
+};
+
+window.addEventListener("resize", () => { if (state.fit) state.fit.fit(); });
+window.addEventListener("hashchange", route);
+$("sign-in-button").onclick = signIn;
+$("sign-out").onclick = signOut;
+$("list").onclick = listShells;
+$("back").onclick = () => { location.hash = ""; };
+$("namespace").value = localStorage.getItem("namespace") || "";
+
+api("GET", "/api/session").then(signedIn, () => show("sign-in"));
