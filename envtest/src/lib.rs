@@ -27,6 +27,7 @@ pub mod process;
 pub mod rbac;
 pub mod tls;
 pub mod wait;
+pub mod web;
 
 pub use control_plane::{ControlPlane, HarnessError, shared};
 pub use kubectl::Kubectl;

@@ -20,6 +20,7 @@ mod progress;
 mod prometheus;
 mod readme;
 mod test;
+mod web;
 
 use clap::{Parser, Subcommand};
 
@@ -67,6 +68,10 @@ enum Command {
     /// configuration, kube-controller-manager and kube-scheduler; print, as the last line, the
     /// directory holding kwok (for MYOWNSHELL_KWOK).
     Kwok,
+    /// Install the gateway page's JavaScript (xterm.js, from npm as gateway/web/package-lock.json
+    /// pins it) once into ~/.cache/myownshell/web/, and print its node_modules directory (for
+    /// MYOWNSHELL_GATEWAY_ASSETS and the gateway's --assets-dir).
+    Web,
     /// Benchmarks (release build): figures and a ratio against a floor measured in the same run.
     Bench {
         #[command(subcommand)]
@@ -106,6 +111,7 @@ fn main() -> std::process::ExitCode {
             Ok(())
         }),
         Command::Kwok => kwok::ensure().map(|dir| println!("{}", dir.display())),
+        Command::Web => web::run(),
         Command::Dev(args) => dev::run(args),
         Command::Bench { target } => bench::run(target),
         Command::E2e { cargo_test_args } => e2e::run(&cargo_test_args),

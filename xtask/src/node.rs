@@ -129,7 +129,8 @@ pub fn shell_image() -> String {
 }
 
 /// The operator's binaries, as the image holds them.
-const OPERATOR_BINARIES: [&str; 3] = ["myownshell-controller", "myownshell-webhook", "myownshell-rbac-proxy"];
+const OPERATOR_BINARIES: [&str; 4] =
+    ["myownshell-controller", "myownshell-webhook", "myownshell-gateway", "myownshell-rbac-proxy"];
 
 /// Which build the operator image is made from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,7 +184,8 @@ fn build_operator(profile: ImageProfile, locked: bool) -> anyhow::Result<()> {
             build
         }
     };
-    let step = Step::start(format!("cargo build ({} profile: controller, webhook, rbac-proxy)", profile.dir()));
+    let step =
+        Step::start(format!("cargo build ({} profile: controller, webhook, gateway, rbac-proxy)", profile.dir()));
     let status = build.status().context("running cargo build")?;
     if !status.success() {
         bail!("cargo build of the operator's binaries failed ({status})");
@@ -192,16 +194,19 @@ fn build_operator(profile: ImageProfile, locked: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Build the operator's three binaries in `profile` and the operator image from them; return the
-/// archive's path (`target/images/<debug|release>/operator.tar`, one per profile, so that one
-/// never passes for the other). Built again only when a binary is newer than the archive.
+/// Build the operator's four binaries in `profile` and the operator image from them and the
+/// gateway page's JavaScript (`cargo xtask web`); return the archive's path
+/// (`target/images/<debug|release>/operator.tar`, one per profile, so that one never passes for
+/// the other). Built again only when a binary or the JavaScript is newer than the archive.
 pub fn operator_image(profile: ImageProfile, locked: bool) -> anyhow::Result<PathBuf> {
     build_operator(profile, locked)?;
     let built = assets::target_dir().join(profile.dir());
     let binaries: Vec<PathBuf> = OPERATOR_BINARIES.iter().map(|b| built.join(b)).collect();
+    let web = crate::web::ensure()?;
     let out_dir = assets::target_dir().join("images").join(profile.dir());
     let archive = out_dir.join(images::OPERATOR_ARCHIVE);
-    let newest_binary = binaries.iter().filter_map(|b| b.metadata().and_then(|m| m.modified()).ok()).max();
+    let inputs = binaries.iter().chain([&web]);
+    let newest_binary = inputs.filter_map(|b| b.metadata().and_then(|m| m.modified()).ok()).max();
     let archive_time = archive.metadata().and_then(|m| m.modified()).ok();
     if archive_time.is_some() && archive_time >= newest_binary {
         return Ok(archive);
@@ -211,6 +216,7 @@ pub fn operator_image(profile: ImageProfile, locked: bool) -> anyhow::Result<Pat
     let rootfs = out_dir.join("operator-rootfs");
     let _ = std::fs::remove_dir_all(&rootfs);
     images::operator_rootfs(&rootfs, &binaries).map_err(anyhow::Error::msg)?;
+    images::add_tree(&rootfs, &web.join("@xterm"), images::GATEWAY_ASSETS).map_err(anyhow::Error::msg)?;
     images::build_archive(&images::operator_spec(), &rootfs, &archive, &out_dir.join("operator-build"))
         .map_err(anyhow::Error::msg)?;
     let _ = std::fs::remove_dir_all(&rootfs);

@@ -6,7 +6,8 @@ use std::path::Path;
 use myownshell_api::names::reasons::{self, Use};
 
 /// Binaries whose flags the README documents.
-pub const DOCUMENTED_BINARIES: [&str; 3] = ["myownshell-controller", "myownshell-webhook", "myownshell-rbac-proxy"];
+pub const DOCUMENTED_BINARIES: [&str; 4] =
+    ["myownshell-controller", "myownshell-webhook", "myownshell-gateway", "myownshell-rbac-proxy"];
 
 /// `readme` with the text between `<!-- {name}:start -->` and `<!-- {name}:end -->` replaced
 /// by `block`; `None` if the markers are missing.

@@ -42,6 +42,7 @@ struct Tools {
     assets: PathBuf,
     kwok: PathBuf,
     helm: PathBuf,
+    web: PathBuf,
 }
 
 pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
@@ -69,6 +70,7 @@ fn run_all(extra_args: &[String], started: Instant) -> anyhow::Result<()> {
         .env("KUBEBUILDER_ASSETS", &tools.assets)
         .env(myownshell_envtest::kwok::KWOK_ENV, &tools.kwok)
         .env(crate::helm::chart::helm_binary::HELM_ENV, &tools.helm)
+        .env(myownshell_envtest::web::ENV, &tools.web)
         .stdout(Stdio::piped());
     let mut totals = run_tests(test)?;
     step.done();
@@ -151,6 +153,10 @@ fn prepare_tools(node_suites: bool, stop: &AtomicBool) -> anyhow::Result<Option<
     eprintln!("{} {}={}", progress::prefix(), myownshell_envtest::kwok::KWOK_ENV, kwok.display());
     // tests/tests/chart.rs lints and renders the chart with Helm built from the Go module proxy.
     let Some(helm) = tool(stop, "helm", "helm", crate::helm::ensure)? else { return Ok(None) };
+    // The gateway's page: xterm.js from npm, for the gateway processes the tests start.
+    let Some(web) = tool(stop, "web", "the gateway page's JavaScript (npm ci)", crate::web::ensure)? else {
+        return Ok(None);
+    };
     // For the alert rules' check, and the e2e suite's prometheus phase.
     if tool(stop, "prometheus", "Debian's prometheus and promtool", crate::prometheus::ensure)?.is_none() {
         return Ok(None);
@@ -164,7 +170,7 @@ fn prepare_tools(node_suites: bool, stop: &AtomicBool) -> anyhow::Result<Option<
             return Ok(None);
         }
     }
-    Ok(Some(Tools { assets, kwok, helm }))
+    Ok(Some(Tools { assets, kwok, helm, web }))
 }
 
 /// `make`, timed as `name` in the summary, its error saying `what` failed; `None` without

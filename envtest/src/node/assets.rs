@@ -30,6 +30,8 @@ pub const PACKAGES: &[(&str, &str)] = &[
     ("iproute2", "/usr/sbin/ip"),
     ("util-linux", "/usr/bin/unshare"),
     ("util-linux", "/usr/bin/nsenter"),
+    // The e2e suite's browser phase drives the gateway's page in it (`tests/src/browser.rs`).
+    ("chromium", "/usr/bin/chromium"),
 ];
 
 /// Where the CNI plugins are (Debian's containernetworking-plugins).

@@ -184,6 +184,34 @@ pub fn operator_rootfs(rootfs: &Path, binaries: &[PathBuf]) -> Result<(), String
     Ok(())
 }
 
+/// Where the operator image holds the gateway page's JavaScript (the gateway's default
+/// `--assets-dir` is its `node_modules`).
+pub const GATEWAY_ASSETS: &str = "/usr/share/myownshell-gateway/node_modules/@xterm";
+
+/// Copy the directory `from` (files and folders, no links) into the image at `dest`.
+pub fn add_tree(rootfs: &Path, from: &Path, dest: &str) -> Result<(), String> {
+    let target = rootfs.join(dest.trim_start_matches('/'));
+    mkdir_all(&target)?;
+    let entries = std::fs::read_dir(from).map_err(|e| format!("reading {}: {e}", from.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("reading {}: {e}", from.display()))?;
+        let kind = entry.file_type().map_err(|e| e.to_string())?;
+        let name = entry.file_name();
+        let child_dest = format!("{}/{}", dest.trim_end_matches('/'), name.to_string_lossy());
+        if kind.is_dir() {
+            add_tree(rootfs, &entry.path(), &child_dest)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), target.join(&name))
+                .map_err(|e| format!("copying {}: {e}", entry.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn mkdir_all(path: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(path).map_err(|e| format!("creating {}: {e}", path.display()))
+}
+
 /// An image for probing from inside the cluster (tests): the shell image's busybox plus
 /// this machine's `curl` (busybox's own TLS client cannot talk to a rustls server).
 pub const PROBE_IMAGE: &str = "localhost/myownshell-probe:local";

@@ -55,6 +55,7 @@ pub fn readme(d: &Defaults, header: &str) -> Result<String, String> {
             ("TAG", &tag),
             ("CONTROLLER_REPLICAS", &d.replicas[0].to_string()),
             ("WEBHOOK_REPLICAS", &d.replicas[1].to_string()),
+            ("GATEWAY_REPLICAS", &d.replicas[2].to_string()),
             ("PROMETHEUS_RULE", rule),
         ],
     )

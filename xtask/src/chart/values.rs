@@ -22,7 +22,7 @@ pub const IMAGE_REPOSITORY: &str = ".Values.image.repository";
 pub const IMAGE_TAG: &str = ".Values.image.tag | default .Chart.AppVersion";
 pub const PULL_POLICY: &str = ".Values.image.pullPolicy";
 /// The Deployments, by their `app.kubernetes.io/component` label: each has its `replicas`.
-pub const COMPONENTS: [&str; 2] = ["controller", "webhook"];
+pub const COMPONENTS: [&str; 3] = ["controller", "webhook", "gateway"];
 
 /// `.Values.<component>.replicas`.
 pub fn replicas(component: &str) -> String {
@@ -34,13 +34,13 @@ pub fn replicas(component: &str) -> String {
 pub struct Defaults {
     /// The workspace version: the chart's version and appVersion.
     pub version: String,
-    /// The image both Deployments run in `config/default`.
+    /// The image every Deployment runs in `config/default`.
     pub image: String,
     pub repository: String,
     /// Empty when the image's tag is [`Defaults::version`].
     pub tag: String,
     /// Replicas of each of [`COMPONENTS`], in order.
-    pub replicas: [i64; 2],
+    pub replicas: [i64; 3],
     /// The namespace `config/default` installs into (the chart uses the release's).
     pub namespace: String,
     /// The `pod-security.kubernetes.io/*` labels `config/` gives that namespace.
@@ -70,8 +70,8 @@ pub fn defaults(inputs: &Inputs, version: &str) -> Result<Defaults, String> {
     let image = the_image(&inputs.default)?;
     let (repository, tag) = split_image(&image)?;
     let tag = if tag == version { String::new() } else { tag.to_owned() };
-    let [controller, webhook] = COMPONENTS.map(|c| deployment_replicas(&inputs.default, c));
-    let replicas = [controller?, webhook?];
+    let [controller, webhook, gateway] = COMPONENTS.map(|c| deployment_replicas(&inputs.default, c));
+    let replicas = [controller?, webhook?, gateway?];
     Ok(Defaults {
         version: version.to_owned(),
         repository: repository.to_owned(),
@@ -137,6 +137,7 @@ pub fn values_yaml(d: &Defaults, header: &str) -> Result<String, String> {
             ("VERSION", &d.version),
             ("CONTROLLER_REPLICAS", &d.replicas[0].to_string()),
             ("WEBHOOK_REPLICAS", &d.replicas[1].to_string()),
+            ("GATEWAY_REPLICAS", &d.replicas[2].to_string()),
             ("PROMETHEUS_RULE", rule),
         ],
     )
@@ -155,6 +156,7 @@ pub fn schema_json(header: &str) -> String {
         })),
         "controller": replicas(),
         "webhook": replicas(),
+        "gateway": replicas(),
         "certificates": object(json!({"mode": {"type": "string", "enum": ["self-managed", "cert-manager"]}})),
         "metrics": object(json!({"serviceMonitor": enabled(), "prometheusRule": enabled()})),
         "admissionPolicies": enabled(),

@@ -20,6 +20,7 @@ use serde_json::Value;
 pub const SYSTEM_NAMESPACE: &str = "myownshell-system";
 pub const CONTROLLER_SA: &str = "myownshell-controller";
 pub const WEBHOOK_SA: &str = "myownshell-webhook";
+pub const GATEWAY_SA: &str = "myownshell-gateway";
 const METRICS_READER_SA: &str = "metrics-reader";
 const METRICS_READER_ROLE: &str = "myownshell-metrics-reader";
 /// Tokens last a day; restart dev for a fresh one.
@@ -33,6 +34,7 @@ pub struct Identities {
     pub admin_kubeconfig: PathBuf,
     pub controller_kubeconfig: PathBuf,
     pub webhook_kubeconfig: PathBuf,
+    pub gateway_kubeconfig: PathBuf,
     pub metrics_token: String,
 }
 
@@ -91,7 +93,10 @@ pub async fn install(cp: &ControlPlane, state_dir: &Path, webhook_port: u16) -> 
     let kubeconfig_for = |sa: &str| -> anyhow::Result<PathBuf> { Ok(state_dir.join(format!("{sa}.kubeconfig"))) };
     let controller_kubeconfig = kubeconfig_for(CONTROLLER_SA)?;
     let webhook_kubeconfig = kubeconfig_for(WEBHOOK_SA)?;
-    for (sa, path) in [(CONTROLLER_SA, &controller_kubeconfig), (WEBHOOK_SA, &webhook_kubeconfig)] {
+    let gateway_kubeconfig = kubeconfig_for(GATEWAY_SA)?;
+    let identities =
+        [(CONTROLLER_SA, &controller_kubeconfig), (WEBHOOK_SA, &webhook_kubeconfig), (GATEWAY_SA, &gateway_kubeconfig)];
+    for (sa, path) in identities {
         let token = service_account_token(&admin, SYSTEM_NAMESPACE, sa, &[], TOKEN_SECONDS).await?;
         write_kubeconfig(path, &cp.kubeconfig_for_token(&token))?;
     }
@@ -105,7 +110,7 @@ pub async fn install(cp: &ControlPlane, state_dir: &Path, webhook_port: u16) -> 
 
     let admin_kubeconfig = state_dir.join("kubeconfig");
     write_kubeconfig(&admin_kubeconfig, &cp.kubeconfig())?;
-    Ok(Identities { admin_kubeconfig, controller_kubeconfig, webhook_kubeconfig, metrics_token })
+    Ok(Identities { admin_kubeconfig, controller_kubeconfig, webhook_kubeconfig, gateway_kubeconfig, metrics_token })
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ use crate::progress::Step;
 
 const CONTROLLER: &str = "myownshell-controller";
 const WEBHOOK: &str = "myownshell-webhook";
+const GATEWAY: &str = "myownshell-gateway";
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 const STOP_GRACE: Duration = Duration::from_secs(15);
 
@@ -84,9 +85,9 @@ pub fn run(args: DevArgs) -> anyhow::Result<()> {
 }
 
 fn build_binaries() -> anyhow::Result<()> {
-    let step = Step::start("cargo build (controller, webhook)");
+    let step = Step::start("cargo build (controller, webhook, gateway)");
     let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["build", "-p", CONTROLLER, "-p", WEBHOOK, "--bins"])
+        .args(["build", "-p", CONTROLLER, "-p", WEBHOOK, "-p", GATEWAY, "--bins"])
         .status()
         .context("running cargo build")?;
     if !status.success() {
@@ -146,6 +147,8 @@ struct Ports {
     webhook_metrics: u16,
     controller_probe: u16,
     controller_metrics: u16,
+    gateway: u16,
+    gateway_probe: u16,
 }
 
 impl Ports {
@@ -157,16 +160,19 @@ impl Ports {
             webhook_metrics: port()?,
             controller_probe: port()?,
             controller_metrics: port()?,
+            gateway: port()?,
+            gateway_probe: port()?,
         })
     }
 
     /// The URLs every mode writes to the env file.
-    fn urls(&self) -> [(&'static str, String); 3] {
+    fn urls(&self) -> [(&'static str, String); 4] {
         let metrics = |port: u16| format!("https://127.0.0.1:{port}{}", myownshell_runtime::paths::METRICS);
         [
             ("MYOWNSHELL_WEBHOOK_URL", format!("https://127.0.0.1:{}", self.webhook)),
             ("MYOWNSHELL_METRICS_URL", metrics(self.controller_metrics)),
             ("MYOWNSHELL_WEBHOOK_METRICS_URL", metrics(self.webhook_metrics)),
+            ("MYOWNSHELL_GATEWAY_URL", format!("https://127.0.0.1:{}", self.gateway)),
         ]
     }
 }
@@ -175,15 +181,22 @@ fn local(port: u16) -> String {
     format!("127.0.0.1:{port}")
 }
 
-/// Start the webhook and the controller on `ports` (plus each mode's own flags) and wait until
-/// both are ready.
+/// Start the webhook, the controller and the gateway on `ports` (plus each mode's own flags)
+/// and wait until all are ready.
 async fn start_binaries(
     state_dir: &Path,
     ports: &Ports,
     (webhook_kubeconfig, webhook_flags): (&Path, Vec<String>),
     (controller_kubeconfig, controller_flags): (&Path, Vec<String>),
+    gateway_kubeconfig: &Path,
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Vec<Running>> {
+    let assets = tokio::task::spawn_blocking(crate::web::ensure).await??;
+    let gateway_args = vec![
+        format!("--bind-address={}", local(ports.gateway)),
+        format!("--health-probe-bind-address={}", local(ports.gateway_probe)),
+        format!("--assets-dir={}", assets.display()),
+    ];
     let mut webhook_args = vec![
         format!("--webhook-port={}", ports.webhook),
         "--bind-address=127.0.0.1".into(),
@@ -204,6 +217,10 @@ async fn start_binaries(
         Running {
             process: spawn(CONTROLLER, state_dir, controller_kubeconfig, controller_args, stop)?,
             probe: local(ports.controller_probe).parse()?,
+        },
+        Running {
+            process: spawn(GATEWAY, state_dir, gateway_kubeconfig, gateway_args, stop)?,
+            probe: local(ports.gateway_probe).parse()?,
         },
     ];
     wait_ready(&mut running).await?;
@@ -262,6 +279,7 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
         &ports,
         (&ids.webhook_kubeconfig, webhook_flags),
         (&ids.controller_kubeconfig, controller_flags),
+        &ids.gateway_kubeconfig,
         &stop,
     )
     .await?;
@@ -348,7 +366,8 @@ async fn run_remote(kubeconfig: &Path, state_dir: &Path) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let webhook_flags = vec![format!("--cert-dir={}", cert_dir.display())];
     let running =
-        start_binaries(state_dir, &ports, (kubeconfig, webhook_flags), (kubeconfig, Vec::new()), &stop).await?;
+        start_binaries(state_dir, &ports, (kubeconfig, webhook_flags), (kubeconfig, Vec::new()), kubeconfig, &stop)
+            .await?;
 
     let mut env = vec![("KUBECONFIG", kubeconfig.display().to_string())];
     env.extend(ports.urls());
@@ -444,7 +463,9 @@ fn announce(state_dir: &Path, env: &[(&str, String)], what: &str) {
     }
     eprintln!(
         "\n  source {}/env\n  kubectl apply -f config/samples/myownshell_v1alpha1_myownshell.yaml\n  \
-         curl -sk -H \"Authorization: Bearer $MYOWNSHELL_METRICS_TOKEN\" $MYOWNSHELL_METRICS_URL\n\n\
+         curl -sk -H \"Authorization: Bearer $MYOWNSHELL_METRICS_TOKEN\" $MYOWNSHELL_METRICS_URL\n\n  \
+         In a browser: open $MYOWNSHELL_GATEWAY_URL and sign in with a token of the shell's owner\n  \
+         (README, \"Shells in the browser\").\n\n\
          Logs: {}/*.log. Ctrl-C stops everything.\n",
         state_dir.display(),
         state_dir.display()
