@@ -1,0 +1,176 @@
+//! `myownshell-gateway` as a process for tests, serving a certificate of a throwaway CA, and the
+//! clients that talk to it as a page does: JSON requests with the session cookie, and the
+//! terminal's WebSocket.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method};
+use http_body_util::{BodyExt, Full};
+use myownshell_envtest::assets::workspace_binary;
+use myownshell_envtest::control_plane::ControlPlane;
+use myownshell_envtest::http::plain_get;
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
+use myownshell_envtest::tls::{LoopbackTls, loopback};
+use myownshell_envtest::wait::eventually;
+use rustls_pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+/// The binary.
+pub const BINARY: &str = "myownshell-gateway";
+
+/// A running gateway, killed when dropped.
+pub struct GatewayProcess {
+    process: ManagedProcess,
+    /// Where it serves (HTTPS).
+    pub addr: SocketAddr,
+    probe: SocketAddr,
+    tls: LoopbackTls,
+    _certs: tempfile::TempDir,
+    /// Its log.
+    pub log: PathBuf,
+}
+
+impl GatewayProcess {
+    /// Start it against `cp` with the credentials of `kubeconfig`, `--assets-dir` from
+    /// `MYOWNSHELL_GATEWAY_ASSETS` and `extra` flags; wait until it is ready.
+    pub async fn start(cp: &ControlPlane, kubeconfig: PathBuf, name: &str, extra: &[&str]) -> Result<Self, String> {
+        let assets = myownshell_envtest::web::locate()?;
+        let binary = workspace_binary(BINARY)?;
+        let tls = loopback(name)?;
+        let certs = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let (cert, key) = (certs.path().join("tls.crt"), certs.path().join("tls.key"));
+        std::fs::write(&cert, &tls.leaf.cert_pem).map_err(|e| e.to_string())?;
+        std::fs::write(&key, &tls.leaf.key_pem).map_err(|e| e.to_string())?;
+        let port = free_port().map_err(|e| e.to_string())?;
+        let probe_port = free_port().map_err(|e| e.to_string())?;
+        let log = cp.layout().dir.join(format!("{name}.log"));
+        let spec = ProcessSpec::new(name, binary, log.clone())
+            .args([
+                format!("--bind-address=127.0.0.1:{port}"),
+                format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
+                format!("--tls-cert-file={}", cert.display()),
+                format!("--tls-private-key-file={}", key.display()),
+                format!("--assets-dir={}", assets.display()),
+            ])
+            .args(extra.iter().map(|s| (*s).to_owned()))
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()));
+        let process = ManagedProcess::spawn(spec).map_err(|e| format!("starting {BINARY}: {e}"))?;
+        let gateway = Self {
+            process,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            probe: SocketAddr::from(([127, 0, 0, 1], probe_port)),
+            tls,
+            _certs: certs,
+            log,
+        };
+        gateway.wait_ready().await?;
+        Ok(gateway)
+    }
+
+    async fn wait_ready(&self) -> Result<(), String> {
+        eventually("the gateway ready", Duration::from_secs(30), || async {
+            match plain_get(self.probe, "/readyz").await {
+                Ok((200, _)) => Ok(()),
+                Ok((code, body)) => Err(format!("HTTP {code}: {body}")),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+        .map_err(|e| format!("{e}\n{}", self.process.log_tail(20)))
+    }
+
+    /// The page's origin, `https://127.0.0.1:PORT`.
+    pub fn origin(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// Its log so far.
+    pub fn log_tail(&self) -> String {
+        self.process.log_tail(40)
+    }
+
+    async fn connect(&self) -> Result<TlsStream<TcpStream>, String> {
+        let connector = tokio_rustls::TlsConnector::from(self.tls.client.clone());
+        let tcp = TcpStream::connect(self.addr).await.map_err(|e| format!("connecting to {}: {e}", self.addr))?;
+        let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+        connector.connect(name, tcp).await.map_err(|e| format!("TLS handshake: {e}"))
+    }
+
+    /// One request on a new connection: `(status, headers, body)`.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<serde_json::Value>,
+    ) -> Result<(u16, HeaderMap, String), String> {
+        let tls = self.connect().await?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("HTTP handshake: {e}"))?;
+        tokio::spawn(conn);
+        let mut request = http::Request::builder().method(method).uri(path).header("host", self.addr.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if body.is_some() {
+            request = request.header("content-type", "application/json");
+        }
+        let body = Full::new(Bytes::from(body.map(|b| b.to_string()).unwrap_or_default()));
+        let response =
+            sender.send_request(request.body(body).map_err(|e| e.to_string())?).await.map_err(|e| e.to_string())?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok((parts.status.as_u16(), parts.headers, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// The terminal's WebSocket at `path` with these extra headers; `Err` carries the HTTP
+    /// status and body of a refused handshake.
+    pub async fn websocket(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<WebSocketStream<TlsStream<TcpStream>>, String> {
+        let tls = self.connect().await?;
+        let mut request = format!("wss://{}{path}", self.addr).into_client_request().map_err(|e| e.to_string())?;
+        for (name, value) in headers {
+            let value = HeaderValue::from_str(value).map_err(|e| e.to_string())?;
+            request
+                .headers_mut()
+                .insert(http::HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?, value);
+        }
+        match tokio_tungstenite::client_async(request, tls).await {
+            Ok((socket, _)) => Ok(socket),
+            Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                let body =
+                    response.body().as_ref().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+                Err(format!("HTTP {}: {body}", response.status().as_u16()))
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The CA its certificate chains to (PEM), for clients that read files.
+    pub fn ca_pem(&self) -> String {
+        self.tls.ca.cert_pem().to_owned()
+    }
+}
+
+/// The session cookie a sign-in answer set (`name=value`, to send back as `Cookie`).
+pub fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("__Host-myownshell-session="))
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned)
+}

@@ -1,0 +1,157 @@
+//! The gateway's page in a real browser (Chromium, headless, over the DevTools protocol) against
+//! a real shell on the node: the owner signs in with a token, opens her shell and types `id -u`
+//! into xterm.js; a reload finds the same `sh` (the same PID); a stranger signed in from another
+//! browser gets the connect gate's refusal in the terminal. Screenshots of each step are saved.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use myownshell_envtest::{Kubectl, eventually};
+use myownshell_tests::browser::{Browser, Tab};
+use serde_json::Value;
+
+const STEP: Duration = Duration::from_secs(60);
+
+/// Where the screenshots go: `target/artifacts/gateway/`.
+pub fn artifacts() -> PathBuf {
+    myownshell_envtest::assets::target_dir().join("artifacts").join("gateway")
+}
+
+async fn run(kubectl: &Kubectl, args: &[&str]) -> String {
+    let out = kubectl.run(args).await.unwrap();
+    assert!(out.success, "kubectl {}: {}{}", args.join(" "), out.stdout, out.stderr);
+    out.stdout
+}
+
+/// A page's JavaScript value, polled until `accept` takes it; the last one on timeout.
+async fn until(browser: &mut Browser, tab: &Tab, what: &str, js: &str, accept: impl Fn(&Value) -> bool) -> Value {
+    let started = std::time::Instant::now();
+    let mut last = Value::Null;
+    while started.elapsed() < STEP {
+        match browser.evaluate(tab, js).await {
+            Ok(value) if accept(&value) => return value,
+            Ok(value) => last = value,
+            Err(e) => last = Value::String(e),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{what}: not seen in {STEP:?}; last: {last}\n{}", browser.log())
+}
+
+/// The terminal's text.
+async fn screen(browser: &mut Browser, tab: &Tab, what: &str, accept: impl Fn(&str) -> bool) -> String {
+    let value = until(browser, tab, what, "window.myownshell.screen()", |v| v.as_str().is_some_and(&accept)).await;
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+/// Sign in on the page at `url` with `token`; wait until it names `user`.
+async fn sign_in(browser: &mut Browser, tab: &Tab, url: &str, token: &str, user: &str) {
+    browser.navigate(tab, url).await.unwrap();
+    until(browser, tab, "the sign-in form", "!document.getElementById('sign-in').hidden", |v| v == true).await;
+    let fill = format!(
+        "document.getElementById('token').value = {}; document.getElementById('sign-in-button').click(); true",
+        serde_json::to_string(token).unwrap()
+    );
+    browser.evaluate(tab, &fill).await.unwrap();
+    until(browser, tab, "signed in", "document.getElementById('who').textContent", |v| v == user).await;
+}
+
+/// Type a line into the terminal.
+async fn type_line(browser: &mut Browser, tab: &Tab, line: &str) {
+    browser.evaluate(tab, "document.querySelector('.xterm-helper-textarea').focus(); true").await.unwrap();
+    browser.type_text(tab, line).await.unwrap();
+    browser.press_enter(tab).await.unwrap();
+}
+
+/// The PID the shell prints for `echo pid-$$-`, the `n`th time.
+async fn shell_pid(browser: &mut Browser, tab: &Tab, n: usize) -> String {
+    type_line(browser, tab, "echo pid-$$-").await;
+    let text = screen(browser, tab, "the shell's PID", |s| pids(s).len() >= n).await;
+    pids(&text)[n - 1].clone()
+}
+
+fn pids(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pid-")?.strip_suffix('-'))
+        .filter(|p| p.chars().all(|c| c.is_ascii_digit()))
+        .map(str::to_owned)
+        .collect()
+}
+
+async fn shot(browser: &mut Browser, tab: &Tab, name: &str, dir: &Path) {
+    browser.screenshot(tab, &dir.join(format!("{name}.png"))).await.unwrap();
+}
+
+/// The whole flow, against the gateway at `url` and a namespace `ns` opened to shells.
+pub async fn owner_stranger_and_reload(kubectl: &Kubectl, ns: &str, url: &str) {
+    let dir = artifacts();
+    for who in ["alice", "bob"] {
+        run(kubectl, &["create", "serviceaccount", who, "-n", ns]).await;
+        let subject = format!("--serviceaccount={ns}:{who}");
+        run(kubectl, &["create", "rolebinding", &format!("{who}-edit"), "--clusterrole=edit", &subject, "-n", ns])
+            .await;
+    }
+    let alice = format!("system:serviceaccount:{ns}:alice");
+    let bob = format!("system:serviceaccount:{ns}:bob");
+    let shell = "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata: {name: web}\nspec: {size: 1}\n";
+    let as_alice =
+        ["--as", alice.as_str(), "--as-group", "system:authenticated", "--as-group", "system:serviceaccounts"];
+    let mut apply = as_alice.to_vec();
+    apply.extend(["apply", "-n", ns, "-f", "-"]);
+    let out = kubectl.run_with_stdin(&apply, Some(shell)).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    eventually("shell web available", STEP, || async {
+        let out = kubectl.run(&["get", "mos", "web", "-n", ns, "-o", "jsonpath={.status.readyReplicas}"]).await?;
+        if out.stdout.trim() == "1" { Ok(()) } else { Err(format!("ready: {:?} {}", out.stdout, out.stderr)) }
+    })
+    .await
+    .unwrap();
+    let alice_token = run(kubectl, &["create", "token", "alice", "-n", ns]).await.trim().to_owned();
+    let bob_token = run(kubectl, &["create", "token", "bob", "-n", ns]).await.trim().to_owned();
+
+    let mut browser = Browser::launch().await.unwrap();
+    let tab = browser.new_tab().await.unwrap();
+    sign_in(&mut browser, &tab, url, &alice_token, &alice).await;
+    until(&mut browser, &tab, "the list of shells", "document.querySelectorAll('[data-shell]').length", |v| {
+        v.as_u64().is_some_and(|n| n >= 1)
+    })
+    .await;
+    shot(&mut browser, &tab, "1-shells", &dir).await;
+    browser.evaluate(&tab, &format!("location.hash = '#/{ns}/web'; true")).await.unwrap();
+    until(&mut browser, &tab, "connected", "window.myownshell.status()", |v| {
+        v.as_str().is_some_and(|s| s.starts_with("connected to pod web-"))
+    })
+    .await;
+    type_line(&mut browser, &tab, "id -u").await;
+    screen(&mut browser, &tab, "`id -u` answered 65534", |s| s.lines().any(|l| l.trim() == "65534")).await;
+    shot(&mut browser, &tab, "2-owner-id-u", &dir).await;
+    let before = shell_pid(&mut browser, &tab, 1).await;
+
+    browser.reload(&tab).await.unwrap();
+    until(&mut browser, &tab, "reattached", "window.myownshell.status()", |v| {
+        v.as_str().is_some_and(|s| s.starts_with("reattached to pod web-"))
+    })
+    .await;
+    // The recent screen is drawn again, then the same `sh` answers.
+    screen(&mut browser, &tab, "the screen drawn again", |s| s.contains("65534")).await;
+    let after = shell_pid(&mut browser, &tab, 2).await;
+    assert_eq!(before, after, "a reload reattaches to the same shell process");
+    shot(&mut browser, &tab, "3-reloaded-same-pid", &dir).await;
+
+    let stranger = browser.new_tab().await.unwrap();
+    sign_in(&mut browser, &stranger, url, &bob_token, &bob).await;
+    browser.evaluate(&stranger, &format!("location.hash = '#/{ns}/web'; true")).await.unwrap();
+    let refusal = until(&mut browser, &stranger, "the stranger's refusal", "window.myownshell.status()", |v| {
+        v.as_str().is_some_and(|s| s.contains("may not"))
+    })
+    .await;
+    let refusal = refusal.as_str().unwrap_or_default();
+    assert!(
+        refusal.contains(&bob) && refusal.contains("which only its owner") && refusal.contains(&alice),
+        "{refusal}"
+    );
+    screen(&mut browser, &stranger, "the refusal in the terminal", |s| s.contains("may not")).await;
+    shot(&mut browser, &stranger, "4-stranger-refused", &dir).await;
+    eprintln!("e2e: gateway screenshots in {}", dir.display());
+}

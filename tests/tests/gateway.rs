@@ -1,0 +1,341 @@
+//! The gateway against the real kube-apiserver and the real connect gate (a `myownshell-webhook`
+//! process): sign-in with tokens the cluster authenticates, the session cookie, CSRF and
+//! `Origin` checks, and terminals opened **as the user**: the owner gets through the gate, a
+//! stranger gets the gate's refusal naming them. The gateway runs as a ServiceAccount bound to
+//! exactly the ClusterRole `config/rbac/gateway_role.yaml` ships.
+//!
+//! No pod runs on the API-only plane, so the owner's exec, once admitted, ends at the apiserver
+//! with "does not have a host assigned"; the real node's e2e types into a real shell in
+//! Chromium (`tests/tests/e2e/gateway.rs`).
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use http::Method;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use myownshell_api::{MyOwnShell, names};
+use myownshell_envtest::assets::workspace_root;
+use myownshell_envtest::control_plane::write_kubeconfig;
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::{create_shell_namespace, rbac, service_account_token, service_account_user, shared};
+use myownshell_tests::access::{namespace_editors, shell_manifest};
+use myownshell_tests::gateway::{GatewayProcess, session_cookie};
+use myownshell_tests::shell_pods;
+use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+const READY: Duration = Duration::from_secs(60);
+const HOUR: i64 = 3600;
+
+struct World {
+    client: Client,
+    ns: String,
+    gateway: GatewayProcess,
+    _webhook: Option<(InstalledWebhooks, WebhookProcess)>,
+}
+
+/// The shipped ClusterRole, bound to this test's gateway ServiceAccount under a name of its own.
+async fn gateway_identity(client: &Client, ns: &str) -> String {
+    let text = std::fs::read_to_string(workspace_root().join("config/rbac/gateway_role.yaml")).unwrap();
+    let role = text
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
+        .find(|doc| doc["kind"] == "ClusterRole")
+        .expect("a ClusterRole in gateway_role.yaml");
+    let mut role: ClusterRole = serde_json::from_value(role).unwrap();
+    let name = format!("{ns}-gateway");
+    role.metadata.name = Some(name.clone());
+    let apply = PatchParams::apply("myownshell-tests").force();
+    Api::<ClusterRole>::all(client.clone()).patch(&name, &apply, &Patch::Apply(&role)).await.unwrap();
+    let binding = rbac::cluster_role_binding(&name, &name, rbac::service_account_subject(ns, "gateway"));
+    Api::<ClusterRoleBinding>::all(client.clone()).patch(&name, &apply, &Patch::Apply(&binding)).await.unwrap();
+    service_account_token(client, ns, "gateway", &[], HOUR).await.unwrap()
+}
+
+impl World {
+    /// A namespace opened to shells whose editors are the ServiceAccounts alice and bob, a
+    /// gateway, and (with `gate`) the connect webhook for the namespace.
+    async fn start(prefix: &str, gate: bool, flags: &[&str]) -> World {
+        let cp = shared();
+        let client = cp.client().unwrap();
+        let ns = create_shell_namespace(&client, prefix).await.unwrap();
+        let users = [service_account_user(&ns, "alice"), service_account_user(&ns, "bob")];
+        namespace_editors(&client, &ns, &[&users[0], &users[1]], &[]).await.unwrap();
+        let token = gateway_identity(&client, &ns).await;
+        let kubeconfig = cp.layout().dir.join(format!("{ns}-gateway.kubeconfig"));
+        write_kubeconfig(&kubeconfig, &cp.kubeconfig_for_token(&token)).unwrap();
+        let webhook = match gate {
+            true => Some(connect_gate(&client, &ns).await),
+            false => None,
+        };
+        let gateway = GatewayProcess::start(cp, kubeconfig, &format!("{ns}-gateway"), flags).await.unwrap();
+        World { client, ns, gateway, _webhook: webhook }
+    }
+
+    async fn token(&self, who: &str) -> String {
+        service_account_token(&self.client, &self.ns, who, &[], HOUR).await.unwrap()
+    }
+
+    /// Sign in with `token` from the page: the session cookie and the CSRF token.
+    async fn sign_in(&self, token: &str) -> (String, String) {
+        let origin = self.gateway.origin();
+        let (status, headers, body) = self
+            .gateway
+            .request(Method::POST, "/api/session", &[("origin", &origin)], Some(json!({ "token": token })))
+            .await
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        (session_cookie(&headers).expect("a session cookie"), answer["csrf"].as_str().unwrap().to_owned())
+    }
+
+    /// `who`'s shell `name`, applied as them (so they are its owner).
+    async fn shell(&self, who: &str, name: &str) {
+        let cp = shared();
+        let user = service_account_user(&self.ns, who);
+        let manifest = shell_manifest(name, "{size: 1}");
+        let mut args = myownshell_tests::access::as_user(&user, &["system:authenticated"]);
+        args.extend(["apply", "-n", &self.ns, "-f", "-"].map(str::to_owned));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = cp.kubectl().run_with_stdin(&args, Some(&manifest)).await.unwrap();
+        assert!(out.success, "{}", out.stderr);
+    }
+
+    /// A ready pod for shell `name`, and the selector in its status (no controller runs here).
+    async fn ready_pod(&self, name: &str) -> String {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
+        let pod = shell_pods::create(&pods, name, "x2x4z", None, shell_pods::running()).await.unwrap();
+        let selector = format!("{}={name}", names::LABEL_INSTANCE);
+        let status = json!({ "status": { "selector": selector, "replicas": 1 } });
+        Api::<MyOwnShell>::namespaced(self.client.clone(), &self.ns)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+            .await
+            .unwrap();
+        pod
+    }
+
+    /// Open shell `name`'s terminal as the holder of `cookie`; every JSON message until the
+    /// socket closes (or the 20th).
+    async fn terminal_messages(&self, cookie: &str, name: &str) -> Vec<Value> {
+        let origin = self.gateway.origin();
+        let path = format!("/api/terminal/{}/{name}?cols=80&rows=24", self.ns);
+        let mut socket = self.gateway.websocket(&path, &[("cookie", cookie), ("origin", &origin)]).await.unwrap();
+        let mut messages = Vec::new();
+        while let Ok(Some(Ok(message))) = tokio::time::timeout(Duration::from_secs(30), socket.next()).await {
+            match message {
+                Message::Text(text) => messages.push(serde_json::from_str(text.as_str()).unwrap()),
+                Message::Close(_) => break,
+                _ => {}
+            }
+            if messages.len() >= 20 {
+                break;
+            }
+        }
+        messages
+    }
+}
+
+async fn connect_gate(client: &Client, ns: &str) -> (InstalledWebhooks, WebhookProcess) {
+    let cp = shared();
+    let port = free_port().unwrap();
+    let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.to_owned() };
+    let installed = InstalledWebhooks::install(client, ns, &target).await.unwrap();
+    let mut options = WebhookOptions::for_installed(&installed, ns, port);
+    options.args = vec![format!("--apiserver-client-ca-file={}", cp.webhook_client_ca_file().display())];
+    let mut webhook = WebhookProcess::spawn(cp, &options).unwrap();
+    webhook.wait_ready(READY).await.unwrap();
+    (installed, webhook)
+}
+
+#[tokio::test]
+async fn sign_in_opens_a_locked_down_session_and_never_echoes_the_token() {
+    let w = World::start("gw-signin", false, &[]).await;
+    let token = w.token("alice").await;
+    let origin = w.gateway.origin();
+    let (status, headers, body) = w
+        .gateway
+        .request(Method::POST, "/api/session", &[("origin", &origin)], Some(json!({ "token": token })))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.contains(&token), "the answer holds the token: {body}");
+    let set_cookie = headers.get("set-cookie").unwrap().to_str().unwrap().to_owned();
+    for part in ["__Host-myownshell-session=", "HttpOnly", "Secure", "SameSite=Strict", "Path=/"] {
+        assert!(set_cookie.contains(part), "{set_cookie} lacks {part}");
+    }
+    assert!(!set_cookie.contains(&token));
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["user"], json!(service_account_user(&w.ns, "alice")));
+    assert_eq!(answer["csrf"].as_str().map(str::len), Some(64));
+    for (name, value) in headers.iter() {
+        assert!(!value.as_bytes().windows(token.len()).any(|w| w == token.as_bytes()), "header {name} holds the token");
+    }
+    let csp = headers.get("content-security-policy").unwrap().to_str().unwrap();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'"), "{csp}");
+
+    let cookie = session_cookie(&headers).unwrap();
+    let (status, _, body) = w.gateway.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&service_account_user(&w.ns, "alice")), "{body}");
+    let log = std::fs::read_to_string(&w.gateway.log).unwrap();
+    assert!(!log.contains(&token), "the gateway's log holds the token");
+}
+
+#[tokio::test]
+async fn sign_in_is_refused_to_bad_tokens_and_to_other_sites() {
+    let w = World::start("gw-refused", false, &[]).await;
+    let origin = w.gateway.origin();
+    let sign_in = |token: String, headers: Vec<(&'static str, String)>| {
+        let gateway = &w.gateway;
+        async move {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            gateway.request(Method::POST, "/api/session", &headers, Some(json!({ "token": token }))).await.unwrap()
+        }
+    };
+    let good = w.token("alice").await;
+    // A token of a ServiceAccount that no longer exists.
+    let revoked = w.token("gone").await;
+    Api::<ServiceAccount>::namespaced(w.client.clone(), &w.ns).delete("gone", &DeleteParams::default()).await.unwrap();
+    // (what, token, headers, status, words of the answer)
+    type Case = (&'static str, String, Vec<(&'static str, String)>, u16, &'static str);
+    let cases: Vec<Case> = vec![
+        ("not a token", "garbage".into(), vec![("origin", origin.clone())], 401, "did not accept this token"),
+        ("a revoked token", revoked, vec![("origin", origin.clone())], 401, "did not accept this token"),
+        ("another site", good.clone(), vec![("origin", "https://evil.example".into())], 403, "gateway's page"),
+        ("no origin", good.clone(), vec![], 403, "gateway's page"),
+    ];
+    for (name, token, headers, want, words) in cases {
+        let (status, headers, body) = sign_in(token, headers).await;
+        assert_eq!(status, want, "{name}: {body}");
+        assert!(body.contains(words), "{name}: {body}");
+        assert!(session_cookie(&headers).is_none(), "{name}: a cookie was set");
+    }
+}
+
+#[tokio::test]
+async fn changes_need_the_csrf_token_and_terminals_need_a_session_from_the_page() {
+    let w = World::start("gw-csrf", false, &[]).await;
+    let (cookie, csrf) = w.sign_in(&w.token("alice").await).await;
+    let origin = w.gateway.origin();
+    let terminal = format!("/api/terminal/{}/web", w.ns);
+    let refused = [
+        ("no session", vec![("origin", origin.as_str())], "401", "not signed in"),
+        (
+            "another site",
+            vec![("cookie", cookie.as_str()), ("origin", "https://evil.example")],
+            "403",
+            "gateway's page",
+        ),
+        ("no origin", vec![("cookie", cookie.as_str())], "403", "gateway's page"),
+        (
+            "a made-up session",
+            vec![("cookie", "__Host-myownshell-session=00ff"), ("origin", &origin)],
+            "401",
+            "session has ended",
+        ),
+    ];
+    for (name, headers, status, words) in refused {
+        let err = w.gateway.websocket(&terminal, &headers).await.err().unwrap_or_else(|| panic!("{name}: upgraded"));
+        assert!(err.starts_with(&format!("HTTP {status}")) && err.contains(words), "{name}: {err}");
+    }
+    let sign_out = |headers: Vec<(&'static str, String)>| {
+        let gateway = &w.gateway;
+        async move {
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            gateway.request(Method::DELETE, "/api/session", &headers, None).await.unwrap()
+        }
+    };
+    let with = |extra: &[(&'static str, &str)]| {
+        let mut h = vec![("cookie", cookie.clone()), ("origin", origin.clone())];
+        h.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        h
+    };
+    let (status, _, body) = sign_out(with(&[])).await;
+    assert_eq!(status, 403, "no CSRF token: {body}");
+    let (status, _, body) = sign_out(with(&[("x-csrf-token", &"0".repeat(64))])).await;
+    assert_eq!(status, 403, "a wrong CSRF token: {body}");
+    let (status, headers, body) = sign_out(with(&[("x-csrf-token", &csrf)])).await;
+    assert_eq!(status, 204, "{body}");
+    assert!(headers.get("set-cookie").unwrap().to_str().unwrap().contains("Max-Age=0"));
+    let (status, _, _) = w.gateway.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await.unwrap();
+    assert_eq!(status, 401, "signed out, the cookie opens nothing");
+}
+
+#[tokio::test]
+async fn the_terminal_is_opened_as_the_user_and_the_gate_refuses_a_stranger() {
+    let w = World::start("gw-exec", true, &[]).await;
+    w.shell("alice", "web").await;
+    let pod = w.ready_pod("web").await;
+    let (alice, _) = w.sign_in(&w.token("alice").await).await;
+    let (bob, _) = w.sign_in(&w.token("bob").await).await;
+
+    // Bob can list the namespace's shells (he is an editor), but the gate keeps him out.
+    let (status, _, body) = w
+        .gateway
+        .request(Method::GET, &format!("/api/shells?namespace={}", w.ns), &[("cookie", &bob)], None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"name\":\"web\"") && body.contains(&service_account_user(&w.ns, "alice")), "{body}");
+    let bobs = w.terminal_messages(&bob, "web").await;
+    let refusal = bobs.iter().find(|m| m["type"] == "refused").unwrap_or_else(|| panic!("no refusal: {bobs:?}"));
+    let message = refusal["message"].as_str().unwrap();
+    let bob_user = service_account_user(&w.ns, "bob");
+    for words in [bob_user.as_str(), pod.as_str(), "which only its owner", &service_account_user(&w.ns, "alice")] {
+        assert!(message.contains(words), "the refusal names the stranger, the pod and who may connect: {message}");
+    }
+
+    // Alice gets through the gate; the exec then ends at the apiserver, for want of a node.
+    let alices = w.terminal_messages(&alice, "web").await;
+    let error = alices.iter().find(|m| m["type"] == "refused").unwrap_or_else(|| panic!("no end: {alices:?}"));
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("does not have a host assigned"),
+        "alice was admitted: {message}\n{}",
+        w.gateway.log_tail()
+    );
+
+    // Someone who may not even read the namespace's shells hears the apiserver's refusal.
+    let (carol, _) = w.sign_in(&w.token("carol").await).await;
+    let (status, _, body) = w
+        .gateway
+        .request(Method::GET, &format!("/api/shells?namespace={}", w.ns), &[("cookie", &carol)], None)
+        .await
+        .unwrap();
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("cannot list resource \\\"myownshells\\\""), "{body}");
+    let carols = w.terminal_messages(&carol, "web").await;
+    assert!(
+        carols.iter().any(|m| m["type"] == "refused" && m["message"].as_str().unwrap().contains("cannot get resource")),
+        "{carols:?}"
+    );
+    let shells = Api::<MyOwnShell>::namespaced(w.client.clone(), &w.ns);
+    assert_eq!(
+        shells.get("web").await.unwrap().spec.owner.as_deref(),
+        Some(service_account_user(&w.ns, "alice").as_str())
+    );
+}
+
+#[tokio::test]
+async fn a_shell_without_a_ready_pod_says_what_it_waits_for_then_gives_up() {
+    let w = World::start("gw-wait", false, &["--connect-timeout=2s"]).await;
+    w.shell("alice", "web").await;
+    let (alice, _) = w.sign_in(&w.token("alice").await).await;
+    let messages = w.terminal_messages(&alice, "web").await;
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["type"] == "notice" && m["message"].as_str().unwrap().starts_with("waiting for shell web")),
+        "{messages:?}"
+    );
+    let last = messages.last().unwrap();
+    assert_eq!(last["type"], "refused", "{messages:?}");
+    assert!(last["message"].as_str().unwrap().starts_with("gave up after 2s: waiting for shell web"), "{messages:?}");
+}
