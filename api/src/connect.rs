@@ -68,10 +68,10 @@ pub fn wait_for(shell: &MyOwnShell, pods: &[Pod]) -> Wait {
 
 #[cfg(test)]
 mod tests {
+    use crate::{MyOwnShellSpec, MyOwnShellStatus, Stop};
     use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
-    use crate::{MyOwnShellSpec, MyOwnShellStatus, Stop};
 
     use super::*;
 
