@@ -81,11 +81,10 @@ pub async fn helm(e2e: &E2e) {
 async fn install(e2e: &E2e, helm: &Helm) {
     helm.deploy("install", "").await;
     e2e.rollout_operator().await;
-    let want = [format!("myownshell-controller {LOCAL_IMAGE} true"), format!("myownshell-webhook {LOCAL_IMAGE} true")];
-    assert_eq!(e2e.operator_pods().await, want);
+    assert_eq!(e2e.operator_pods().await, super::operator_pods());
     let managed =
         e2e.run(&["get", "deploy", "-n", SYSTEM, "-l", "app.kubernetes.io/managed-by=Helm", "-o", "name"]).await;
-    assert_eq!(managed.lines().count(), 2, "both Deployments labelled as Helm's: {managed}");
+    assert_eq!(managed.lines().count(), 3, "the three Deployments labelled as Helm's: {managed}");
 }
 
 /// Through the webhook the chart installed: denied by field, defaulted with the finalizer.

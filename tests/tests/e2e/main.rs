@@ -11,6 +11,8 @@
 mod access;
 mod certmanager;
 mod failures;
+mod gateway;
+mod gateway_browser;
 mod helm;
 mod home;
 mod lifetime;
@@ -31,6 +33,7 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 const SYSTEM: &str = "myownshell-system";
 const CONTROLLER: &str = "myownshell-controller-manager";
 const WEBHOOK: &str = "myownshell-webhook";
+const GATEWAY: &str = "myownshell-gateway";
 const LOCAL_IMAGE: &str = "localhost/myownshell:local";
 const RELEASE_IMAGE: &str = "ghcr.io/myownshell/myownshell:0.1.0";
 
@@ -108,9 +111,9 @@ impl E2e {
         }
     }
 
-    /// Both of the operator's Deployments rolled out.
+    /// The operator's three Deployments rolled out.
     async fn rollout_operator(&self) {
-        for deployment in [CONTROLLER, WEBHOOK] {
+        for deployment in [CONTROLLER, WEBHOOK, GATEWAY] {
             self.rollout(deployment).await;
         }
     }
@@ -182,6 +185,11 @@ async fn the_operator_from_config_end_to_end() {
     phase("shells: pods, exec, resize, repair", shells_run_as_real_pods(&e2e)).await;
     phase("access: the owner and those shared with get in, nobody else", access::access(&e2e)).await;
     phase(
+        "the gateway in Chromium: sign in, `id -u`, the same shell after a reload, a stranger refused",
+        gateway::in_a_browser(&e2e),
+    )
+    .await;
+    phase(
         "lifetime: idle stops with a warning, extend, start, maxRunTime, deletePausedAfter",
         lifetime::lifetime(&e2e),
     )
@@ -216,13 +224,17 @@ async fn the_operator_from_config_end_to_end() {
     cluster.stop().unwrap();
 }
 
-/// `kubectl apply -k` of the local overlay; both Deployments Ready, each pod as its own
+/// `kubectl apply -k` of the local overlay; the three Deployments Ready, each pod as its own
 /// ServiceAccount, running the local image.
 async fn install(e2e: &E2e) {
     e2e.run(&["apply", "--server-side", "--force-conflicts", "-k", &E2e::overlay("local")]).await;
     e2e.rollout_operator().await;
-    let want = [format!("myownshell-controller {LOCAL_IMAGE} true"), format!("myownshell-webhook {LOCAL_IMAGE} true")];
-    assert_eq!(e2e.operator_pods().await, want);
+    assert_eq!(e2e.operator_pods().await, operator_pods());
+}
+
+/// What `operator_pods` lists for one replica of each Deployment on the local image.
+fn operator_pods() -> [String; 3] {
+    ["controller", "gateway", "webhook"].map(|c| format!("myownshell-{c} {LOCAL_IMAGE} true"))
 }
 
 /// The webhook made its certificate, stored it, injected its CA into both configurations

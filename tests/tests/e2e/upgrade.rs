@@ -49,7 +49,10 @@ pub async fn install_previous(e2e: &E2e) {
     let args = ["apply", "--server-side", "--force-conflicts", "-f", "-"];
     let out = e2e.kubectl.run_with_stdin(&args, Some(&manifest)).await.unwrap();
     assert!(out.success, "{}", out.stderr);
-    e2e.rollout_operator().await;
+    // The previous release has no gateway.
+    for deployment in [super::CONTROLLER, super::WEBHOOK] {
+        e2e.rollout(deployment).await;
+    }
 }
 
 /// Apply a new MyOwnShell (`PREFIX-N`) every 250 ms until `stop`; how many were applied and the
