@@ -7,6 +7,7 @@
 pub mod connect;
 pub mod crd;
 pub mod defaults;
+pub mod last_connection;
 pub mod names;
 pub mod quantity;
 mod types;

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, names};
@@ -220,53 +219,17 @@ impl Writer {
     }
 }
 
-/// How often a status write that lost a race to another writer is tried again.
-const STATUS_ATTEMPTS: usize = 3;
-
-/// Write `status.lastConnection` unless the shell already has a later one: with two webhook
-/// replicas (or a write that waited in the queue) the last writer is not always the latest
-/// connection, and a time moved back brings the idle stop early. Read, compare, then patch at the
-/// read's resourceVersion, so that a write in between makes the patch fail (409) and the
-/// comparison is made again.
+/// Write `status.lastConnection` for `connection`, made `at`, unless the shell already has a
+/// later one ([`myownshell_api::last_connection::write`], shared with the gateway).
 pub async fn write_last_connection(api: &Api<MyOwnShell>, connection: &Connection, at: Timestamp) -> kube::Result<()> {
-    let name = &connection.shell.name;
-    for _ in 0..STATUS_ATTEMPTS {
-        // `get` of the shell (the role has it; `myownshells/status` only takes patches).
-        let current = api.get(name).await?;
-        let recorded = current.status.as_ref().and_then(|s| s.last_connection.as_ref());
-        if !moves_forward(recorded.map(|c| c.time.0), at) {
-            return Ok(());
-        }
-        let mut patch = last_connection_patch(connection, at);
-        patch["metadata"]["resourceVersion"] = serde_json::json!(current.metadata.resource_version);
-        match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            Err(kube::Error::Api(status)) if status.code == 409 => continue,
-            other => return other.map(drop),
-        }
-    }
-    Ok(())
-}
-
-/// Whether a connection made `at` is later than the recorded one (to the second, as it is kept).
-pub fn moves_forward(recorded: Option<Timestamp>, at: Timestamp) -> bool {
-    recorded.is_none_or(|recorded| myownshell_runtime::time::second_of(at) > recorded)
-}
-
-/// The merge patch of `status.lastConnection`, bound to the shell's uid (a shell deleted and
-/// made again under the same name does not inherit its predecessor's connections); the writer
-/// adds the resourceVersion it compared against.
-pub fn last_connection_patch(connection: &Connection, at: Timestamp) -> serde_json::Value {
     let last = myownshell_api::Connection {
         user: connection.user.clone(),
         time: myownshell_runtime::time::to_second(at),
         pod: connection.pod.clone(),
         kind: connection.kind.as_str().to_owned(),
     };
-    let mut patch = serde_json::json!({ "status": { "lastConnection": last } });
-    if let Some(uid) = &connection.shell.uid {
-        patch["metadata"] = serde_json::json!({ "uid": uid });
-    }
-    patch
+    let shell = &connection.shell;
+    myownshell_api::last_connection::write(api, &shell.name, shell.uid.as_deref(), &last).await
 }
 
 /// The Event of `count` connections like `connection`.
@@ -421,20 +384,6 @@ mod tests {
     }
 
     #[test]
-    fn last_connection_never_moves_back() {
-        let t = |s: i64| Timestamp::from_second(s).unwrap();
-        let cases = [
-            ("none recorded", None, t(100), true),
-            ("later", Some(t(100)), t(101), true),
-            ("the same second", Some(t(100)), Timestamp::from_nanosecond(100_500_000_000).unwrap(), false),
-            ("earlier: another replica wrote a later one", Some(t(100)), t(99), false),
-        ];
-        for (what, recorded, at, want) in cases {
-            assert_eq!(moves_forward(recorded, at), want, "{what}");
-        }
-    }
-
-    #[test]
     fn events_say_who_how_where_and_why() {
         let allowed = occurrence(&connection("alice", Some(Grant::Owner)), 1);
         assert_eq!((allowed.type_, allowed.reason, allowed.action), (EventType::Normal, "Connected", "Exec"));
@@ -447,19 +396,6 @@ mod tests {
         assert_eq!(
             refused.note,
             "carol was refused exec into pod web-7d9f-x2x4z (7 times in the last few seconds): only its owner alice, the users bob may connect"
-        );
-    }
-
-    #[test]
-    fn the_status_patch_names_the_connection_and_the_shell() {
-        let at = Timestamp::from_second(1_800_000_000).unwrap();
-        let patch = last_connection_patch(&connection("bob", Some(Grant::SharedUser)), at);
-        assert_eq!(
-            patch,
-            serde_json::json!({
-                "metadata": {"uid": "u1"},
-                "status": {"lastConnection": {"user": "bob", "time": "2027-01-15T08:00:00Z", "pod": "web-7d9f-x2x4z", "kind": "exec"}}
-            })
         );
     }
 }
