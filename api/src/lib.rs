@@ -8,6 +8,7 @@ pub mod connect;
 pub mod crd;
 pub mod defaults;
 pub mod last_connection;
+pub mod lifecycle;
 pub mod names;
 pub mod quantity;
 mod types;

@@ -9,8 +9,7 @@ use myownshell_api::MyOwnShell;
 use myownshell_runtime::time::{plus, to_second};
 use serde_json::{Value, json};
 
-/// The default of `extend` when no duration is given and the shell has no idle timeout.
-pub const DEFAULT_EXTENSION: Duration = Duration::from_secs(3600);
+pub use myownshell_api::lifecycle::DEFAULT_EXTENSION;
 
 fn time(t: Timestamp) -> Value {
     serde_json::to_value(to_second(t)).unwrap_or(Value::Null)
@@ -34,17 +33,13 @@ pub fn stop_patch() -> Value {
 /// `extend`: no lifetime stop before `now + by`. Returns the patch and that time.
 pub fn extend_patch(now: Timestamp, by: Duration) -> (Value, Timestamp) {
     let until = plus(now, by);
-    (json!({"spec": {"lifetime": {"extendedUntil": time(until)}}}), until)
+    (myownshell_api::lifecycle::extend_patch(&to_second(until)), until)
 }
 
-/// How long `extend` pushes the stop back when no duration is given: the shell's idle timeout,
-/// else [`DEFAULT_EXTENSION`].
+/// How long `extend` pushes the stop back when no duration is given (the gateway's extend
+/// button pushes it as far): the shell's idle timeout, else [`DEFAULT_EXTENSION`].
 pub fn default_extension(shell: &MyOwnShell) -> Duration {
-    shell
-        .spec
-        .lifetime
-        .as_ref()
-        .and_then(|l| l.idle_timeout.as_deref())
+    myownshell_api::lifecycle::idle_timeout(shell)
         .and_then(|t| myownshell_runtime::time::parse_duration(t).ok())
         .unwrap_or(DEFAULT_EXTENSION)
 }
