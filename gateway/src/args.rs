@@ -67,6 +67,11 @@ pub struct Args {
     /// The largest message a page may send (pastes are split by the page below it).
     #[arg(long, default_value_t = 1024 * 1024)]
     pub max_message_bytes: usize,
+    /// How often the shells with open terminals are looked at: a terminal in use since the last
+    /// look is recorded as the shell's `status.lastConnection` (kind `gateway`), and a coming
+    /// stop is shown in its terminals.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub activity_interval: Duration,
     /// How often an idle page is pinged; one silent for three pings is treated as gone.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub ping_interval: Duration,

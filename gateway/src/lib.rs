@@ -5,7 +5,8 @@
 //! exec is made **as the user** (impersonation, `exec`), so the connect gate decides it, the
 //! record of connections names them and the audit log shows them, never the gateway. A terminal
 //! survives a closed tab or a network blip for a grace period, with its recent screen
-//! (`terminal`).
+//! (`terminal`). A terminal in use counts as a connection to its shell, and a coming stop is
+//! shown in it (`activity`).
 //!
 //! The gateway's service account can impersonate users, so whoever controls the gateway's
 //! process can act as anyone in the cluster: `config/gateway/` grants it nothing else, and the
@@ -13,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod activity;
 pub mod args;
 pub mod exec;
 pub mod gateway;

@@ -90,10 +90,12 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         BindAddress::Disabled => None,
     };
     tracing::info!(%addr, "serving the gateway");
+    let activity = tokio::spawn(crate::activity::run(gw.clone(), args.activity_interval, shutdown.clone()));
     let reload = tls.watch_files(Duration::from_secs(10), shutdown.clone());
     let serve =
         serve_tls(listener, tls.config.clone(), web::router(gw.clone()), ServeOptions::default(), shutdown.clone());
     let (served, ()) = tokio::join!(serve, reload);
+    let _ = activity.await;
     socket::close_all(&gw);
     gw.tasks.close();
     let _ = tokio::time::timeout(GOODBYE, gw.tasks.wait()).await;

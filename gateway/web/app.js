@@ -100,6 +100,7 @@ function openTerminal(namespace, name) {
   state.target = { namespace, name, key: `terminal:${namespace}/${name}` };
   state.ended = false;
   state.retry = 0;
+  $("stopping").hidden = true;
   const term = new Terminal({ cursorBlink: true, scrollback: 5000, fontFamily: "monospace" });
   const fit = new FitAddon.FitAddon();
   term.loadAddon(fit);
@@ -143,6 +144,7 @@ function connect(droppedAt) {
       case "notice": line(message.message, "33"); status(message.message); break;
       case "error": line(message.message, "31"); status(message.message); break;
       case "refused": end(message.message); break;
+      case "stopping": stopping(message.message, message.canExtend); break;
       case "exit": end(`exited with code ${message.code}`); break;
       case "closed": end(message.message); break;
       case "replaced": end("opened in another tab"); break;
@@ -156,6 +158,25 @@ function connect(droppedAt) {
     state.retry = Math.min(state.retry + 1, 5);
     setTimeout(() => { if (state.socket === socket && !state.ended) connect(droppedAt); }, 500 * state.retry);
   };
+}
+
+function stopping(message, canExtend) {
+  // The shell's lifetime stops it soon: say so in the terminal and above it, with the way out.
+  line(`[${message}]`, "33");
+  $("stopping-message").textContent = message;
+  $("extend").hidden = !canExtend;
+  $("stopping").hidden = false;
+}
+
+async function extend() {
+  const { namespace, name } = state.target;
+  try {
+    const { extendedUntil } = await api("POST", `/api/shells/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/extend`);
+    $("stopping-message").textContent = `Extended: no stop before ${extendedUntil}.`;
+    $("extend").hidden = true;
+  } catch (e) {
+    $("stopping-message").textContent = e.message;
+  }
 }
 
 function end(why) {
@@ -192,6 +213,7 @@ window.myownshell = {
     return lines.join("\n");
   },
   status: () => $("terminal-status").textContent,
+  stopping: () => $("stopping").hidden ? null : $("stopping-message").textContent,
   terminal: () => state.target ? sessionStorage.getItem(state.target.key) : null,
 };
 
@@ -200,6 +222,7 @@ window.addEventListener("hashchange", route);
 $("sign-in-button").onclick = signIn;
 $("sign-out").onclick = signOut;
 $("list").onclick = listShells;
+$("extend").onclick = extend;
 $("back").onclick = () => { location.hash = ""; };
 $("namespace").value = localStorage.getItem("namespace") || "";
 

@@ -210,24 +210,28 @@ fn the_toggles_take_only_their_objects() {
     );
 }
 
-/// Image, pull policy and replicas go into both Deployments; another namespace replaces
+/// Image, pull policy and replicas go into the three Deployments; another namespace replaces
 /// `myownshell-system` everywhere, inside strings too.
 #[test]
 fn values_land_where_config_has_their_defaults() {
     let objects = template(
         "elsewhere",
         &[
-            "image.repository=localhost/myownshell,image.tag=local,image.pullPolicy=Never,controller.replicas=3,webhook.replicas=2",
+            "image.repository=localhost/myownshell,image.tag=local,image.pullPolicy=Never,controller.replicas=3,webhook.replicas=2,gateway.replicas=0",
         ],
     );
     let deployments: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "Deployment").collect();
-    assert_eq!(deployments.len(), 2);
+    assert_eq!(deployments.len(), 3);
     for deployment in deployments {
         let component = deployment["metadata"]["labels"]["app.kubernetes.io/component"].as_str().unwrap();
         let container = &deployment["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(container["image"], "localhost/myownshell:local", "{component}");
         assert_eq!(container["imagePullPolicy"], "Never", "{component}");
-        let replicas = if component == "controller" { 3 } else { 2 };
+        let replicas = match component {
+            "controller" => 3,
+            "webhook" => 2,
+            _ => 0,
+        };
         assert_eq!(deployment["spec"]["replicas"], replicas, "{component}");
         assert_eq!(deployment["metadata"]["namespace"], "elsewhere");
     }

@@ -34,8 +34,8 @@ fn api_error(e: kube::Error) -> TargetError {
     }
 }
 
-/// One look: the shell and its pods now.
-async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<Wait, TargetError> {
+/// One look: the shell and its pods now, and the shell's uid.
+async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<(Wait, Option<String>), TargetError> {
     let shells = Request::new(MyOwnShell::url_path(&(), Some(namespace)));
     let get = shells.get(name, &Default::default()).map_err(|e| TargetError::Api(e.to_string()))?;
     let shell: MyOwnShell = user.request(get).await.map_err(api_error)?;
@@ -48,23 +48,24 @@ async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<Wait, Target
             .map_err(|e| TargetError::Api(e.to_string()))?;
         user.request::<ObjectList<Pod>>(list).await.map_err(api_error)?.items
     };
-    Ok(wait_for(&shell, &pods))
+    Ok((wait_for(&shell, &pods), shell.metadata.uid.clone()))
 }
 
-/// The pod to open a terminal in, waiting up to `timeout` for one to be ready; `waiting` is
-/// sent each new line of what it waits for.
+/// The pod to open a terminal in and the shell's uid, waiting up to `timeout` for a ready pod;
+/// `waiting` is sent each new line of what it waits for.
 pub async fn find(
     user: &AsUser,
     namespace: &str,
     name: &str,
     timeout: Duration,
     waiting: tokio::sync::mpsc::UnboundedSender<String>,
-) -> Result<String, TargetError> {
+) -> Result<(String, Option<String>), TargetError> {
     let started = Instant::now();
     let mut last = String::new();
     loop {
-        match look(user, namespace, name).await? {
-            Wait::Ready(pod) => return Ok(pod),
+        let (wait, uid) = look(user, namespace, name).await?;
+        match wait {
+            Wait::Ready(pod) => return Ok((pod, uid)),
             Wait::Stopped(why) => return Err(TargetError::Stopped(why)),
             Wait::Waiting(line) => {
                 if line != last {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
+use k8s_openapi::jiff::Timestamp;
 use kube::client::Connection;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
@@ -52,6 +53,14 @@ pub enum ToPage {
     Ended(Ending),
     /// Another page took the terminal over.
     Replaced,
+    /// The shell's lifetime will stop it soon (the `Stopping` condition's message), and whether
+    /// this user may extend it (they own it).
+    Stopping {
+        /// What the condition says.
+        line: String,
+        /// Whether to offer the extend button.
+        can_extend: bool,
+    },
 }
 
 /// Where a terminal runs.
@@ -63,6 +72,9 @@ pub struct Place {
     pub shell: String,
     /// The pod the exec runs in.
     pub pod: String,
+    /// The shell's uid when the terminal opened (its activity is recorded only on that shell,
+    /// never on one made again under the same name).
+    pub uid: Option<String>,
 }
 
 struct Viewer {
@@ -76,7 +88,10 @@ struct State {
     /// Since when no page watches (None while one does).
     detached_since: Option<Instant>,
     ending: Option<Ending>,
-    last_activity: Instant,
+    /// When someone last typed, or saw output.
+    last_activity: Timestamp,
+    /// The last notice of a coming stop told to a page, not to repeat it.
+    told: Option<String>,
 }
 
 /// One terminal.
@@ -127,7 +142,8 @@ impl Terminal {
                 viewer: None,
                 detached_since: Some(Instant::now()),
                 ending: None,
-                last_activity: Instant::now(),
+                last_activity: Timestamp::now(),
+                told: None,
             }),
             ended: CancellationToken::new(),
             next_viewer: AtomicU64::new(1),
@@ -181,7 +197,10 @@ impl Terminal {
         let tx = {
             let mut state = self.state.lock();
             state.scrollback.push(output);
-            state.last_activity = Instant::now();
+            // Output nobody sees is no sign of use.
+            if state.viewer.is_some() {
+                state.last_activity = Timestamp::now();
+            }
             state.viewer.as_ref().map(|v| v.tx.clone())
         };
         if let Some(tx) = tx {
@@ -192,7 +211,7 @@ impl Terminal {
 
     /// Type `bytes`.
     pub async fn input(&self, bytes: &[u8]) {
-        self.state.lock().last_activity = Instant::now();
+        self.state.lock().last_activity = Timestamp::now();
         let _ = self.to_pod.send(channel::stdin(bytes)).await;
     }
 
@@ -273,8 +292,22 @@ impl Terminal {
     }
 
     /// When someone last typed or saw output.
-    pub fn last_activity(&self) -> Instant {
+    pub fn last_activity(&self) -> Timestamp {
         self.state.lock().last_activity
+    }
+
+    /// Tell the page `line` about a coming stop (with an extend button when `can_extend`),
+    /// unless it was the last one told; whether it was told now.
+    pub fn warn(&self, line: &str, can_extend: bool) -> bool {
+        let mut state = self.state.lock();
+        if state.told.as_deref() == Some(line) {
+            return false;
+        }
+        state.told = Some(line.to_owned());
+        if let Some(viewer) = &state.viewer {
+            let _ = viewer.tx.try_send(ToPage::Stopping { line: line.to_owned(), can_extend });
+        }
+        true
     }
 
     /// Whether a page watches it now.

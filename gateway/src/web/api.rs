@@ -1,14 +1,17 @@
-//! The page's JSON API: sign in, who am I, sign out, and the shells a user can see.
+//! The page's JSON API: sign in, who am I, sign out, the shells a user can see, and extending
+//! one's shell.
 
 use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
-use kube::api::{ListParams, ObjectList};
+use kube::api::{ListParams, ObjectList, Patch, PatchParams};
 use kube::core::Request;
 use myownshell_api::MyOwnShell;
 use myownshell_api::names::conditions::{AVAILABLE, DEGRADED};
@@ -138,15 +141,59 @@ pub async fn shells(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q)
     };
     match as_user.request::<ObjectList<MyOwnShell>>(list).await {
         Ok(list) => Json(json!({ "shells": list.items.iter().map(row).collect::<Vec<_>>() })).into_response(),
-        Err(kube::Error::Api(status)) => {
-            let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::BAD_GATEWAY);
-            refused(Refusal { status: code, message: status.message })
-        }
-        Err(e) => refused(Refusal { status: StatusCode::BAD_GATEWAY, message: e.to_string() }),
+        Err(e) => refused(api_refusal(e)),
     }
 }
 
 /// Anything else: 404 in the API's shape.
 pub async fn not_found() -> Response<Body> {
     refused(Refusal { status: StatusCode::NOT_FOUND, message: "no such page".into() })
+}
+
+/// `POST /api/shells/{namespace}/{name}/extend`: no lifetime stop for another idle timeout (or
+/// an hour), as `kubectl myownshell extend` does, written **as the user**: only someone who may
+/// change the shell's spec (its owner, an administrator) can.
+pub async fn extend(
+    State(gw): State<Arc<Gateway>>,
+    Path((namespace, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let caller = match signin::caller(&gw.gate(), &headers, Purpose::Change).await {
+        Ok(caller) => caller,
+        Err(refusal) => return refused(refusal),
+    };
+    let as_user = match AsUser::new(gw.client.clone(), &caller.user) {
+        Ok(as_user) => as_user,
+        Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
+    };
+    match extend_as(&as_user, &namespace, &name).await {
+        Ok(until) => Json(json!({ "extendedUntil": until })).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+async fn extend_as(as_user: &AsUser, namespace: &str, name: &str) -> Result<Time, Refusal> {
+    let shells = Request::new(MyOwnShell::url_path(&(), Some(namespace)));
+    let bad = |e: kube::core::request::Error| Refusal { status: StatusCode::BAD_REQUEST, message: e.to_string() };
+    let shell: MyOwnShell =
+        as_user.request(shells.get(name, &Default::default()).map_err(bad)?).await.map_err(api_refusal)?;
+    let by = myownshell_api::lifecycle::idle_timeout(&shell)
+        .and_then(|t| myownshell_runtime::time::parse_duration(t).ok())
+        .unwrap_or(myownshell_api::lifecycle::DEFAULT_EXTENSION);
+    let until = myownshell_runtime::time::to_second(myownshell_runtime::time::plus(Timestamp::now(), by));
+    let patch = myownshell_api::lifecycle::extend_patch(&until);
+    let request = shells.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).map_err(bad)?;
+    as_user.request::<MyOwnShell>(request).await.map_err(api_refusal)?;
+    Ok(until)
+}
+
+/// The apiserver's (or an admission webhook's) refusal, with its status and words.
+fn api_refusal(e: kube::Error) -> Refusal {
+    match e {
+        kube::Error::Api(status) => Refusal {
+            status: StatusCode::from_u16(status.code).unwrap_or(StatusCode::BAD_GATEWAY),
+            message: status.message,
+        },
+        other => Refusal { status: StatusCode::BAD_GATEWAY, message: other.to_string() },
+    }
 }

@@ -18,7 +18,7 @@ use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use http::{HeaderValue, Method, header};
 
 use crate::gateway::Gateway;
@@ -62,6 +62,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/api/session", get(api::session).post(api::sign_in).delete(api::sign_out))
         .route("/api/shells", get(api::shells))
+        .route("/api/shells/{namespace}/{shell}/extend", post(api::extend))
         .route("/api/terminal/{namespace}/{shell}", get(socket::terminal))
         .fallback(file)
         .layer(middleware::from_fn(hardened))

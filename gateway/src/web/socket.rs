@@ -7,7 +7,8 @@
 //!
 //! On the socket, binary messages are keystrokes one way and output the other; text messages
 //! are JSON: from the page `{"type":"resize","cols":…,"rows":…}`; to the page `attached`,
-//! `notice`, `error` (a message the page sent was not understood), `refused` (no terminal was
+//! `notice`, `stopping` (the shell's lifetime stops it soon: the `Stopping` condition's words),
+//! `error` (a message the page sent was not understood), `refused` (no terminal was
 //! opened: the apiserver's or the gate's words, or what a shell waited for), `exit`, `closed` and
 //! `replaced`.
 
@@ -84,7 +85,7 @@ pub async fn terminal(
     let tasks = gw.tasks.clone();
     tasks.spawn(async move {
         if let Some(socket) = socket.await {
-            serve(gw, caller.user, Place { namespace, shell, pod: String::new() }, query, socket).await;
+            serve(gw, caller.user, Place { namespace, shell, pod: String::new(), uid: None }, query, socket).await;
         }
     });
     response.into_response()
@@ -135,7 +136,7 @@ async fn open(
             }
         }
     };
-    place.pod = found.map_err(|e| match e {
+    (place.pod, place.uid) = found.map_err(|e| match e {
         TargetError::Api(m) | TargetError::Stopped(m) => m,
         timeout @ TargetError::Timeout(..) => timeout.to_string(),
     })?;
@@ -204,6 +205,10 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
             out = attached.rx.recv() => match out {
                 Some(ToPage::Output(bytes)) => if socket.send(Message::binary(bytes)).await.is_err() { break },
                 Some(ToPage::Notice(line)) => if !send_json(socket, json!({ "type": "notice", "message": line })).await { break },
+                Some(ToPage::Stopping { line, can_extend }) => {
+                    let warning = json!({ "type": "stopping", "message": line, "canExtend": can_extend });
+                    if !send_json(socket, warning).await { break }
+                }
                 Some(ToPage::Ended(ending)) => {
                     let _ = send_json(socket, ending_message(&ending)).await;
                     let _ = socket.close(None).await;

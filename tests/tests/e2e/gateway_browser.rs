@@ -153,5 +153,54 @@ pub async fn owner_stranger_and_reload(kubectl: &Kubectl, ns: &str, url: &str) {
     );
     screen(&mut browser, &stranger, "the refusal in the terminal", |s| s.contains("may not")).await;
     shot(&mut browser, &stranger, "4-stranger-refused", &dir).await;
+
+    // Typing in the gateway's terminal is use: it is the shell's last connection.
+    let last = run(kubectl, &["get", "mos", "web", "-n", ns, "-o", "jsonpath={.status.lastConnection}"]).await;
+    eventually("the terminal's use recorded as web's last connection", STEP, || async {
+        let last = run(kubectl, &["get", "mos", "web", "-n", ns, "-o", "jsonpath={.status.lastConnection}"]).await;
+        let value: Value = serde_json::from_str(&last).map_err(|e| format!("{e}: {last}"))?;
+        if value["kind"] == "gateway" && value["user"] == alice.as_str() { Ok(()) } else { Err(last) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e} (before: {last})"));
+
+    stop_warning_and_extend(kubectl, &mut browser, &tab, ns, &as_alice, &dir).await;
     eprintln!("e2e: gateway screenshots in {}", dir.display());
+}
+
+/// A shell with a short idle timeout: with its terminal open and nobody typing, the stop
+/// warning reaches the page, and its Extend button (the owner's) pushes the stop back.
+async fn stop_warning_and_extend(
+    kubectl: &Kubectl,
+    browser: &mut Browser,
+    tab: &Tab,
+    ns: &str,
+    as_alice: &[&str],
+    dir: &Path,
+) {
+    let shell = "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata: {name: brief}\n\
+                 spec: {size: 1, lifetime: {idleTimeout: 45s, warnBefore: 40s}}\n";
+    let mut apply = as_alice.to_vec();
+    apply.extend(["apply", "-n", ns, "-f", "-"]);
+    let out = kubectl.run_with_stdin(&apply, Some(shell)).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    browser.evaluate(tab, &format!("location.hash = '#/{ns}/brief'; true")).await.unwrap();
+    until(browser, tab, "connected to brief", "window.myownshell.status()", |v| {
+        v.as_str().is_some_and(|s| s.starts_with("connected to pod brief-"))
+    })
+    .await;
+    let warning = until(browser, tab, "the stop warning", "window.myownshell.stopping()", |v| v.is_string()).await;
+    let warning = warning.as_str().unwrap_or_default().to_owned();
+    assert!(warning.contains("brief"), "{warning}");
+    screen(browser, tab, "the warning in the terminal", |s| s.contains(&warning)).await;
+    shot(browser, tab, "5-stop-warning", dir).await;
+    browser.evaluate(tab, "document.getElementById('extend').click(); true").await.unwrap();
+    until(browser, tab, "extended", "window.myownshell.stopping()", |v| {
+        v.as_str().is_some_and(|s| s.starts_with("Extended: no stop before"))
+    })
+    .await;
+    let until_time =
+        run(kubectl, &["get", "mos", "brief", "-n", ns, "-o", "jsonpath={.spec.lifetime.extendedUntil}"]).await;
+    assert!(!until_time.is_empty(), "the extend button wrote spec.lifetime.extendedUntil");
+    shot(browser, tab, "6-extended", dir).await;
 }
