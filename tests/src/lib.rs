@@ -16,4 +16,5 @@ pub mod rbac_proxy;
 pub mod scrape;
 pub mod shell_pods;
 pub mod tls_client;
+pub mod tokens;
 pub mod webhooks;
