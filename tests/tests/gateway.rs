@@ -16,17 +16,20 @@ use std::time::Duration;
 use futures::StreamExt;
 use http::Method;
 use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use myownshell_api::{MyOwnShell, names};
 use myownshell_envtest::assets::workspace_root;
 use myownshell_envtest::control_plane::write_kubeconfig;
 use myownshell_envtest::ports::free_port;
-use myownshell_envtest::{create_shell_namespace, rbac, service_account_token, service_account_user, shared};
+use myownshell_envtest::{
+    create_shell_namespace, eventually, rbac, service_account_token, service_account_user, shared,
+};
 use myownshell_tests::access::{namespace_editors, shell_manifest};
 use myownshell_tests::gateway::{GatewayProcess, session_cookie};
 use myownshell_tests::shell_pods;
+use myownshell_tests::tokens::forge_service_account_token;
 use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -220,6 +223,36 @@ async fn sign_in_is_refused_to_bad_tokens_and_to_other_sites() {
 }
 
 #[tokio::test]
+async fn an_expired_token_signs_nobody_in_and_a_session_ends_with_its_token() {
+    let w = World::start("gw-expiry", false, &[]).await;
+    let cp = shared();
+    w.token("alice").await;
+    let uid =
+        Api::<ServiceAccount>::namespaced(w.client.clone(), &w.ns).get("alice").await.unwrap().metadata.uid.unwrap();
+    let origin = w.gateway.origin();
+    let expired = forge_service_account_token(cp, &w.ns, "alice", &uid, -60);
+    let (status, _, body) = w
+        .gateway
+        .request(Method::POST, "/api/session", &[("origin", &origin)], Some(json!({ "token": expired })))
+        .await
+        .unwrap();
+    assert_eq!(status, 401, "an expired token: {body}");
+
+    // A token good for 8 more seconds: the session it opens ends with it, whatever
+    // --session-max-age says.
+    let brief = forge_service_account_token(cp, &w.ns, "alice", &uid, 8);
+    let (cookie, _) = w.sign_in(&brief).await;
+    let (status, _, body) = w.gateway.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    eventually("the session to end with its token", Duration::from_secs(30), || async {
+        let (status, _, body) = w.gateway.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await?;
+        if status == 401 && body.contains("session has ended") { Ok(()) } else { Err(format!("{status}: {body}")) }
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
 async fn changes_need_the_csrf_token_and_terminals_need_a_session_from_the_page() {
     let w = World::start("gw-csrf", false, &[]).await;
     let (cookie, csrf) = w.sign_in(&w.token("alice").await).await;
@@ -321,6 +354,24 @@ async fn the_terminal_is_opened_as_the_user_and_the_gate_refuses_a_stranger() {
         shells.get("web").await.unwrap().spec.owner.as_deref(),
         Some(service_account_user(&w.ns, "alice").as_str())
     );
+
+    // Alice loses her access while signed in: her next terminal is refused by the apiserver.
+    // (An exec already open stays open, as a `kubectl exec` does: Kubernetes authorizes a
+    // connection when it is made.)
+    let bindings: Api<RoleBinding> = Api::namespaced(w.client.clone(), &w.ns);
+    for binding in ["editors", "edit-sources", "view-sources", "shells-and-debug"] {
+        bindings.delete(binding, &DeleteParams::default()).await.unwrap();
+    }
+    eventually("alice's next terminal refused", Duration::from_secs(30), || async {
+        let messages = w.terminal_messages(&alice, "web").await;
+        let refused = messages.iter().find(|m| m["type"] == "refused").and_then(|m| m["message"].as_str());
+        match refused {
+            Some(m) if m.contains("cannot get resource") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test]

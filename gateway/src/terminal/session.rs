@@ -92,6 +92,8 @@ struct State {
     last_activity: Timestamp,
     /// The last notice of a coming stop told to a page, not to repeat it.
     told: Option<String>,
+    /// The size last sent to the pod.
+    size: Option<(u16, u16)>,
 }
 
 /// One terminal.
@@ -144,6 +146,7 @@ impl Terminal {
                 ending: None,
                 last_activity: Timestamp::now(),
                 told: None,
+                size: None,
             }),
             ended: CancellationToken::new(),
             next_viewer: AtomicU64::new(1),
@@ -215,8 +218,16 @@ impl Terminal {
         let _ = self.to_pod.send(channel::stdin(bytes)).await;
     }
 
-    /// Set the terminal's size.
+    /// Set the terminal's size. The same size again is not sent (a page that floods resizes
+    /// costs the pod nothing new).
     pub async fn resize(&self, cols: u16, rows: u16) {
+        {
+            let mut state = self.state.lock();
+            if state.size == Some((cols, rows)) {
+                return;
+            }
+            state.size = Some((cols, rows));
+        }
         let _ = self.to_pod.send(channel::resize(cols, rows)).await;
     }
 

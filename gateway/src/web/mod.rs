@@ -1,5 +1,6 @@
 //! The HTTP side: the routes (`router`), the page's files (`page`), its JSON API (`api`), the
-//! terminal's WebSocket (`socket`, over the handshake of `upgrade`), and the `Origin` rule
+//! terminal's WebSocket (`socket`, over the handshake of `upgrade`, its control messages read
+//! by `control`), and the `Origin` rule
 //! (`origin`). Every answer carries headers that keep the page from being framed, sniffed or
 //! given scripts from anywhere else.
 //!
@@ -7,6 +8,7 @@
 //! is not one of the page's.
 
 pub mod api;
+pub mod control;
 pub mod origin;
 pub mod page;
 pub mod socket;

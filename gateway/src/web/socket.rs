@@ -29,6 +29,7 @@ use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::api::refused;
+use super::control::{self, Control};
 use super::upgrade::{Socket, upgrade};
 use crate::exec::as_user::AsUser;
 use crate::exec::target::{self, TargetError};
@@ -51,16 +52,9 @@ pub struct TerminalQuery {
     rows: Option<u16>,
 }
 
-/// A control message from the page.
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "lowercase")]
-enum FromPage {
-    Resize { cols: u16, rows: u16 },
-}
-
-/// The terminal size a page may ask for.
+/// The terminal size a page may ask for when it opens one.
 fn size_ok(cols: u16, rows: u16) -> bool {
-    (1..=1000).contains(&cols) && (1..=1000).contains(&rows)
+    (1..=control::MAX_SIZE).contains(&cols) && (1..=control::MAX_SIZE).contains(&rows)
 }
 
 fn key(user: &AuthenticatedUser) -> UserKey {
@@ -248,15 +242,9 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
 }
 
 async fn control(terminal: &Terminal, socket: &mut Socket, text: &str) {
-    match serde_json::from_str::<FromPage>(text) {
-        Ok(FromPage::Resize { cols, rows }) if size_ok(cols, rows) => terminal.resize(cols, rows).await,
-        Ok(FromPage::Resize { cols, rows }) => {
-            let message = format!("resize: cols and rows must be between 1 and 1000, got {cols}x{rows}");
-            let _ = send_json(socket, json!({ "type": "error", "message": message })).await;
-        }
-        Err(e) => {
-            let message =
-                format!("unreadable control message ({e}); expected {{\"type\":\"resize\",\"cols\":N,\"rows\":N}}");
+    match control::read(text) {
+        Ok(Control::Resize(cols, rows)) => terminal.resize(cols, rows).await,
+        Err(message) => {
             let _ = send_json(socket, json!({ "type": "error", "message": message })).await;
         }
     }
