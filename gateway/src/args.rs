@@ -34,6 +34,23 @@ pub struct Args {
     /// gateway/web installs them.
     #[arg(long, default_value = "/usr/share/myownshell-gateway/node_modules")]
     pub assets_dir: PathBuf,
+    /// The CA of an authenticating proxy's client certificate: with it, a request on a
+    /// connection whose certificate it signed is the user the proxy names in
+    /// --requestheader-username-headers (kube-apiserver's request-header authentication).
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// Common names the proxy's certificate may have (empty: any the CA signed).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers naming the proxy's user, the first present wins.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers naming the user's groups.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    pub requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers naming the user's extras (`<prefix><key>`).
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    pub requestheader_extra_headers_prefix: Vec<String>,
     /// Audiences a sign-in token must be valid for (default: the apiserver's own).
     #[arg(long, value_delimiter = ',')]
     pub auth_token_audiences: Vec<String>,
@@ -85,4 +102,16 @@ pub struct Args {
     /// `--log-format`.
     #[command(flatten)]
     pub log: LogArgs,
+}
+
+impl Args {
+    /// The authenticating proxy, when --client-ca-file is given.
+    pub fn front_proxy(&self) -> Option<crate::signin::front_proxy::FrontProxy> {
+        self.client_ca_file.as_ref().map(|_| crate::signin::front_proxy::FrontProxy {
+            allowed_names: self.requestheader_allowed_names.clone(),
+            user_headers: self.requestheader_username_headers.clone(),
+            group_headers: self.requestheader_group_headers.clone(),
+            extra_prefixes: self.requestheader_extra_headers_prefix.clone(),
+        })
+    }
 }

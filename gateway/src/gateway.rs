@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::signin::Gate;
+use crate::signin::front_proxy::FrontProxy;
 use crate::signin::sessions::Sessions;
 use crate::terminal::registry::Terminals;
 use crate::web::origin::AllowedOrigins;
@@ -42,6 +43,8 @@ pub struct Gateway {
     pub terminals: Terminals,
     /// Where the page may be served from.
     pub origins: AllowedOrigins,
+    /// The authenticating proxy in front (`--client-ca-file`), if any.
+    pub front_proxy: Option<FrontProxy>,
     /// The page and the terminal's JavaScript.
     pub assets: Assets,
     /// How terminals behave.
@@ -55,6 +58,11 @@ pub struct Gateway {
 impl Gateway {
     /// The sign-in checks over this gateway's state.
     pub fn gate(&self) -> Gate<'_> {
-        Gate { tokens: &self.tokens, sessions: &self.sessions, origins: &self.origins }
+        Gate {
+            tokens: &self.tokens,
+            sessions: &self.sessions,
+            origins: &self.origins,
+            front_proxy: self.front_proxy.as_ref(),
+        }
     }
 }

@@ -63,6 +63,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         sessions: Sessions::new(args.session_max_age, args.max_sessions),
         terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),
         origins: AllowedOrigins::new(&args.allowed_origins),
+        front_proxy: args.front_proxy(),
         assets,
         settings: TerminalSettings {
             grace: args.reattach_grace,
@@ -78,7 +79,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     let files = TlsFiles {
         cert_file: args.tls_cert_file.clone(),
         key_file: args.tls_private_key_file.clone(),
-        client_ca_file: None,
+        client_ca_file: args.client_ca_file.clone(),
     };
     let tls = ServingTls::new(&files, &args.tls_self_signed_names)?;
     let listener = TcpListener::bind(args.bind_address).await.map_err(|e| RunError::Serve(args.bind_address, e))?;

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,7 +17,8 @@ use myownshell_envtest::ports::free_port;
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use myownshell_envtest::tls::{LoopbackTls, loopback};
 use myownshell_envtest::wait::eventually;
-use rustls_pki_types::ServerName;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_tungstenite::WebSocketStream;
@@ -32,6 +34,7 @@ pub struct GatewayProcess {
     pub addr: SocketAddr,
     probe: SocketAddr,
     tls: LoopbackTls,
+    client: Arc<rustls::ClientConfig>,
     _certs: tempfile::TempDir,
     /// Its log.
     pub log: PathBuf,
@@ -67,6 +70,7 @@ impl GatewayProcess {
             process,
             addr: SocketAddr::from(([127, 0, 0, 1], port)),
             probe: SocketAddr::from(([127, 0, 0, 1], probe_port)),
+            client: tls.client.clone(),
             tls,
             _certs: certs,
             log,
@@ -97,8 +101,33 @@ impl GatewayProcess {
         self.process.log_tail(40)
     }
 
+    /// A TLS client that trusts the gateway and presents `identity` (certificate and key, PEM),
+    /// as an authenticating proxy in front of it would.
+    pub fn client_with_certificate(&self, identity: (&str, &str)) -> Result<Arc<rustls::ClientConfig>, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.tls.ca.cert_pem().as_bytes()) {
+            roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+        }
+        let chain = CertificateDer::pem_slice_iter(identity.0.as_bytes()).collect::<Result<Vec<_>, _>>();
+        let key = PrivateKeyDer::from_pem_slice(identity.1.as_bytes()).map_err(|e| e.to_string())?;
+        let mut config =
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .map_err(|e| e.to_string())?
+                .with_root_certificates(roots)
+                .with_client_auth_cert(chain.map_err(|e| e.to_string())?, key)
+                .map_err(|e| e.to_string())?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    /// Use `client` (e.g. [`Self::client_with_certificate`]) for the requests that follow.
+    pub fn use_client(&mut self, client: Arc<rustls::ClientConfig>) {
+        self.client = client;
+    }
+
     async fn connect(&self) -> Result<TlsStream<TcpStream>, String> {
-        let connector = tokio_rustls::TlsConnector::from(self.tls.client.clone());
+        let connector = tokio_rustls::TlsConnector::from(self.client.clone());
         let tcp = TcpStream::connect(self.addr).await.map_err(|e| format!("connecting to {}: {e}", self.addr))?;
         let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
         connector.connect(name, tcp).await.map_err(|e| format!("TLS handshake: {e}"))

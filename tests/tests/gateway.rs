@@ -20,6 +20,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use myownshell_api::{MyOwnShell, names};
+use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_envtest::assets::workspace_root;
 use myownshell_envtest::control_plane::write_kubeconfig;
 use myownshell_envtest::ports::free_port;
@@ -389,4 +390,68 @@ async fn a_shell_without_a_ready_pod_says_what_it_waits_for_then_gives_up() {
     let last = messages.last().unwrap();
     assert_eq!(last["type"], "refused", "{messages:?}");
     assert!(last["message"].as_str().unwrap().starts_with("gave up after 2s: waiting for shell web"), "{messages:?}");
+}
+
+/// `GET /api/session` with the proxy's headers for `user`.
+async fn proxied_session(gateway: &GatewayProcess, user: &str) -> (u16, http::HeaderMap, String) {
+    let headers = [("x-remote-user", user), ("x-remote-group", "system:authenticated")];
+    gateway.request(Method::GET, "/api/session", &headers, None).await.unwrap()
+}
+
+#[tokio::test]
+async fn an_authenticating_proxy_in_front_names_the_user_and_nobody_else_can() {
+    let proxy_ca = CertificateAuthority::generate("front-proxy-ca", Duration::from_secs(3600)).unwrap();
+    let ca_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca_file.path(), proxy_ca.cert_pem()).unwrap();
+    let flags =
+        [format!("--client-ca-file={}", ca_file.path().display()), "--requestheader-allowed-names=front-proxy".into()];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut w = World::start("gw-proxy", true, &flags).await;
+    w.shell("alice", "web").await;
+    let pod = w.ready_pod("web").await;
+    let alice = service_account_user(&w.ns, "alice");
+    let bob = service_account_user(&w.ns, "bob");
+    // Without the proxy's certificate, the headers are nobody's word.
+    let (status, _, body) = proxied_session(&w.gateway, &alice).await;
+    assert_eq!(status, 401, "headers without a certificate: {body}");
+
+    // A certificate of the CA but another name: refused.
+    let other = proxy_ca.issue(&LeafSpec::client("someone-else", vec![], Duration::from_secs(3600))).unwrap();
+    w.gateway.use_client(w.gateway.client_with_certificate((&other.cert_pem, &other.key_pem)).unwrap());
+    let (status, _, body) = proxied_session(&w.gateway, &alice).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("--requestheader-allowed-names"), "{body}");
+
+    // The proxy: its user is the caller, and the exec is made as that user.
+    let front = proxy_ca.issue(&LeafSpec::client("front-proxy", vec![], Duration::from_secs(3600))).unwrap();
+    w.gateway.use_client(w.gateway.client_with_certificate((&front.cert_pem, &front.key_pem)).unwrap());
+    let (status, _, body) = proxied_session(&w.gateway, &alice).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&alice), "{body}");
+    let origin = w.gateway.origin();
+    let open = |user: String| {
+        let (gateway, origin, path) = (&w.gateway, origin.clone(), format!("/api/terminal/{}/web", w.ns));
+        async move {
+            let headers =
+                [("x-remote-user", user.as_str()), ("x-remote-group", "system:authenticated"), ("origin", &origin)];
+            let mut socket = gateway.websocket(&path, &headers).await.unwrap();
+            let mut last = None;
+            while let Ok(Some(Ok(message))) = tokio::time::timeout(Duration::from_secs(30), socket.next()).await {
+                if let Message::Text(text) = message {
+                    last = Some(serde_json::from_str::<Value>(text.as_str()).unwrap());
+                }
+            }
+            last.unwrap()
+        }
+    };
+    let bobs = open(bob.clone()).await;
+    let refusal = bobs["message"].as_str().unwrap();
+    assert!(refusal.contains(&bob) && refusal.contains(&pod) && refusal.contains("which only its owner"), "{refusal}");
+    let alices = open(alice.clone()).await;
+    assert!(alices["message"].as_str().unwrap().contains("does not have a host assigned"), "{alices}");
+    // From another site, even the proxy's user opens nothing.
+    let path = format!("/api/terminal/{}/web", w.ns);
+    let headers = [("x-remote-user", alice.as_str()), ("origin", "https://evil.example")];
+    let err = w.gateway.websocket(&path, &headers).await.err().unwrap();
+    assert!(err.starts_with("HTTP 403"), "{err}");
 }

@@ -1,14 +1,18 @@
-//! Who is asking: a bearer token the apiserver authenticates (TokenReview, cached as the
-//! metrics proxy caches it), or the session cookie of a browser that signed in with one.
+//! Who is asking: an authenticating proxy's user (its client certificate and `X-Remote-*`
+//! headers, `front_proxy`), a bearer token the apiserver authenticates (TokenReview, cached as
+//! the metrics proxy caches it), or the session cookie of a browser that signed in with one.
 //!
 //! Requests that carry the cookie must also come from the gateway's own page (`Origin`, see
-//! `web::origin`), and those that change something must carry the session's CSRF token.
+//! `web::origin`), and those that change something must carry the session's CSRF token. A
+//! proxy's requests carry the proxy's own ambient credential, so they too must come from the
+//! page to open a terminal or change something (the proxy's cookie is the proxy's to guard).
 //! Bearer-token requests carry no ambient credential and need neither.
 //!
 //! Must not: accept anything the cluster did not authenticate, keep a token anywhere but in
 //! memory, or write one to a log, a URL or a page.
 
 pub mod cookie;
+pub mod front_proxy;
 pub mod sessions;
 
 use std::sync::Arc;
@@ -19,6 +23,9 @@ use myownshell_rbac_proxy::authn::{TokenAuthenticator, TokenOutcome};
 use myownshell_rbac_proxy::token::{BearerToken, bearer_token};
 use secrecy::ExposeSecret;
 
+use rustls_pki_types::CertificateDer;
+
+use self::front_proxy::{FrontProxy, Vouched};
 use self::sessions::{Session, Sessions};
 use crate::ids;
 use crate::web::origin::AllowedOrigins;
@@ -67,6 +74,8 @@ pub struct Gate<'a> {
     pub sessions: &'a Sessions,
     /// Where the page may be served from.
     pub origins: &'a AllowedOrigins,
+    /// The authenticating proxy in front, if one is configured.
+    pub front_proxy: Option<&'a FrontProxy>,
 }
 
 /// Authenticate a bearer token.
@@ -81,8 +90,24 @@ pub async fn authenticate(tokens: &TokenAuthenticator, token: &str) -> Result<Au
     }
 }
 
-/// Who sent a request with these headers, for `purpose`.
-pub async fn caller(gate: &Gate<'_>, headers: &HeaderMap, purpose: Purpose) -> Result<Caller, Refusal> {
+/// Who sent a request with these headers, on a connection that presented `certificate` (already
+/// verified against `--client-ca-file`), for `purpose`.
+pub async fn caller(
+    gate: &Gate<'_>,
+    headers: &HeaderMap,
+    certificate: Option<&CertificateDer<'_>>,
+    purpose: Purpose,
+) -> Result<Caller, Refusal> {
+    match gate.front_proxy.map_or(Vouched::No, |proxy| proxy.vouched(certificate, headers)) {
+        Vouched::User(user) => {
+            if purpose != Purpose::Read && !from_own_page(gate.origins, headers) {
+                return Err(Refusal::new(StatusCode::FORBIDDEN, "this request did not come from the gateway's page"));
+            }
+            return Ok(Caller { user, session: None });
+        }
+        Vouched::Refused(why) => return Err(Refusal::new(StatusCode::UNAUTHORIZED, why)),
+        Vouched::No => {}
+    }
     match bearer_token(headers) {
         BearerToken::Present(token) => {
             return Ok(Caller { user: authenticate(gate.tokens, token).await?, session: None });

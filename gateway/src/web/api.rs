@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use http::{HeaderMap, StatusCode, header};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -16,6 +16,8 @@ use kube::core::Request;
 use myownshell_api::MyOwnShell;
 use myownshell_api::names::conditions::{AVAILABLE, DEGRADED};
 use myownshell_rbac_proxy::token::jwt_expiry;
+use myownshell_runtime::server::ConnectionInfo;
+use rustls_pki_types::CertificateDer;
 use secrecy::SecretString;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -23,6 +25,14 @@ use serde_json::json;
 use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
 use crate::signin::{self, Caller, Purpose, Refusal, cookie};
+
+/// The facts of the connection a request came on (its client certificate).
+pub type Peer = Option<Extension<ConnectionInfo>>;
+
+/// The verified client certificate of a request's connection, if it presented one.
+pub fn peer(info: &Peer) -> Option<&CertificateDer<'static>> {
+    info.as_ref()?.peer_certificates.as_ref()?.first()
+}
 
 /// A refusal as the page reads it: `{"error": "..."}` with its status.
 pub fn refused(refusal: Refusal) -> Response {
@@ -69,16 +79,16 @@ pub async fn sign_in(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Json(bo
 }
 
 /// `GET /api/session`: who is signed in, and the CSRF token for the page's requests.
-pub async fn session(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    match signin::caller(&gw.gate(), &headers, Purpose::Read).await {
+pub async fn session(State(gw): State<Arc<Gateway>>, info: Peer, headers: HeaderMap) -> Response {
+    match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Read).await {
         Ok(caller) => Json(whoami(&caller)).into_response(),
         Err(refusal) => refused(refusal),
     }
 }
 
 /// `DELETE /api/session`: sign out (the page's terminals keep running until their grace ends).
-pub async fn sign_out(State(gw): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    match signin::caller(&gw.gate(), &headers, Purpose::Change).await {
+pub async fn sign_out(State(gw): State<Arc<Gateway>>, info: Peer, headers: HeaderMap) -> Response {
+    match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Change).await {
         Ok(Caller { session: Some((id, _)), .. }) => {
             gw.sessions.close(&id);
             ([(header::SET_COOKIE, cookie::clear())], StatusCode::NO_CONTENT).into_response()
@@ -125,8 +135,13 @@ fn row(shell: &MyOwnShell) -> ShellRow {
 
 /// `GET /api/shells?namespace=NS`: the shells the user can list (all namespaces when none is
 /// given), read as the user.
-pub async fn shells(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Query(q): Query<ShellsQuery>) -> Response {
-    let caller = match signin::caller(&gw.gate(), &headers, Purpose::Read).await {
+pub async fn shells(
+    State(gw): State<Arc<Gateway>>,
+    info: Peer,
+    headers: HeaderMap,
+    Query(q): Query<ShellsQuery>,
+) -> Response {
+    let caller = match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Read).await {
         Ok(caller) => caller,
         Err(refusal) => return refused(refusal),
     };
@@ -156,9 +171,10 @@ pub async fn not_found() -> Response<Body> {
 pub async fn extend(
     State(gw): State<Arc<Gateway>>,
     Path((namespace, name)): Path<(String, String)>,
+    info: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let caller = match signin::caller(&gw.gate(), &headers, Purpose::Change).await {
+    let caller = match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Change).await {
         Ok(caller) => caller,
         Err(refusal) => return refused(refusal),
     };

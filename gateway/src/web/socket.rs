@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::AttachParams;
 use myownshell_rbac_proxy::AuthenticatedUser;
+use myownshell_runtime::server::ConnectionInfo;
 use serde::Deserialize;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
@@ -68,7 +69,9 @@ pub async fn terminal(
     Query(query): Query<TerminalQuery>,
     mut request: Request<Body>,
 ) -> Response {
-    let caller = match signin::caller(&gw.gate(), request.headers(), Purpose::Terminal).await {
+    let certificate = request.extensions().get::<ConnectionInfo>().and_then(|i| i.peer_certificates.clone());
+    let certificate = certificate.as_ref().and_then(|c| c.first());
+    let caller = match signin::caller(&gw.gate(), request.headers(), certificate, Purpose::Terminal).await {
         Ok(caller) => caller,
         Err(refusal) => return refused(refusal),
     };
