@@ -1,4 +1,5 @@
-//! The command line, as kubectl users expect it: `-n/--namespace`, `--context`, `--kubeconfig`.
+//! The command line, as kubectl users expect it: kubectl's own global flags (`-n/--namespace`,
+//! `--context`, `--kubeconfig`, `--user`, `--token`, `--as`, `--as-group`, `--request-timeout`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,9 +20,32 @@ pub struct Args {
     /// Path to the kubeconfig file (default: $KUBECONFIG, else ~/.kube/config).
     #[arg(long, global = true)]
     pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig user to use (default: the context's).
+    #[arg(long, global = true)]
+    pub user: Option<String>,
+    /// A bearer token instead of the kubeconfig user's credentials.
+    #[arg(long, global = true)]
+    pub token: Option<String>,
+    /// The user to act as (impersonation; your own credentials must allow it).
+    #[arg(long = "as", global = true)]
+    pub as_user: Option<String>,
+    /// A group to act as (repeat for several; with --as).
+    #[arg(long = "as-group", global = true, requires = "as_user")]
+    pub as_groups: Vec<String>,
+    /// How long one request to the apiserver may take (`0`: no limit), e.g. `30s`.
+    #[arg(long, global = true, value_parser = request_timeout)]
+    pub request_timeout: Option<Duration>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// `--request-timeout`: kubectl's forms, a bare number of seconds or a duration.
+fn request_timeout(text: &str) -> Result<Duration, String> {
+    match text.parse::<u64>() {
+        Ok(seconds) => Ok(Duration::from_secs(seconds)),
+        Err(_) => parse_duration(text),
+    }
 }
 
 /// The subcommands.

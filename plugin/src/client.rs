@@ -15,7 +15,7 @@ pub struct Target {
     pub client: Client,
     /// The namespace.
     pub namespace: String,
-    /// `--kubeconfig` and `--context` as given, for a `kubectl` run on the same cluster.
+    /// kubectl's global flags as given, for a `kubectl` run on the same cluster as the same user.
     pub kubectl_flags: Vec<String>,
 }
 
@@ -23,25 +23,60 @@ impl Target {
     /// The cluster and namespace of `args`: `--kubeconfig` (else `$KUBECONFIG`, else
     /// `~/.kube/config`, else in-cluster), `--context`, `--namespace` (else the context's).
     pub async fn of(args: &Args) -> anyhow::Result<Self> {
-        let options = KubeConfigOptions { context: args.context.clone(), ..KubeConfigOptions::default() };
-        let config = match &args.kubeconfig {
+        let options = KubeConfigOptions {
+            context: args.context.clone(),
+            user: args.user.clone(),
+            ..KubeConfigOptions::default()
+        };
+        let mut config = match &args.kubeconfig {
             Some(path) => {
                 let file = Kubeconfig::read_from(path).with_context(|| format!("reading {}", path.display()))?;
                 kube::Config::from_custom_kubeconfig(file, &options).await?
             }
-            None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
+            None if args.context.is_some() || args.user.is_some() => kube::Config::from_kubeconfig(&options).await?,
             None => kube::Config::infer().await.context("no kubeconfig found (use --kubeconfig)")?,
         };
+        apply_flags(&mut config, args);
         let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
-        let mut kubectl_flags = Vec::new();
-        if let Some(path) = &args.kubeconfig {
-            kubectl_flags.push(format!("--kubeconfig={}", path.display()));
-        }
-        if let Some(context) = &args.context {
-            kubectl_flags.push(format!("--context={context}"));
-        }
-        Ok(Self { client: Client::try_from(config)?, namespace, kubectl_flags })
+        Ok(Self { client: Client::try_from(config)?, namespace, kubectl_flags: kubectl_flags(args) })
     }
+}
+
+/// `--token`, `--as`, `--as-group` and `--request-timeout` on top of the kubeconfig, as kubectl
+/// applies them: a token replaces the user's other credentials.
+fn apply_flags(config: &mut kube::Config, args: &Args) {
+    if let Some(token) = &args.token {
+        config.auth_info = kube::config::AuthInfo { token: Some(token.clone().into()), ..Default::default() };
+    }
+    if let Some(user) = &args.as_user {
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = (!args.as_groups.is_empty()).then(|| args.as_groups.clone());
+    }
+    if let Some(timeout) = args.request_timeout.filter(|t| !t.is_zero()) {
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        config.connect_timeout = Some(timeout);
+    }
+}
+
+/// The same flags for a `kubectl` run on the same cluster as the same user.
+pub fn kubectl_flags(args: &Args) -> Vec<String> {
+    let mut flags = Vec::new();
+    let mut flag = |name: &str, value: Option<String>| {
+        if let Some(value) = value {
+            flags.push(format!("--{name}={value}"));
+        }
+    };
+    flag("kubeconfig", args.kubeconfig.as_ref().map(|p| p.display().to_string()));
+    flag("context", args.context.clone());
+    flag("user", args.user.clone());
+    flag("token", args.token.clone());
+    flag("as", args.as_user.clone());
+    for group in &args.as_groups {
+        flag("as-group", Some(group.clone()));
+    }
+    flag("request-timeout", args.request_timeout.map(|t| format!("{}s", t.as_secs())));
+    flags
 }
 
 /// The `kubectl` to run: `$KUBECTL`, else the one on `PATH` (a plugin runs under it).

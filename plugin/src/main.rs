@@ -33,10 +33,24 @@ fn main() -> ExitCode {
     match runtime.block_on(run(args)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// What to print for `e`: an API error once, as its message (kubectl's `Error from server`
+/// line), after the context it was met in; anything else with its causes.
+fn message(e: &anyhow::Error) -> String {
+    let api = e.chain().find_map(|cause| match cause.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => Some(status.message.clone()),
+        _ => None,
+    });
+    let Some(api) = api else { return format!("{e:#}") };
+    // The contexts added on the way up, each once, then the apiserver's words.
+    let contexts: Vec<String> =
+        e.chain().take_while(|cause| cause.downcast_ref::<kube::Error>().is_none()).map(ToString::to_string).collect();
+    contexts.into_iter().chain([api]).collect::<Vec<_>>().join(": ")
 }
 
 async fn run(args: Args) -> anyhow::Result<ExitCode> {

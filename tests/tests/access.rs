@@ -457,6 +457,32 @@ async fn the_last_connection_never_moves_back() {
 }
 
 #[tokio::test]
+async fn the_plugin_takes_kubectls_global_flags_and_says_a_refusal_once() {
+    let w = &World::start("access-plugin").await;
+    assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
+    let kubeconfig = shared().kubeconfig_path();
+    let as_user = |user: &'static str, command: &'static str| {
+        let kubeconfig = kubeconfig.clone();
+        let args = [command, "web", "--as", user, "--as-group", "system:authenticated", "--request-timeout=30s"];
+        let out = myownshell_tests::plugin::run(&kubeconfig, &w.ns, &args).unwrap();
+        async move { out }
+    };
+    let bob = as_user("bob", "stop").await;
+    assert_eq!(bob.code, 1, "{}", bob.stderr);
+    let refusal = "spec: only the shell's owner alice (or a member of system:masters) may change it, not bob";
+    assert_eq!(bob.stderr.matches(refusal).count(), 1, "the refusal once: {}", bob.stderr);
+    assert_eq!(bob.stderr.lines().count(), 1, "one line: {}", bob.stderr);
+    assert!(bob.stderr.starts_with("error: ") && !bob.stderr.contains("Status"), "{}", bob.stderr);
+    let alice = as_user("alice", "stop").await;
+    assert_eq!(alice.code, 0, "the owner, by --as: {}", alice.stderr);
+    assert_eq!(w.shells().get("web").await.unwrap().spec.stopped, Some(true));
+    let nobody = myownshell_tests::plugin::run(&kubeconfig, &w.ns, &["ls", "--token", "not-a-token"]).unwrap();
+    assert_eq!(nobody.code, 1, "{}", nobody.stderr);
+    assert_eq!(nobody.stderr.lines().count(), 1, "{}", nobody.stderr);
+    assert!(nobody.stderr.contains("Unauthorized"), "a bad --token is used, not the kubeconfig's: {}", nobody.stderr);
+}
+
+#[tokio::test]
 async fn only_the_owner_changes_a_shell_and_nobody_its_owner() {
     let w = &World::start("access-spec").await;
     assert!(w.apply_shell("alice", "web", "{size: 1}").await.success);
