@@ -68,7 +68,17 @@ pub enum Command {
         /// Start the shell first if it is stopped.
         #[arg(long)]
         start: bool,
-        /// The command to run instead of `sh`.
+        /// Connect through this MyOwnShell gateway (`https://HOST[:PORT]`) with your bearer token
+        /// (the kubeconfig user's, or --token) instead of `kubectl exec`.
+        #[arg(long, env = "MYOWNSHELL_GATEWAY_URL")]
+        gateway: Option<String>,
+        /// The CA the gateway's certificate chains to (PEM; default: the system's CAs).
+        #[arg(long, env = "MYOWNSHELL_GATEWAY_CA")]
+        gateway_certificate_authority: Option<PathBuf>,
+        /// `kubectl exec` even when a gateway is configured.
+        #[arg(long)]
+        direct: bool,
+        /// The command to run instead of `sh` (with `kubectl exec`: the gateway runs its shell).
         #[arg(last = true)]
         command: Vec<String>,
     },

@@ -15,6 +15,8 @@ pub struct Target {
     pub client: Client,
     /// The namespace.
     pub namespace: String,
+    /// The bearer token of the user (`--token`, or the kubeconfig user's), for the gateway.
+    pub token: Option<String>,
     /// kubectl's global flags as given, for a `kubectl` run on the same cluster as the same user.
     pub kubectl_flags: Vec<String>,
 }
@@ -38,7 +40,8 @@ impl Target {
         };
         apply_flags(&mut config, args);
         let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
-        Ok(Self { client: Client::try_from(config)?, namespace, kubectl_flags: kubectl_flags(args) })
+        let token = bearer_token(&config.auth_info);
+        Ok(Self { client: Client::try_from(config)?, namespace, token, kubectl_flags: kubectl_flags(args) })
     }
 }
 
@@ -57,6 +60,15 @@ fn apply_flags(config: &mut kube::Config, args: &Args) {
         config.write_timeout = Some(timeout);
         config.connect_timeout = Some(timeout);
     }
+}
+
+/// The user's bearer token: the kubeconfig's `token`, else the file its `tokenFile` names.
+fn bearer_token(auth: &kube::config::AuthInfo) -> Option<String> {
+    use secrecy::ExposeSecret;
+    auth.token.as_ref().map(|t| t.expose_secret().to_owned()).or_else(|| {
+        let file = auth.token_file.as_ref()?;
+        std::fs::read_to_string(file).ok().map(|t| t.trim().to_owned())
+    })
 }
 
 /// The same flags for a `kubectl` run on the same cluster as the same user.

@@ -6,11 +6,13 @@
 mod args;
 mod client;
 mod connect;
+mod gateway;
 mod lifecycle;
 mod ls;
 
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::Parser;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
@@ -71,8 +73,19 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 print!("{}", ls::render(&rows, *all_namespaces));
             }
         }
-        Command::Connect { name, timeout, start, command } => {
-            return connect::connect(&target, name, *timeout, *start, command).await;
+        Command::Connect { name, timeout, start, command, gateway, gateway_certificate_authority, direct } => {
+            let Some(url) = gateway.clone().filter(|_| !*direct && command.is_empty()) else {
+                return connect::connect(&target, name, *timeout, *start, command).await;
+            };
+            let token = target.token.clone().context(
+                "connecting through the gateway needs a bearer token (--token, or a kubeconfig user with a token); \
+                 --direct connects with kubectl exec instead",
+            )?;
+            if *start && shells.get(name).await?.status.is_some_and(|s| s.stopped.is_some()) {
+                lifecycle::apply_start(&shells, name).await?;
+            }
+            let via = gateway::Gateway { url, certificate_authority: gateway_certificate_authority.clone() };
+            return gateway::connect(&via, &target.namespace, name, &token).await;
         }
         Command::Start { name } => {
             lifecycle::apply_start(&shells, name).await?;

@@ -455,3 +455,41 @@ async fn an_authenticating_proxy_in_front_names_the_user_and_nobody_else_can() {
     let err = w.gateway.websocket(&path, &headers).await.err().unwrap();
     assert!(err.starts_with("HTTP 403"), "{err}");
 }
+
+#[tokio::test]
+async fn kubectl_myownshell_connects_through_the_gateway_as_the_user() {
+    let w = World::start("gw-plugin", true, &[]).await;
+    w.shell("alice", "web").await;
+    let pod = w.ready_pod("web").await;
+    let cp = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("gateway-ca.crt");
+    std::fs::write(&ca, w.gateway.ca_pem()).unwrap();
+    let url = w.gateway.origin();
+    let connect = ["connect", "web", "--gateway", &url, "--gateway-certificate-authority", ca.to_str().unwrap()];
+    let bob_token = w.token("bob").await;
+    let bob_kubeconfig = dir.path().join("bob.kubeconfig");
+    write_kubeconfig(&bob_kubeconfig, &cp.kubeconfig_for_token(&bob_token)).unwrap();
+
+    // Bob's kubeconfig token: the gate refuses him by name, said once.
+    let bob = myownshell_tests::plugin::run(&bob_kubeconfig, &w.ns, &connect).unwrap();
+    assert_eq!(bob.code, 1, "{}", bob.stderr);
+    let bob_user = service_account_user(&w.ns, "bob");
+    assert_eq!(bob.stderr.matches(&format!("{bob_user} may not exec")).count(), 1, "{}", bob.stderr);
+    assert!(bob.stderr.contains(&pod) && bob.stderr.contains("which only its owner"), "{}", bob.stderr);
+
+    // Alice by --token over the admin's kubeconfig: let through the gate (the exec then ends at the
+    // apiserver, for want of a node).
+    let alice_token = w.token("alice").await;
+    let mut args = connect.to_vec();
+    args.extend(["--token", &alice_token]);
+    let alice = myownshell_tests::plugin::run(&cp.kubeconfig_path(), &w.ns, &args).unwrap();
+    assert_eq!(alice.code, 1, "{}", alice.stderr);
+    assert!(alice.stderr.contains("does not have a host assigned"), "{}", alice.stderr);
+    assert!(!alice.stderr.contains(&alice_token), "the token is never printed");
+
+    // A kubeconfig user without a token cannot use the gateway, and is told how else to connect.
+    let admin = myownshell_tests::plugin::run(&cp.kubeconfig_path(), &w.ns, &connect).unwrap();
+    assert_eq!(admin.code, 1, "{}", admin.stderr);
+    assert!(admin.stderr.contains("needs a bearer token") && admin.stderr.contains("--direct"), "{}", admin.stderr);
+}

@@ -231,6 +231,11 @@ impl Terminal {
         let _ = self.to_pod.send(channel::resize(cols, rows)).await;
     }
 
+    /// Close the program's stdin: it reads end of file (v5's close frame).
+    pub async fn close_stdin(&self) {
+        let _ = self.to_pod.send(channel::close_stdin()).await;
+    }
+
     /// A page starts watching; the page watching before is told it was replaced.
     pub fn attach(&self) -> Attached {
         let (tx, rx) = mpsc::channel(QUEUE);

@@ -1,5 +1,6 @@
 //! The page's control messages (text frames on the terminal's WebSocket), read as a pure
-//! function: today only `{"type":"resize","cols":N,"rows":N}`. Anything else gets a clear
+//! function: `{"type":"resize","cols":N,"rows":N}`, and `{"type":"eof"}` from a client whose input
+//! ended (`kubectl myownshell connect` reading a pipe). Anything else gets a clear
 //! answer naming what was expected; nothing a page sends can panic the gateway or reach the pod
 //! unchecked.
 
@@ -12,6 +13,7 @@ pub const MAX_SIZE: u16 = 1000;
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 enum FromPage {
     Resize { cols: u16, rows: u16 },
+    Eof {},
 }
 
 /// What a control message asks for.
@@ -19,6 +21,8 @@ enum FromPage {
 pub enum Control {
     /// Set the terminal's size (columns, rows).
     Resize(u16, u16),
+    /// The client's input ended (a pipe, not a terminal): close the program's stdin.
+    Eof,
 }
 
 /// Read one control message; the error is what to tell the page.
@@ -30,9 +34,10 @@ pub fn read(text: &str) -> Result<Control, String> {
         Ok(FromPage::Resize { cols, rows }) => {
             Err(format!("resize: cols and rows must be between 1 and {MAX_SIZE}, got {cols}x{rows}"))
         }
-        Err(e) => {
-            Err(format!("unreadable control message ({e}); expected {{\"type\":\"resize\",\"cols\":N,\"rows\":N}}"))
-        }
+        Ok(FromPage::Eof {}) => Ok(Control::Eof),
+        Err(e) => Err(format!(
+            "unreadable control message ({e}); expected {{\"type\":\"resize\",\"cols\":N,\"rows\":N}} or {{\"type\":\"eof\"}}"
+        )),
     }
 }
 
@@ -44,6 +49,7 @@ mod tests {
     fn control_messages() {
         let cases: &[(&str, &str, Result<Control, &str>)] = &[
             ("a resize", r#"{"type":"resize","cols":80,"rows":24}"#, Ok(Control::Resize(80, 24))),
+            ("the end of input", r#"{"type":"eof"}"#, Ok(Control::Eof)),
             ("the largest", r#"{"type":"resize","cols":1000,"rows":1000}"#, Ok(Control::Resize(1000, 1000))),
             ("zero", r#"{"type":"resize","cols":0,"rows":24}"#, Err("between 1 and 1000, got 0x24")),
             ("too big", r#"{"type":"resize","cols":80,"rows":5000}"#, Err("got 80x5000")),

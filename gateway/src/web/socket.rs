@@ -247,6 +247,7 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
 async fn control(terminal: &Terminal, socket: &mut Socket, text: &str) {
     match control::read(text) {
         Ok(Control::Resize(cols, rows)) => terminal.resize(cols, rows).await,
+        Ok(Control::Eof) => terminal.close_stdin().await,
         Err(message) => {
             let _ = send_json(socket, json!({ "type": "error", "message": message })).await;
         }

@@ -179,7 +179,7 @@ async fn the_operator_from_config_end_to_end() {
     phase("install the previous release from its own manifests and image", upgrade::install_previous(&e2e)).await;
     phase("upgrade to this release with shells in use: no pod restarted, no apply refused", upgrade::upgrade(&e2e))
         .await;
-    phase("this release from config/overlays/local: both Deployments Ready", install(&e2e)).await;
+    phase("this release from config/overlays/local: the three Deployments Ready", install(&e2e)).await;
     phase("webhook certificate and admission through the Service", admission_through_the_service(&e2e)).await;
     phase("the webhook restarted 3 times under CPU load: no apply refused", rolling::roll_under_load(&e2e)).await;
     phase("shells: pods, exec, resize, repair", shells_run_as_real_pods(&e2e)).await;
