@@ -118,7 +118,7 @@ async fn open(
     query: &TerminalQuery,
     socket: &mut Socket,
 ) -> Result<Arc<Terminal>, String> {
-    gw.terminals.room_for(&key(user)).map_err(|e| e.to_string())?;
+    let reservation = gw.terminals.reserve(&key(user)).map_err(|e| e.to_string())?;
     let as_user = AsUser::new(gw.client.clone(), user).map_err(|e| e.to_string())?;
     let timeout = gw.settings.connect_timeout;
     let (waiting, mut lines) = tokio::sync::mpsc::unbounded_channel();
@@ -152,10 +152,7 @@ async fn open(
             gw.terminals.remove(&t.id);
         }
     });
-    if let Err(full) = gw.terminals.add(terminal.clone()) {
-        terminal.close(full.to_string());
-        return Err(full.to_string());
-    }
+    gw.terminals.add(terminal.clone(), reservation);
     if let (Some(cols), Some(rows)) = (query.cols, query.rows)
         && size_ok(cols, rows)
     {
