@@ -169,6 +169,14 @@ pub struct MyOwnShellSpec {
     /// removed from it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<Home>,
+
+    /// Record this shell's sessions in the browser gateway (`myownshell-gateway`): what the
+    /// terminal shows and its window size, never what is typed, as asciicast v2 files that those
+    /// RBAC lets `get` `myownshells/recordings` can list and download. The terminal says so when
+    /// it opens. Unset or false: not recorded, unless the gateway records every session.
+    /// Connections by `kubectl exec` are not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_sessions: Option<bool>,
 }
 
 /// A shell's persistent home: one PersistentVolumeClaim (ReadWriteOnce), owned by the shell.

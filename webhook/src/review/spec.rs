@@ -86,7 +86,7 @@ fn shell_rule(path: &[&str]) -> Option<&'static str> {
         ["lifetime"] => "an object with idleTimeout, maxRunTime, warnBefore and deletePausedAfter",
         ["lifetime", "extendedUntil" | "restartedAt"] => "a time such as \"2026-01-01T00:00:00Z\"",
         ["lifetime", _] => "a duration such as \"30m\" or \"1h30m\"",
-        ["stopped"] => "true or false",
+        ["stopped" | "recordSessions"] => "true or false",
         ["updateRequestedAt"] => "a time such as \"2026-01-01T00:00:00Z\"",
         ["home"] => "an object with size, storageClassName and onDelete",
         ["home", "size"] => "a quantity such as \"1Gi\"",

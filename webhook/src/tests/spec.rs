@@ -16,18 +16,19 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
     // Mutating an empty spec fills exactly the fields of the CRD, but those left unset on purpose:
     // a shell is shared with nobody, the uid comes only from an authenticator that gives one, a
     // shell has no lifetime unless the operator's flags give one, runs unless asked to stop, and
-    // has no home unless it asks for one (the home's own fields are defaulted then).
+    // has no home unless it asks for one (the home's own fields are defaulted then), and its
+    // gateway sessions are not recorded unless it asks.
     let patched =
         apply_patch(&shell(json!({})), &mutate(&request("CREATE", shell(json!({})), Value::Null), &Policy::default()));
     let mut defaulted: Vec<&str> = patched["spec"].as_object().unwrap().keys().map(String::as_str).collect();
-    defaulted.extend(["ownerUID", "sharedWith", "lifetime", "stopped", "updateRequestedAt", "home"]);
+    defaulted.extend(["ownerUID", "sharedWith", "lifetime", "stopped", "updateRequestedAt", "home", "recordSessions"]);
     defaulted.sort_unstable();
     assert_eq!(defaulted, in_crd, "a field added to MyOwnShellSpec must get a default from admission too");
 
     // A value of the wrong type in any of them is named, with what the field must be.
     for field in &in_crd {
-        // A boolean is the wrong type for every field but the one boolean.
-        let wrong = if *field == "stopped" { json!("yes") } else { json!(true) };
+        // A boolean is the wrong type for every field but the booleans.
+        let wrong = if ["stopped", "recordSessions"].contains(field) { json!("yes") } else { json!(true) };
         let response =
             validate(&request("CREATE", shell(json!({*field: wrong})), Value::Null), &Policy::default(), no_shells());
         let want = format!("spec does not decode: spec.{field}: must be ");
@@ -65,6 +66,7 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
             storage_class_name: Some("local-path".into()),
             on_delete: Some(myownshell_api::HomeOnDelete::Retain),
         }),
+        record_sessions: Some(true),
     };
     let read = request("CREATE", shell(serde_json::to_value(&full).unwrap()), Value::Null);
     assert_eq!(read.object.unwrap().spec().unwrap(), Some(full));
