@@ -89,6 +89,19 @@ pub struct Args {
     /// stop is shown in its terminals.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub activity_interval: Duration,
+    /// Where gateway sessions are recorded (a folder; recording is off without it): those of
+    /// shells with `spec.recordSessions`, or all with --record-all-sessions.
+    #[arg(long)]
+    pub recordings_dir: Option<PathBuf>,
+    /// Record every gateway session, whatever the shells ask.
+    #[arg(long, requires = "recordings_dir")]
+    pub record_all_sessions: bool,
+    /// The most one recording holds; then it says it stopped, and the session goes on.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    pub recording_max_bytes: u64,
+    /// How long recordings are kept.
+    #[arg(long, default_value = "720h", value_parser = parse_duration)]
+    pub recording_retention: Duration,
     /// How often an idle page is pinged; one silent for three pings is treated as gone.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub ping_interval: Duration,

@@ -7,6 +7,7 @@ use myownshell_rbac_proxy::authn::TokenAuthenticator;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::recording::store::Store;
 use crate::signin::Gate;
 use crate::signin::front_proxy::FrontProxy;
 use crate::signin::sessions::Sessions;
@@ -45,6 +46,10 @@ pub struct Gateway {
     pub origins: AllowedOrigins,
     /// The authenticating proxy in front (`--client-ca-file`), if any.
     pub front_proxy: Option<FrontProxy>,
+    /// Where sessions are recorded, if anywhere.
+    pub recordings: Option<Store>,
+    /// Whether every session is recorded.
+    pub record_all: bool,
     /// The page and the terminal's JavaScript.
     pub assets: Assets,
     /// How terminals behave.

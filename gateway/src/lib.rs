@@ -6,7 +6,8 @@
 //! record of connections names them and the audit log shows them, never the gateway. A terminal
 //! survives a closed tab or a network blip for a grace period, with its recent screen
 //! (`terminal`). A terminal in use counts as a connection to its shell, and a coming stop is
-//! shown in it (`activity`).
+//! shown in it (`activity`). Sessions are recorded where a shell or the gateway's flags ask
+//! (`recording`).
 //!
 //! The gateway's service account can impersonate users, so whoever controls the gateway's
 //! process can act as anyone in the cluster: `config/gateway/` grants it nothing else, and the
@@ -19,6 +20,7 @@ pub mod args;
 pub mod exec;
 pub mod gateway;
 pub mod ids;
+pub mod recording;
 pub mod run;
 pub mod signin;
 pub mod terminal;

@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::args::Args;
 use crate::gateway::{Gateway, TerminalSettings};
+use crate::recording::store::Store;
 use crate::signin::sessions::Sessions;
 use crate::terminal::registry::Terminals;
 use crate::web::origin::AllowedOrigins;
@@ -46,6 +47,24 @@ pub enum RunError {
 /// How long pages get to hear that the gateway stops.
 const GOODBYE: Duration = Duration::from_secs(5);
 
+/// How often recordings past their retention are deleted.
+const SWEEP: Duration = Duration::from_secs(3600);
+
+/// Delete old recordings now and every [`SWEEP`], until `shutdown`.
+async fn sweep(store: Store, shutdown: CancellationToken) {
+    loop {
+        let swept = store.clone();
+        match tokio::task::spawn_blocking(move || swept.sweep(std::time::SystemTime::now())).await {
+            Ok(0) | Err(_) => {}
+            Ok(deleted) => tracing::info!(deleted, "recordings past their retention deleted"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(SWEEP) => {}
+        }
+    }
+}
+
 /// Run until `shutdown`.
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
     let client = args.client.client().await?;
@@ -64,6 +83,12 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),
         origins: AllowedOrigins::new(&args.allowed_origins),
         front_proxy: args.front_proxy(),
+        recordings: args.recordings_dir.clone().map(|dir| Store {
+            dir,
+            max_bytes: args.recording_max_bytes,
+            retention: args.recording_retention,
+        }),
+        record_all: args.record_all_sessions,
         assets,
         settings: TerminalSettings {
             grace: args.reattach_grace,
@@ -92,6 +117,9 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     };
     tracing::info!(%addr, "serving the gateway");
     let activity = tokio::spawn(crate::activity::run(gw.clone(), args.activity_interval, shutdown.clone()));
+    if let Some(store) = gw.recordings.clone() {
+        tokio::spawn(sweep(store, shutdown.clone()));
+    }
     let reload = tls.watch_files(Duration::from_secs(10), shutdown.clone());
     let serve =
         serve_tls(listener, tls.config.clone(), web::router(gw.clone()), ServeOptions::default(), shutdown.clone());

@@ -70,7 +70,7 @@ fn overlays_shape_the_deployments() {
         assert!(pod["containers"][0]["resources"]["limits"]["memory"].is_string());
     }
     assert_eq!(of_kind(&prod, "PodDisruptionBudget").len(), 2);
-    assert_eq!(of_kind(&default, "NetworkPolicy").len(), 2);
+    assert_eq!(of_kind(&default, "NetworkPolicy").len(), 3);
     assert!(of_kind(&dev, "NetworkPolicy").is_empty(), "dev has no network policies");
     // The one for namespaces with shells: every pod the operator labels as a shell's, no ingress.
     let shells = render("network-policy/shell-namespace").unwrap();

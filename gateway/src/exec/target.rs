@@ -34,8 +34,19 @@ fn api_error(e: kube::Error) -> TargetError {
     }
 }
 
-/// One look: the shell and its pods now, and the shell's uid.
-async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<(Wait, Option<String>), TargetError> {
+/// The pod found for a new terminal, and what the shell says of its terminals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The pod to open the terminal in.
+    pub pod: String,
+    /// The shell's uid.
+    pub uid: Option<String>,
+    /// Whether the shell asks for its sessions to be recorded (`spec.recordSessions`).
+    pub record: bool,
+}
+
+/// One look: the shell and its pods now, and the shell's uid and recording wish.
+async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<(Wait, Option<String>, bool), TargetError> {
     let shells = Request::new(MyOwnShell::url_path(&(), Some(namespace)));
     let get = shells.get(name, &Default::default()).map_err(|e| TargetError::Api(e.to_string()))?;
     let shell: MyOwnShell = user.request(get).await.map_err(api_error)?;
@@ -48,24 +59,24 @@ async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<(Wait, Optio
             .map_err(|e| TargetError::Api(e.to_string()))?;
         user.request::<ObjectList<Pod>>(list).await.map_err(api_error)?.items
     };
-    Ok((wait_for(&shell, &pods), shell.metadata.uid.clone()))
+    Ok((wait_for(&shell, &pods), shell.metadata.uid.clone(), shell.spec.record_sessions == Some(true)))
 }
 
-/// The pod to open a terminal in and the shell's uid, waiting up to `timeout` for a ready pod;
-/// `waiting` is sent each new line of what it waits for.
+/// The pod to open a terminal in, waiting up to `timeout` for a ready pod; `waiting` is sent
+/// each new line of what it waits for.
 pub async fn find(
     user: &AsUser,
     namespace: &str,
     name: &str,
     timeout: Duration,
     waiting: tokio::sync::mpsc::UnboundedSender<String>,
-) -> Result<(String, Option<String>), TargetError> {
+) -> Result<Found, TargetError> {
     let started = Instant::now();
     let mut last = String::new();
     loop {
-        let (wait, uid) = look(user, namespace, name).await?;
+        let (wait, uid, record) = look(user, namespace, name).await?;
         match wait {
-            Wait::Ready(pod) => return Ok((pod, uid)),
+            Wait::Ready(pod) => return Ok(Found { pod, uid, record }),
             Wait::Stopped(why) => return Err(TargetError::Stopped(why)),
             Wait::Waiting(line) => {
                 if line != last {

@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::scrollback::Scrollback;
 use crate::exec::channel::{self, FromPod};
+use crate::recording::writer::Event;
 
 /// Who a terminal belongs to: only the same user (name and uid) may reattach.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -105,6 +106,8 @@ pub struct Terminal {
     /// Where it runs.
     pub place: Place,
     to_pod: mpsc::Sender<Vec<u8>>,
+    /// Where output and resizes are recorded, if the session is.
+    recording: Option<mpsc::Sender<Event>>,
     state: Mutex<State>,
     ended: CancellationToken,
     next_viewer: AtomicU64,
@@ -131,6 +134,7 @@ impl Terminal {
         place: Place,
         exec: Connection,
         scrollback: usize,
+        recording: Option<mpsc::Sender<Event>>,
         on_end: impl FnOnce(&Terminal) + Send + 'static,
     ) -> Arc<Self> {
         let (to_pod, frames) = mpsc::channel(QUEUE);
@@ -139,6 +143,7 @@ impl Terminal {
             user,
             place,
             to_pod,
+            recording,
             state: Mutex::new(State {
                 scrollback: Scrollback::new(scrollback),
                 viewer: None,
@@ -197,6 +202,9 @@ impl Terminal {
     }
 
     async fn output(&self, output: &[u8]) {
+        if let Some(recording) = &self.recording {
+            let _ = recording.send(Event::Output(Bytes::copy_from_slice(output))).await;
+        }
         let tx = {
             let mut state = self.state.lock();
             state.scrollback.push(output);
@@ -227,6 +235,9 @@ impl Terminal {
                 return;
             }
             state.size = Some((cols, rows));
+        }
+        if let Some(recording) = &self.recording {
+            let _ = recording.send(Event::Resize(cols, rows)).await;
         }
         let _ = self.to_pod.send(channel::resize(cols, rows)).await;
     }
@@ -324,6 +335,11 @@ impl Terminal {
             let _ = viewer.tx.try_send(ToPage::Stopping { line: line.to_owned(), can_extend });
         }
         true
+    }
+
+    /// Whether its session is recorded.
+    pub fn is_recorded(&self) -> bool {
+        self.recording.is_some()
     }
 
     /// Whether a page watches it now.

@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use http::{Request, StatusCode};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::AttachParams;
 use myownshell_rbac_proxy::AuthenticatedUser;
@@ -33,9 +34,11 @@ use super::api::refused;
 use super::control::{self, Control};
 use super::upgrade::{Socket, upgrade};
 use crate::exec::as_user::AsUser;
-use crate::exec::target::{self, TargetError};
+use crate::exec::target::{self, Found, TargetError};
 use crate::gateway::Gateway;
 use crate::ids;
+use crate::recording::asciicast;
+use crate::recording::writer::{self, Event};
 use crate::signin::{self, Purpose, Refusal};
 use crate::terminal::session::{Ending, Place, Terminal, ToPage, UserKey};
 
@@ -120,23 +123,15 @@ async fn open(
 ) -> Result<Arc<Terminal>, String> {
     let reservation = gw.terminals.reserve(&key(user)).map_err(|e| e.to_string())?;
     let as_user = AsUser::new(gw.client.clone(), user).map_err(|e| e.to_string())?;
-    let timeout = gw.settings.connect_timeout;
-    let (waiting, mut lines) = tokio::sync::mpsc::unbounded_channel();
-    let (namespace, shell) = (place.namespace.clone(), place.shell.clone());
-    let finding = target::find(&as_user, &namespace, &shell, timeout, waiting);
-    let mut finding = std::pin::pin!(finding);
-    let found = loop {
-        tokio::select! {
-            found = &mut finding => break found,
-            Some(line) = lines.recv() => {
-                let _ = send_json(socket, json!({ "type": "notice", "message": line })).await;
-            }
-        }
-    };
-    (place.pod, place.uid) = found.map_err(|e| match e {
-        TargetError::Api(m) | TargetError::Stopped(m) => m,
-        timeout @ TargetError::Timeout(..) => timeout.to_string(),
-    })?;
+    let found = find_pod(gw, &as_user, &place, socket).await?;
+    let record = found.record || gw.record_all;
+    (place.pod, place.uid) = (found.pod, found.uid);
+    if record && gw.recordings.is_none() {
+        return Err(format!(
+            "shell {}/{} asks for its sessions to be recorded, and this gateway keeps no recordings (--recordings-dir); ask an administrator",
+            place.namespace, place.shell
+        ));
+    }
     let params = AttachParams::interactive_tty().container(SHELL_CONTAINER);
     let exec = kube::core::Request::new(Pod::url_path(&(), Some(&place.namespace)))
         .exec(&place.pod, gw.settings.command.clone(), &params)
@@ -146,8 +141,12 @@ async fn open(
         other => format!("could not open the exec: {other}"),
     })?;
     let id = ids::random()?;
+    let recording = match record {
+        true => Some(start_recording(gw, &place, user, &id, query).await?),
+        false => None,
+    };
     let forget = Arc::downgrade(gw);
-    let terminal = Terminal::start(id, key(user), place, connection, gw.settings.scrollback, move |t| {
+    let terminal = Terminal::start(id, key(user), place, connection, gw.settings.scrollback, recording, move |t| {
         if let Some(gw) = forget.upgrade() {
             gw.terminals.remove(&t.id);
         }
@@ -158,8 +157,45 @@ async fn open(
     {
         terminal.resize(cols, rows).await;
     }
-    tracing::info!(user = %user.name, namespace = %terminal.place.namespace, shell = %terminal.place.shell, pod = %terminal.place.pod, terminal = %&terminal.id[..8], "terminal opened");
+    tracing::info!(user = %user.name, namespace = %terminal.place.namespace, shell = %terminal.place.shell, pod = %terminal.place.pod, terminal = %&terminal.id[..8], recorded = terminal.is_recorded(), "terminal opened");
     Ok(terminal)
+}
+
+/// The shell's ready pod, read as the user, telling the page what it waits for meanwhile.
+async fn find_pod(gw: &Gateway, as_user: &AsUser, place: &Place, socket: &mut Socket) -> Result<Found, String> {
+    let (waiting, mut lines) = tokio::sync::mpsc::unbounded_channel();
+    let finding = target::find(as_user, &place.namespace, &place.shell, gw.settings.connect_timeout, waiting);
+    let mut finding = std::pin::pin!(finding);
+    let found = loop {
+        tokio::select! {
+            found = &mut finding => break found,
+            Some(line) = lines.recv() => {
+                let _ = send_json(socket, json!({ "type": "notice", "message": line })).await;
+            }
+        }
+    };
+    found.map_err(|e| match e {
+        TargetError::Api(m) | TargetError::Stopped(m) => m,
+        timeout @ TargetError::Timeout(..) => timeout.to_string(),
+    })
+}
+
+/// The recording of a new terminal: its file and writer. A recording that cannot be made
+/// refuses the terminal (a shell that asks for recording is never opened unrecorded).
+async fn start_recording(
+    gw: &Gateway,
+    place: &Place,
+    user: &AuthenticatedUser,
+    id: &str,
+    query: &TerminalQuery,
+) -> Result<tokio::sync::mpsc::Sender<Event>, String> {
+    let store = gw.recordings.as_ref().ok_or("no --recordings-dir")?;
+    let now = Timestamp::now();
+    let path = store.path_for(&place.namespace, &place.shell, now, id).ok_or("not a name a recording can have")?;
+    let (cols, rows) = (query.cols.unwrap_or(80), query.rows.unwrap_or(24));
+    let title = format!("{}/{} by {}", place.namespace, place.shell, user.name);
+    let header = asciicast::header(cols, rows, now.as_second(), &title);
+    writer::start(path, header, store.max_bytes).await.map_err(|e| format!("the session cannot be recorded: {e}"))
 }
 
 fn ending_message(ending: &Ending) -> serde_json::Value {

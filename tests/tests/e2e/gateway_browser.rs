@@ -44,9 +44,16 @@ async fn screen(browser: &mut Browser, tab: &Tab, what: &str, accept: impl Fn(&s
     value.as_str().unwrap_or_default().to_owned()
 }
 
-/// Sign in on the page at `url` with `token`; wait until it names `user`.
+/// Sign in on the page at `url` with `token` (signing out whoever was signed in there); wait
+/// until it names `user`.
 async fn sign_in(browser: &mut Browser, tab: &Tab, url: &str, token: &str, user: &str) {
     browser.navigate(tab, url).await.unwrap();
+    let settled = "!document.getElementById('sign-in').hidden || !document.getElementById('who').hidden";
+    until(browser, tab, "the page settled", settled, |v| v == true).await;
+    browser
+        .evaluate(tab, "document.getElementById('who').hidden || document.getElementById('sign-out').click(); true")
+        .await
+        .unwrap();
     until(browser, tab, "the sign-in form", "!document.getElementById('sign-in').hidden", |v| v == true).await;
     let fill = format!(
         "document.getElementById('token').value = {}; document.getElementById('sign-in-button').click(); true",
@@ -165,7 +172,55 @@ pub async fn owner_stranger_and_reload(kubectl: &Kubectl, ns: &str, url: &str) {
     .unwrap_or_else(|e| panic!("{e} (before: {last})"));
 
     stop_warning_and_extend(kubectl, &mut browser, &tab, ns, &as_alice, &dir).await;
+    recorded_for_auditors_only(kubectl, &mut browser, (&tab, &stranger), ns, &as_alice, url).await;
     eprintln!("e2e: gateway screenshots in {}", dir.display());
+}
+
+/// A shell that asks for its sessions to be recorded: the terminal says so; what it shows is
+/// in an asciicast file that an auditor (bound to `myownshell-recordings-reader`) downloads
+/// through the gateway, and that its owner, who has no such grant, may not.
+async fn recorded_for_auditors_only(
+    kubectl: &Kubectl,
+    browser: &mut Browser,
+    (tab, other): (&Tab, &Tab),
+    ns: &str,
+    as_alice: &[&str],
+    url: &str,
+) {
+    let shell = "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata: {name: recorded}\n\
+                 spec: {size: 1, recordSessions: true}\n";
+    let mut apply = as_alice.to_vec();
+    apply.extend(["apply", "-n", ns, "-f", "-"]);
+    let out = kubectl.run_with_stdin(&apply, Some(shell)).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    browser.evaluate(tab, &format!("location.hash = '#/{ns}/recorded'; true")).await.unwrap();
+    // The notice comes right after the terminal is attached.
+    screen(browser, tab, "the recording notice", |s| s.contains("this session is recorded")).await;
+    type_line(browser, tab, "echo rec-$((40+2))").await;
+    screen(browser, tab, "the command's output", |s| s.lines().any(|l| l.trim() == "rec-42")).await;
+
+    run(kubectl, &["create", "serviceaccount", "auditor", "-n", ns]).await;
+    let subject = format!("--serviceaccount={ns}:auditor");
+    let role = "--clusterrole=myownshell-recordings-reader";
+    run(kubectl, &["create", "rolebinding", "auditor-recordings", role, &subject, "-n", ns]).await;
+    let auditor_token = run(kubectl, &["create", "token", "auditor", "-n", ns]).await.trim().to_owned();
+    let auditor = format!("system:serviceaccount:{ns}:auditor");
+    // The owner's tab: no grant, no recordings.
+    let list = format!("fetch('/api/recordings/{ns}/recorded').then(r => r.status + ' ' + r.statusText)");
+    let owner = browser.evaluate(tab, &list).await.unwrap();
+    assert_eq!(owner, "403 Forbidden", "the owner may not read recordings without the grant");
+    // The auditor, signed in in the other browser.
+    sign_in(browser, other, url, &auditor_token, &auditor).await;
+    let read = format!(
+        "fetch('/api/recordings/{ns}/recorded').then(r => r.json()).then(l => l.recordings.length ? \
+         fetch('/api/recordings/{ns}/recorded/' + l.recordings[0].name).then(r => r.text()) : '')"
+    );
+    let cast = until(browser, other, "the recording holds the output", &read, |v| {
+        v.as_str().is_some_and(|t| t.contains("rec-42"))
+    })
+    .await;
+    let cast = cast.as_str().unwrap_or_default();
+    assert!(cast.starts_with('{') && cast.lines().next().unwrap_or_default().contains("\"version\":2"), "{cast}");
 }
 
 /// A shell with a short idle timeout: with its terminal open and nobody typing, the stop
