@@ -73,3 +73,44 @@ async fn write(
     }
     out.flush().await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn output_and_resizes_are_written_until_the_limit() {
+        let dir = std::env::temp_dir().join(format!("recording-writer-{}", std::process::id()));
+        let path = dir.join("team/web/20270115T080000Z-0123abcd.cast");
+        let header = asciicast::header(80, 24, 1_800_000_000, "team/web by alice");
+        let tx = start(path.clone(), header.clone(), 400).await.expect("a recording");
+        tx.send(Event::Output(Bytes::from_static(b"$ ls\r\n"))).await.expect("sent");
+        tx.send(Event::Resize(120, 40)).await.expect("sent");
+        for _ in 0..20 {
+            tx.send(Event::Output(Bytes::from_static(b"a line of output\r\n"))).await.expect("sent");
+        }
+        drop(tx);
+        let text = finished(&path).await;
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], header.trim_end());
+        assert!(lines[1].ends_with(r#","o","$ ls\r\n"]"#), "{}", lines[1]);
+        assert!(lines[2].ends_with(r#","r","120x40"]"#), "{}", lines[2]);
+        assert!(lines.last().is_some_and(|l| l.contains("the recording stopped here")), "{text}");
+        assert!(text.len() < 400 + 200, "the limit holds: {} bytes", text.len());
+        assert!(start(path, header, 400).await.is_err(), "a recording never overwrites another");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The file once its writer has finished: the writer ends when its channel closes, and the
+    /// last line it writes says the recording stopped (polled, with a deadline).
+    async fn finished(path: &std::path::Path) -> String {
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let text = tokio::fs::read_to_string(path).await.unwrap_or_default();
+            if text.contains("the recording stopped here") || Instant::now() > deadline {
+                return text;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+}
