@@ -129,8 +129,13 @@ impl World {
     /// socket closes (or the 20th).
     async fn terminal_messages(&self, cookie: &str, name: &str) -> Vec<Value> {
         let origin = self.gateway.origin();
+        self.terminal_messages_with(&[("cookie", cookie), ("origin", &origin)], name).await
+    }
+
+    /// [`World::terminal_messages`] with these headers instead of the cookie's.
+    async fn terminal_messages_with(&self, headers: &[(&str, &str)], name: &str) -> Vec<Value> {
         let path = format!("/api/terminal/{}/{name}?cols=80&rows=24", self.ns);
-        let mut socket = self.gateway.websocket(&path, &[("cookie", cookie), ("origin", &origin)]).await.unwrap();
+        let mut socket = self.gateway.websocket(&path, headers).await.unwrap();
         let mut messages = Vec::new();
         while let Ok(Some(Ok(message))) = tokio::time::timeout(Duration::from_secs(30), socket.next()).await {
             match message {
@@ -430,18 +435,11 @@ async fn an_authenticating_proxy_in_front_names_the_user_and_nobody_else_can() {
     assert!(body.contains(&alice), "{body}");
     let origin = w.gateway.origin();
     let open = |user: String| {
-        let (gateway, origin, path) = (&w.gateway, origin.clone(), format!("/api/terminal/{}/web", w.ns));
+        let (w, origin) = (&w, origin.clone());
         async move {
             let headers =
                 [("x-remote-user", user.as_str()), ("x-remote-group", "system:authenticated"), ("origin", &origin)];
-            let mut socket = gateway.websocket(&path, &headers).await.unwrap();
-            let mut last = None;
-            while let Ok(Some(Ok(message))) = tokio::time::timeout(Duration::from_secs(30), socket.next()).await {
-                if let Message::Text(text) = message {
-                    last = Some(serde_json::from_str::<Value>(text.as_str()).unwrap());
-                }
-            }
-            last.unwrap()
+            w.terminal_messages_with(&headers, "web").await.pop().unwrap()
         }
     };
     let bobs = open(bob.clone()).await;

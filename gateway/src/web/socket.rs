@@ -213,6 +213,10 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
         terminal.detach(attached.viewer, gw.settings.grace);
         return;
     }
+    if terminal.is_recorded() {
+        let line = "this session is recorded: what the terminal shows and its size (never what you type)";
+        let _ = send_json(socket, json!({ "type": "notice", "message": line })).await;
+    }
     if !attached.replay.is_empty() && socket.send(Message::binary(std::mem::take(&mut attached.replay))).await.is_err()
     {
         terminal.detach(attached.viewer, gw.settings.grace);
