@@ -1,7 +1,9 @@
 //! The gateway's page in a real browser (Chromium, headless, over the DevTools protocol) against
 //! a real shell on the node: the owner signs in with a token, opens her shell and types `id -u`
-//! into xterm.js; a reload finds the same `sh` (the same PID); a stranger signed in from another
-//! browser gets the connect gate's refusal in the terminal. Screenshots of each step are saved.
+//! into xterm.js; a reload finds the same `sh` (the same PID); her typing is the shell's last
+//! connection; a stranger signed in from another browser gets the connect gate's refusal in the
+//! terminal; a shell about to stop as idle says so and Extend pushes the stop back; a recorded
+//! shell says so and only an auditor reads its recording. Screenshots of each step are saved.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

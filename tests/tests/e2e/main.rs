@@ -185,7 +185,8 @@ async fn the_operator_from_config_end_to_end() {
     phase("shells: pods, exec, resize, repair", shells_run_as_real_pods(&e2e)).await;
     phase("access: the owner and those shared with get in, nobody else", access::access(&e2e)).await;
     phase(
-        "the gateway in Chromium: sign in, `id -u`, the same shell after a reload, a stranger refused",
+        "the gateway in Chromium: sign in, `id -u`, the same shell after a reload, a stranger refused, the stop \
+         warning and Extend, a recording for auditors only",
         gateway::in_a_browser(&e2e),
     )
     .await;
