@@ -74,8 +74,16 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
     let Dev { process: mut dev, state, env, args } = start_dev("dev", &[]).await;
     let xtask = workspace_binary("xtask").unwrap();
     let env_file = state.join("env");
-    for key in ["KUBECONFIG", "MYOWNSHELL_WEBHOOK_URL", "MYOWNSHELL_METRICS_URL", "MYOWNSHELL_METRICS_TOKEN"] {
+    for key in
+        ["KUBECONFIG", "MYOWNSHELL_WEBHOOK_URL", "MYOWNSHELL_METRICS_URL", "MYOWNSHELL_METRICS_TOKEN", "MYOWNSHELL_GATEWAY_URL"]
+    {
         assert!(env.get(key).is_some_and(|v| !v.is_empty()), "{key} missing from {env:?}");
+    }
+    // The gateway serves its page, xterm.js included.
+    let gateway = addr_of(&env["MYOWNSHELL_GATEWAY_URL"]);
+    for (path, words) in [("/", "<title>MyOwnShell</title>"), ("/vendor/xterm.js", "Terminal")] {
+        let (status, body) = https_get(gateway, path, None).await.unwrap();
+        assert!(status == 200 && body.contains(words), "{path}: {status}");
     }
 
     // A second dev on the same state says so instead of clashing.
@@ -166,9 +174,9 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
     // SIGTERM: everything it started stops, and the env file goes.
     let pids: Vec<u32> =
         std::fs::read_to_string(state.join("pids")).unwrap().lines().map(|p| p.parse().unwrap()).collect();
-    // etcd, kube-apiserver, webhook, controller; on the node also the components, the holder of
-    // the cluster network's namespace, the node's processes and its sandbox.
-    let expected = if on_node { 11 } else { 4 };
+    // etcd, kube-apiserver, webhook, controller, gateway; on the node also the components, the
+    // holder of the cluster network's namespace, the node's processes and its sandbox.
+    let expected = if on_node { 12 } else { 5 };
     assert_eq!(pids.len(), expected, "{pids:?}");
     let status = dev.stop(Duration::from_secs(60)).unwrap();
     assert!(status.success(), "xtask dev exited with {status}\n{}", dev.log_tail(40));
@@ -187,7 +195,7 @@ fn tempfile_dir(name: &str) -> std::path::PathBuf {
 }
 
 #[tokio::test]
-async fn xtask_dev_runs_both_binaries_against_an_existing_cluster() {
+async fn xtask_dev_runs_the_binaries_against_an_existing_cluster() {
     let cp = myownshell_envtest::shared();
     let client = cp.client().unwrap();
     let ns = myownshell_envtest::create_shell_namespace(&client, "dev-remote").await.unwrap();
@@ -215,7 +223,7 @@ async fn xtask_dev_runs_both_binaries_against_an_existing_cluster() {
 
     let pids: Vec<u32> =
         std::fs::read_to_string(state.join("pids")).unwrap().lines().map(|p| p.parse().unwrap()).collect();
-    assert_eq!(pids.len(), 2, "webhook and controller: {pids:?}");
+    assert_eq!(pids.len(), 3, "webhook, controller and gateway: {pids:?}");
     let status = dev.stop(Duration::from_secs(60)).unwrap();
     assert!(status.success(), "xtask dev exited with {status}\n{}", dev.log_tail(40));
     assert!(pids.iter().all(|p| !alive(*p)), "processes left behind");
