@@ -72,6 +72,20 @@ pub enum Target {
         #[arg(long, default_value_t = 400)]
         requests: usize,
     },
+    /// On the real node (root): a terminal through the gateway against a direct WebSocket exec
+    /// into the same pod: keystroke-to-echo p50/p99, throughput, and the gateway's memory with
+    /// `--sessions` idle terminals open, every one echoing a key (`xtask/src/bench_gateway.rs`).
+    Gateway {
+        /// Keystrokes timed per path.
+        #[arg(long, default_value_t = 2000)]
+        keystrokes: usize,
+        /// Bytes printed per path for the throughput.
+        #[arg(long, default_value_t = 100_000_000)]
+        bytes: usize,
+        /// Idle terminals held open at once.
+        #[arg(long, default_value_t = 1000)]
+        sessions: usize,
+    },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
     /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
     Proxy {
@@ -92,6 +106,9 @@ pub enum Target {
 
 pub fn run(target: Target) -> anyhow::Result<()> {
     match target {
+        Target::Gateway { keystrokes, bytes, sessions } => {
+            crate::bench_gateway::run(crate::bench_gateway::Options { keystrokes, bytes, sessions })
+        }
         Target::Webhook { seconds, concurrency, rounds, processes } => {
             let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
                 .args(["bench", "--package", "myownshell-webhook", "--bench", "webhook", "--"])

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_gate;
+mod bench_gateway;
 mod bench_node;
 mod cargo;
 mod certmanager;
@@ -77,7 +78,7 @@ enum Command {
         #[command(subcommand)]
         target: bench::Target,
     },
-    /// Run the operator locally: its own control plane, the webhook and the controller as real
+    /// Run the operator locally: its own control plane, the webhook, the controller and the gateway as real
     /// processes; writes target/dev/env when ready; Ctrl-C stops everything.
     Dev(dev::DevArgs),
     /// The suites on a real node (root): the node itself, and the operator deployed from

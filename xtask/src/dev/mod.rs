@@ -1,12 +1,13 @@
 //! `cargo xtask dev`: the operator on this machine, no cluster needed.
 //!
 //! Starts the harness's control plane (the very code the tests use), installs the CRD, RBAC and
-//! webhook configurations, runs `myownshell-webhook` (self-managed certificates) and
-//! `myownshell-controller` (leader election, authenticated metrics) as real processes, each
-//! with its own ServiceAccount's token, and when all is ready writes `<state dir>/env`. Ctrl-C or
+//! webhook configurations, runs `myownshell-webhook` (self-managed certificates),
+//! `myownshell-controller` (leader election, authenticated metrics) and `myownshell-gateway`
+//! (shells in the browser, `MYOWNSHELL_GATEWAY_URL`) as real processes, each with its own
+//! ServiceAccount's token, and when all is ready writes `<state dir>/env`. Ctrl-C or
 //! SIGTERM stops everything it started and removes the env file. Where nodes can run (root), the
 //! control plane comes with `--nodes` real nodes (default 1), so pods run too. With `--kubeconfig`
-//! or `--use-current-context` the two binaries run against that cluster instead.
+//! or `--use-current-context` the three binaries run against that cluster instead.
 
 mod cluster;
 mod lock;
@@ -39,7 +40,7 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 
 #[derive(clap::Args, Debug)]
 pub struct DevArgs {
-    /// Run the two binaries against the cluster of this kubeconfig instead of a local control plane.
+    /// Run the three binaries against the cluster of this kubeconfig instead of a local control plane.
     #[arg(long, conflicts_with = "use_current_context")]
     kubeconfig: Option<PathBuf>,
     /// Run against the current context of $KUBECONFIG (or ~/.kube/config).
