@@ -74,9 +74,13 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
     let Dev { process: mut dev, state, env, args } = start_dev("dev", &[]).await;
     let xtask = workspace_binary("xtask").unwrap();
     let env_file = state.join("env");
-    for key in
-        ["KUBECONFIG", "MYOWNSHELL_WEBHOOK_URL", "MYOWNSHELL_METRICS_URL", "MYOWNSHELL_METRICS_TOKEN", "MYOWNSHELL_GATEWAY_URL"]
-    {
+    for key in [
+        "KUBECONFIG",
+        "MYOWNSHELL_WEBHOOK_URL",
+        "MYOWNSHELL_METRICS_URL",
+        "MYOWNSHELL_METRICS_TOKEN",
+        "MYOWNSHELL_GATEWAY_URL",
+    ] {
         assert!(env.get(key).is_some_and(|v| !v.is_empty()), "{key} missing from {env:?}");
     }
     // The gateway serves its page, xterm.js included.
