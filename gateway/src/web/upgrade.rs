@@ -13,6 +13,9 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
+/// What a page's socket reads into at once.
+const READ_BUFFER: usize = 8 * 1024;
+
 /// The upgraded connection.
 pub type Socket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 
@@ -66,7 +69,13 @@ pub fn upgrade(
         .header(header::SEC_WEBSOCKET_ACCEPT, accept)
         .body(Body::empty())
         .map_err(|_| NotAWebSocket::Header("Sec-WebSocket-Key"))?;
-    let config = WebSocketConfig::default().max_message_size(Some(max_message)).max_frame_size(Some(max_message));
+    // tungstenite zero-fills its whole read buffer before each read: its default 128 KiB made
+    // every open terminal 128 KiB bigger (`cargo xtask bench gateway`, memory per terminal).
+    // Keystrokes and resizes are small; a paste past 8 KiB grows the buffer for that frame.
+    let config = WebSocketConfig::default()
+        .read_buffer_size(READ_BUFFER)
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message));
     let socket = async move {
         let upgraded = on_upgrade.await.ok()?;
         Some(WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await)
