@@ -4,11 +4,11 @@
 
 use http::HeaderMap;
 use kube::Client;
-use kube::client::Connection;
 use myownshell_rbac_proxy::AuthenticatedUser;
 use serde::de::DeserializeOwned;
 
 use super::impersonate::{self, HeaderError};
+use super::upgrade::{self, ExecSocket, UpgradeError};
 
 /// The gateway's client, speaking as one user.
 #[derive(Clone)]
@@ -39,8 +39,8 @@ impl AsUser {
         self.client.request(self.impersonating(request)).await
     }
 
-    /// A WebSocket (an exec): a refusal, the connect gate's included, is `Error::Api`.
-    pub async fn connect(&self, request: http::Request<Vec<u8>>) -> kube::Result<Connection> {
-        self.client.connect(self.impersonating(request)).await
+    /// An exec's WebSocket: a refusal, the connect gate's included, in its own words.
+    pub async fn connect(&self, request: http::Request<Vec<u8>>) -> Result<ExecSocket, UpgradeError> {
+        upgrade::open(&self.client, self.impersonating(request)).await
     }
 }

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use k8s_openapi::jiff::Timestamp;
-use kube::client::Connection;
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
@@ -21,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::scrollback::Scrollback;
 use crate::exec::channel::{self, FromPod};
+use crate::exec::upgrade::ExecSocket;
 use crate::recording::writer::Event;
 
 /// Who a terminal belongs to: only the same user (name and uid) may reattach.
@@ -132,7 +132,7 @@ impl Terminal {
         id: String,
         user: UserKey,
         place: Place,
-        exec: Connection,
+        exec: ExecSocket,
         scrollback: usize,
         recording: Option<mpsc::Sender<Event>>,
         on_end: impl FnOnce(&Terminal) + Send + 'static,
@@ -166,8 +166,8 @@ impl Terminal {
     }
 
     /// Relay frames both ways until the exec ends or the terminal is closed.
-    async fn pump(&self, exec: Connection, mut frames: mpsc::Receiver<Vec<u8>>) -> Ending {
-        let (mut sink, mut source) = exec.into_stream().split();
+    async fn pump(&self, exec: ExecSocket, mut frames: mpsc::Receiver<Vec<u8>>) -> Ending {
+        let (mut sink, mut source) = exec.split();
         let write = async {
             while let Some(frame) = frames.recv().await {
                 if sink.send(Message::binary(frame)).await.is_err() {

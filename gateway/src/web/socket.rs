@@ -136,10 +136,7 @@ async fn open(
     let exec = kube::core::Request::new(Pod::url_path(&(), Some(&place.namespace)))
         .exec(&place.pod, gw.settings.command.clone(), &params)
         .map_err(|e| e.to_string())?;
-    let connection = as_user.connect(exec).await.map_err(|e| match e {
-        kube::Error::Api(status) => status.message,
-        other => format!("could not open the exec: {other}"),
-    })?;
+    let connection = as_user.connect(exec).await.map_err(|e| e.to_string())?;
     let id = ids::random()?;
     let recording = match record {
         true => Some(start_recording(gw, &place, user, &id, query).await?),
