@@ -755,6 +755,28 @@ pub fn shared() -> &'static ControlPlane {
     }
 }
 
+/// A control plane started with `options()`, shared by every test of this test binary that
+/// asks for the same `key` (e.g. one with an alpha feature gate on, which the others must not
+/// see). Started on first use, and failing every test that asks when it cannot start, as
+/// [`shared`] does.
+pub fn shared_with(key: &'static str, options: fn() -> Options) -> &'static ControlPlane {
+    type Planes = std::collections::HashMap<&'static str, &'static Result<ControlPlane, String>>;
+    static PLANES: OnceLock<Mutex<Planes>> = OnceLock::new();
+    let mut planes = lock(PLANES.get_or_init(Default::default));
+    let result = *planes.entry(key).or_insert_with(|| {
+        let start = move || async move {
+            ControlPlane::start_in(assets::locate().map_err(HarnessError::Assets)?, options(), new_run_dir()?).await
+        };
+        // Kept for the test binary's life, as the shared plane is.
+        Box::leak(Box::new(start_shared(key, start, |cp: &ControlPlane| cp.summary())))
+    });
+    drop(planes);
+    match result {
+        Ok(cp) => cp,
+        Err(e) => panic!("envtest control plane {key} unavailable: {e}"),
+    }
+}
+
 /// Start something every test of a test binary shares, on a thread with a tokio runtime of its
 /// own (tests run inside their own runtimes, which end with them), and say how it went in one
 /// line straight to stderr, past the test harness's output capture: once per test binary.

@@ -29,7 +29,7 @@ pub mod tls;
 pub mod wait;
 pub mod web;
 
-pub use control_plane::{ControlPlane, HarnessError, shared};
+pub use control_plane::{ControlPlane, HarnessError, shared, shared_with};
 pub use kubectl::Kubectl;
 pub use namespace::{create_namespace, create_shell_namespace, service_account_token, service_account_user};
 pub use wait::eventually;

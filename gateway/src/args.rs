@@ -51,6 +51,12 @@ pub struct Args {
     /// Prefixes of headers naming the user's extras (`<prefix><key>`).
     #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
     pub requestheader_extra_headers_prefix: Vec<String>,
+    /// How users are impersonated: `legacy` (the `impersonate` verb; any cluster) or
+    /// `constrained` (Kubernetes' constrained impersonation, alpha in 1.35: the
+    /// `ConstrainedImpersonation` feature gate; grant config/gateway/constrained-impersonation's
+    /// ClusterRole instead). ServiceAccounts are then named by user name only.
+    #[arg(long, value_enum, default_value_t = crate::exec::impersonate::Mode::Legacy)]
+    pub impersonation: crate::exec::impersonate::Mode,
     /// Audiences a sign-in token must be valid for (default: the apiserver's own).
     #[arg(long, value_delimiter = ',')]
     pub auth_token_audiences: Vec<String>,

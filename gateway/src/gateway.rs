@@ -7,6 +7,8 @@ use myownshell_rbac_proxy::authn::TokenAuthenticator;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::exec::as_user::AsUser;
+use crate::exec::impersonate::{HeaderError, Mode};
 use crate::recording::store::Store;
 use crate::signin::Gate;
 use crate::signin::front_proxy::FrontProxy;
@@ -34,8 +36,10 @@ pub struct TerminalSettings {
 
 /// The gateway's shared state.
 pub struct Gateway {
-    /// The gateway's own client (requests for users go through `exec::as_user`).
+    /// The gateway's own client (requests for users go through [`Gateway::as_user`]).
     pub client: Client,
+    /// How users are impersonated (`--impersonation`).
+    pub impersonation: Mode,
     /// TokenReview, cached.
     pub tokens: TokenAuthenticator,
     /// The signed-in browsers.
@@ -69,5 +73,10 @@ impl Gateway {
             origins: &self.origins,
             front_proxy: self.front_proxy.as_ref(),
         }
+    }
+
+    /// The gateway's client speaking as `user`.
+    pub fn as_user(&self, user: &myownshell_rbac_proxy::AuthenticatedUser) -> Result<AsUser, HeaderError> {
+        AsUser::new(self.client.clone(), user, self.impersonation)
     }
 }

@@ -78,6 +78,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     );
     let gw = Arc::new(Gateway {
         client,
+        impersonation: args.impersonation,
         tokens,
         sessions: Sessions::new(args.session_max_age, args.max_sessions),
         terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),

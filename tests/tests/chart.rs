@@ -139,6 +139,7 @@ fn helm_lint_passes_in_every_mode() {
         "certificates.mode=self-managed",
         "certificates.mode=cert-manager,metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true",
         "admissionPolicies.enabled=false,networkPolicy.enabled=false,image.pullPolicy=Never",
+        "gateway.impersonation=constrained,certificates.mode=cert-manager",
     ] {
         let out = helm(&["lint", "--strict", dir.to_str().unwrap(), "--namespace", NAMESPACE, "--set", sets])
             .unwrap_or_else(|e| panic!("{e}"));
@@ -161,6 +162,15 @@ fn cert_manager_mode_renders_the_cert_manager_overlay() {
         "certificates.mode=cert-manager vs config/overlays/cert-manager",
         normalized(template(NAMESPACE, &["certificates.mode=cert-manager"]), true),
         normalized(kustomize(&["overlays/cert-manager"]), false),
+    );
+}
+
+#[test]
+fn constrained_impersonation_renders_its_overlay() {
+    assert_same(
+        "gateway.impersonation=constrained vs config/overlays/constrained-impersonation",
+        normalized(template(NAMESPACE, &["gateway.impersonation=constrained"]), true),
+        normalized(kustomize(&["overlays/constrained-impersonation"]), false),
     );
 }
 
@@ -249,6 +259,7 @@ fn the_schema_refuses_what_the_chart_does_not_know() {
         ("webhook.replica=2", "additional properties 'replica' not allowed"),
         ("image.pullPolicy=Sometimes", "value must be one of"),
         ("controller.replicas=-1", "minimum"),
+        ("gateway.impersonation=none", "value must be one of 'legacy', 'constrained'"),
     ] {
         let err = template_text(NAMESPACE, &[set]).unwrap_err();
         assert!(err.contains(says), "{set}: {err}");
@@ -300,7 +311,7 @@ async fn the_apiserver_accepts_every_combination() {
         (NAMESPACE, "metrics.serviceMonitor.enabled=true,admissionPolicies.enabled=false,networkPolicy.enabled=false"),
         (
             "chart-elsewhere",
-            "certificates.mode=cert-manager,image.pullPolicy=Never,webhook.replicas=2,controller.replicas=0",
+            "certificates.mode=cert-manager,image.pullPolicy=Never,webhook.replicas=2,controller.replicas=0,gateway.impersonation=constrained",
         ),
     ] {
         let manifest = template_text(namespace, &[sets]).unwrap();

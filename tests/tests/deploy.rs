@@ -16,8 +16,14 @@ use myownshell_envtest::{eventually, shared};
 use serde_json::Value;
 
 const SYSTEM_NAMESPACE: &str = "myownshell-system";
-const OVERLAYS: [&str; 5] =
-    ["default", "overlays/dev", "overlays/production", "overlays/cert-manager", "overlays/local"];
+const OVERLAYS: [&str; 6] = [
+    "default",
+    "overlays/dev",
+    "overlays/production",
+    "overlays/cert-manager",
+    "overlays/local",
+    "overlays/constrained-impersonation",
+];
 
 async fn ensure_system_namespace() {
     let client = shared().client().unwrap();

@@ -21,11 +21,13 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use myownshell_api::{MyOwnShell, names};
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
+use myownshell_envtest::Kubectl;
 use myownshell_envtest::assets::workspace_root;
-use myownshell_envtest::control_plane::write_kubeconfig;
+use myownshell_envtest::control_plane::{ControlPlane, Options, write_kubeconfig};
+use myownshell_envtest::kustomize::render;
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{
-    create_shell_namespace, eventually, rbac, service_account_token, service_account_user, shared,
+    create_shell_namespace, eventually, rbac, service_account_token, service_account_user, shared, shared_with,
 };
 use myownshell_tests::access::{namespace_editors, shell_manifest};
 use myownshell_tests::gateway::{GatewayProcess, session_cookie};
@@ -39,23 +41,28 @@ const READY: Duration = Duration::from_secs(60);
 const HOUR: i64 = 3600;
 
 struct World {
+    cp: &'static ControlPlane,
     client: Client,
     ns: String,
     gateway: GatewayProcess,
     _webhook: Option<(InstalledWebhooks, WebhookProcess)>,
 }
 
-/// The shipped ClusterRole, bound to this test's gateway ServiceAccount under a name of its own.
-async fn gateway_identity(client: &Client, ns: &str) -> String {
+/// The ClusterRole `config/rbac/gateway_role.yaml` ships.
+fn shipped_role() -> ClusterRole {
     let text = std::fs::read_to_string(workspace_root().join("config/rbac/gateway_role.yaml")).unwrap();
     let role = text
         .split("\n---\n")
         .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
         .find(|doc| doc["kind"] == "ClusterRole")
         .expect("a ClusterRole in gateway_role.yaml");
-    let mut role: ClusterRole = serde_json::from_value(role).unwrap();
+    serde_json::from_value(role).unwrap()
+}
+
+/// `role`, bound to this test's gateway ServiceAccount under a name of its own; its token.
+async fn gateway_identity(client: &Client, ns: &str, mut role: ClusterRole) -> String {
     let name = format!("{ns}-gateway");
-    role.metadata.name = Some(name.clone());
+    role.metadata = kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() };
     let apply = PatchParams::apply("myownshell-tests").force();
     Api::<ClusterRole>::all(client.clone()).patch(&name, &apply, &Patch::Apply(&role)).await.unwrap();
     let binding = rbac::cluster_role_binding(&name, &name, rbac::service_account_subject(ns, "gateway"));
@@ -67,20 +74,33 @@ impl World {
     /// A namespace opened to shells whose editors are the ServiceAccounts alice and bob, a
     /// gateway, and (with `gate`) the connect webhook for the namespace.
     async fn start(prefix: &str, gate: bool, flags: &[&str]) -> World {
-        let cp = shared();
+        World::start_on(shared(), shipped_role(), prefix, gate, flags, &[]).await
+    }
+
+    /// [`World::start`] on `cp`, the gateway granted `role`, and `people` editors too.
+    async fn start_on(
+        cp: &'static ControlPlane,
+        role: ClusterRole,
+        prefix: &str,
+        gate: bool,
+        flags: &[&str],
+        people: &[&str],
+    ) -> World {
         let client = cp.client().unwrap();
         let ns = create_shell_namespace(&client, prefix).await.unwrap();
         let users = [service_account_user(&ns, "alice"), service_account_user(&ns, "bob")];
-        namespace_editors(&client, &ns, &[&users[0], &users[1]], &[]).await.unwrap();
-        let token = gateway_identity(&client, &ns).await;
+        let mut editors = vec![users[0].as_str(), users[1].as_str()];
+        editors.extend(people);
+        namespace_editors(&client, &ns, &editors, &[]).await.unwrap();
+        let token = gateway_identity(&client, &ns, role).await;
         let kubeconfig = cp.layout().dir.join(format!("{ns}-gateway.kubeconfig"));
         write_kubeconfig(&kubeconfig, &cp.kubeconfig_for_token(&token)).unwrap();
         let webhook = match gate {
-            true => Some(connect_gate(&client, &ns).await),
+            true => Some(connect_gate(cp, &client, &ns).await),
             false => None,
         };
         let gateway = GatewayProcess::start(cp, kubeconfig, &format!("{ns}-gateway"), flags).await.unwrap();
-        World { client, ns, gateway, _webhook: webhook }
+        World { cp, client, ns, gateway, _webhook: webhook }
     }
 
     async fn token(&self, who: &str) -> String {
@@ -102,7 +122,7 @@ impl World {
 
     /// `who`'s shell `name`, applied as them (so they are its owner).
     async fn shell(&self, who: &str, name: &str) {
-        let cp = shared();
+        let cp = self.cp;
         let user = service_account_user(&self.ns, who);
         let manifest = shell_manifest(name, "{size: 1}");
         let mut args = myownshell_tests::access::as_user(&user, &["system:authenticated"]);
@@ -151,8 +171,7 @@ impl World {
     }
 }
 
-async fn connect_gate(client: &Client, ns: &str) -> (InstalledWebhooks, WebhookProcess) {
-    let cp = shared();
+async fn connect_gate(cp: &ControlPlane, client: &Client, ns: &str) -> (InstalledWebhooks, WebhookProcess) {
     let port = free_port().unwrap();
     let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.to_owned() };
     let installed = InstalledWebhooks::install(client, ns, &target).await.unwrap();
@@ -490,4 +509,93 @@ async fn kubectl_myownshell_connects_through_the_gateway_as_the_user() {
     let admin = myownshell_tests::plugin::run(&cp.kubeconfig_path(), &w.ns, &connect).unwrap();
     assert_eq!(admin.code, 1, "{}", admin.stderr);
     assert!(admin.stderr.contains("needs a bearer token") && admin.stderr.contains("--direct"), "{}", admin.stderr);
+}
+
+/// A plane with Kubernetes' constrained impersonation on (alpha in 1.35), kept from the others.
+fn constrained_plane() -> &'static ControlPlane {
+    shared_with("constrained impersonation", || Options {
+        apiserver_args: vec!["--feature-gates=ConstrainedImpersonation=true".into()],
+        ..Options::default()
+    })
+}
+
+/// `config/overlays/constrained-impersonation` as it renders: the gateway's ClusterRole and args.
+fn constrained_overlay() -> (ClusterRole, Vec<String>) {
+    let objects = render("overlays/constrained-impersonation").unwrap();
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "myownshell-gateway-impersonator-role")
+        .expect("the gateway's ClusterRole");
+    let gateway = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "myownshell-gateway")
+        .expect("the gateway's Deployment");
+    let args = serde_json::from_value(gateway["spec"]["template"]["spec"]["containers"][0]["args"].clone()).unwrap();
+    (serde_json::from_value(role.clone()).unwrap(), args)
+}
+
+#[tokio::test]
+async fn constrained_impersonation_opens_the_users_terminal_and_nothing_else() {
+    let (role, args) = constrained_overlay();
+    assert!(args.contains(&"--impersonation=constrained".to_owned()), "{args:?}");
+    let verbs: Vec<&str> = role.rules.iter().flatten().flat_map(|r| r.verbs.iter().map(String::as_str)).collect();
+    assert!(!verbs.contains(&"impersonate"), "no fallback to legacy impersonation: {verbs:?}");
+
+    // A person, through an authenticating proxy: impersonated whole (the user-info mode).
+    let proxy_ca = CertificateAuthority::generate("front-proxy-ca", Duration::from_secs(3600)).unwrap();
+    let ca_file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(ca_file.path(), proxy_ca.cert_pem()).unwrap();
+    let flags = [format!("--client-ca-file={}", ca_file.path().display()), "--impersonation=constrained".into()];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let carol = "carol@example.com";
+    let mut w = World::start_on(constrained_plane(), role, "gw-constrained", true, &flags, &[carol]).await;
+    w.shell("alice", "web").await;
+    let pod = w.ready_pod("web").await;
+
+    // ServiceAccounts signed in by token (the serviceaccount mode): bob lists the shells, the gate
+    // refuses him by name, alice is let through (then the exec ends for want of a node).
+    let (alice, _) = w.sign_in(&w.token("alice").await).await;
+    let (bob, _) = w.sign_in(&w.token("bob").await).await;
+    let (status, _, body) = w
+        .gateway
+        .request(Method::GET, &format!("/api/shells?namespace={}", w.ns), &[("cookie", &bob)], None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}\n{}", w.gateway.log_tail());
+    let bobs = w.terminal_messages(&bob, "web").await;
+    let refusal = bobs.iter().find(|m| m["type"] == "refused").unwrap_or_else(|| panic!("no refusal: {bobs:?}"));
+    let bob_user = service_account_user(&w.ns, "bob");
+    let message = refusal["message"].as_str().unwrap();
+    assert!(
+        message.contains(&bob_user) && message.contains(&pod) && message.contains("which only its owner"),
+        "{message}"
+    );
+    let alices = w.terminal_messages(&alice, "web").await;
+    let end = alices.iter().find(|m| m["type"] == "refused").unwrap_or_else(|| panic!("no end: {alices:?}"));
+    assert!(end["message"].as_str().unwrap().contains("does not have a host assigned"), "{alices:?}");
+
+    // Carol through the proxy: the gate sees carol, with the group the proxy named.
+    let front = proxy_ca.issue(&LeafSpec::client("front-proxy", vec![], Duration::from_secs(3600))).unwrap();
+    w.gateway.use_client(w.gateway.client_with_certificate((&front.cert_pem, &front.key_pem)).unwrap());
+    let origin = w.gateway.origin();
+    let headers = [("x-remote-user", carol), ("x-remote-group", "platform"), ("origin", origin.as_str())];
+    let carols = w.terminal_messages_with(&headers, "web").await;
+    let message = carols.last().and_then(|m| m["message"].as_str()).unwrap_or_default().to_owned();
+    assert!(message.contains(&format!("{carol} may not exec")) && message.contains(&pod), "{carols:?}");
+
+    // The grant is only for what a terminal asks: the gateway's own credentials, acting as alice,
+    // may not read the namespace's Secrets (which alice may), nor send what only legacy
+    // impersonation takes (a ServiceAccount with a uid).
+    let gateway = Kubectl::new(w.cp.layout().dir.join(format!("{}-gateway.kubeconfig", w.ns)));
+    let alice_user = service_account_user(&w.ns, "alice");
+    let secrets = gateway.run(&["get", "secrets", "-n", &w.ns, "--as", &alice_user]).await.unwrap();
+    assert!(!secrets.success, "{}", secrets.stdout);
+    assert!(secrets.stderr.contains("impersonate-on:serviceaccount:list"), "{}", secrets.stderr);
+    let admin_as_alice = w.cp.kubectl().run(&["get", "secrets", "-n", &w.ns, "--as", &alice_user]).await.unwrap();
+    assert!(admin_as_alice.success, "alice herself may read them: {}", admin_as_alice.stderr);
+    let shells = ["get", "myownshells", "-n", &w.ns, "--as", &alice_user];
+    let whole = gateway.run(&[&shells[..], &["--as-uid", "u1"]].concat()).await.unwrap();
+    assert!(!whole.success && whole.stderr.contains("cannot impersonate"), "{}", whole.stderr);
+    let named = gateway.run(&shells).await.unwrap();
+    assert!(named.success, "{}", named.stderr);
 }

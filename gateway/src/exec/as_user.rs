@@ -7,7 +7,7 @@ use kube::Client;
 use myownshell_rbac_proxy::AuthenticatedUser;
 use serde::de::DeserializeOwned;
 
-use super::impersonate::{self, HeaderError};
+use super::impersonate::{self, HeaderError, Mode};
 use super::upgrade::{self, ExecSocket, UpgradeError};
 
 /// The gateway's client, speaking as one user.
@@ -18,9 +18,9 @@ pub struct AsUser {
 }
 
 impl AsUser {
-    /// Speak as `user`.
-    pub fn new(client: Client, user: &AuthenticatedUser) -> Result<Self, HeaderError> {
-        Ok(Self { client, headers: impersonate::headers(user)? })
+    /// Speak as `user`, impersonated as `mode` says.
+    pub fn new(client: Client, user: &AuthenticatedUser, mode: Mode) -> Result<Self, HeaderError> {
+        Ok(Self { client, headers: impersonate::headers(user, mode)? })
     }
 
     fn impersonating(&self, mut request: http::Request<Vec<u8>>) -> http::Request<Vec<u8>> {

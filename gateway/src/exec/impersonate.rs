@@ -6,6 +6,14 @@
 //! percent-encoded in the header name, as the apiserver decodes it). A value that cannot be a
 //! header value is an error, never silently dropped: dropping a group could widen nothing, but
 //! dropping a user's uid or extra would make the apiserver see someone slightly different.
+//!
+//! With [`Mode::Constrained`] (Kubernetes' constrained impersonation, KEP-5284, alpha in 1.35
+//! behind the `ConstrainedImpersonation` gate) a ServiceAccount is named by its user name only:
+//! the apiserver's `serviceaccount` mode takes nothing else and fills in the groups a
+//! ServiceAccount always has (`system:serviceaccounts`, `system:serviceaccounts:<namespace>`).
+//! Its uid and the pod-binding extras of its token are not passed on then; sending them would
+//! make the apiserver fall back to the legacy `impersonate` verb, which a constrained gateway
+//! is not granted. Other users are sent whole, through the `user-info` mode.
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use myownshell_rbac_proxy::AuthenticatedUser;
@@ -20,13 +28,35 @@ pub struct HeaderError {
     pub value: String,
 }
 
-/// The headers for `user`.
-pub fn headers(user: &AuthenticatedUser) -> Result<HeaderMap, HeaderError> {
+/// Which impersonation the gateway's ServiceAccount is granted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// The `impersonate` verb on users, groups, ServiceAccounts, uids and extras: any cluster.
+    #[default]
+    Legacy,
+    /// `impersonate:user-info` and `impersonate:serviceaccount`, with `impersonate-on:<mode>:<verb>`
+    /// for exactly the requests a terminal makes: clusters with the `ConstrainedImpersonation`
+    /// feature gate (alpha in Kubernetes 1.35).
+    Constrained,
+}
+
+/// Whether `name` is a ServiceAccount's user name (`system:serviceaccount:<namespace>:<name>`).
+fn is_service_account(name: &str) -> bool {
+    name.strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+        .is_some_and(|(namespace, sa)| !namespace.is_empty() && !sa.is_empty() && !sa.contains(':'))
+}
+
+/// The headers for `user`, as `mode` impersonates.
+pub fn headers(user: &AuthenticatedUser, mode: Mode) -> Result<HeaderMap, HeaderError> {
     let mut headers = HeaderMap::new();
     let value = |what: &str, v: &str| {
         HeaderValue::from_str(v).map_err(|_| HeaderError { what: what.to_owned(), value: v.to_owned() })
     };
     headers.insert("impersonate-user", value("user", &user.name)?);
+    if mode == Mode::Constrained && is_service_account(&user.name) {
+        return Ok(headers);
+    }
     for group in &user.groups {
         headers.append("impersonate-group", value("group", group)?);
     }
@@ -92,7 +122,7 @@ mod tests {
             Some("6b1c"),
             &[("authentication.kubernetes.io/pod-name", &["p"]), ("scopes", &["a", "b"])],
         );
-        let h = headers(&sa).expect("valid");
+        let h = headers(&sa, Mode::Legacy).expect("valid");
         assert_eq!(all(&h, "impersonate-user"), ["system:serviceaccount:team:alice"]);
         assert_eq!(all(&h, "impersonate-group"), ["system:serviceaccounts", "system:authenticated"]);
         assert_eq!(all(&h, "impersonate-uid"), ["6b1c"]);
@@ -102,9 +132,9 @@ mod tests {
 
     #[test]
     fn what_is_absent_is_not_sent() {
-        let h = headers(&user("bob", &[], None, &[])).expect("valid");
+        let h = headers(&user("bob", &[], None, &[]), Mode::Legacy).expect("valid");
         assert_eq!(h.len(), 1);
-        let h = headers(&user("bob", &[], Some(""), &[])).expect("valid");
+        let h = headers(&user("bob", &[], Some(""), &[]), Mode::Legacy).expect("valid");
         assert!(h.get("impersonate-uid").is_none());
     }
 
@@ -117,8 +147,34 @@ mod tests {
             ("extra", user("a", &[], None, &[("k", &["v\n"])]), "extra k"),
         ];
         for (name, u, what) in cases {
-            assert_eq!(headers(u).map(|_| ()).map_err(|e| e.what), Err((*what).to_owned()), "{name}");
+            assert_eq!(
+                headers(u, Mode::Constrained).map(|_| ()).map_err(|e| e.what),
+                Err((*what).to_owned()),
+                "{name}"
+            );
         }
+    }
+
+    #[test]
+    fn constrained_names_a_service_account_by_its_user_name_only() {
+        let groups: &[&str] = &["system:serviceaccounts", "system:serviceaccounts:team", "system:authenticated"];
+        let extra: &[(&str, &[&str])] = &[("authentication.kubernetes.io/pod-name", &["p"])];
+        type Case = (&'static str, &'static str, usize);
+        // (user, why, headers sent)
+        let cases: &[Case] = &[
+            ("system:serviceaccount:team:alice", "a ServiceAccount: the apiserver fills in the rest", 1),
+            ("alice@example.com", "a person: sent whole, for the user-info mode", 6),
+            ("system:serviceaccount:team", "not a ServiceAccount's name (no name part)", 6),
+            ("system:serviceaccount::alice", "not a ServiceAccount's name (no namespace)", 6),
+            ("system:serviceaccount:team:a:b", "not a ServiceAccount's name (a colon in the name)", 6),
+        ];
+        for (name, why, count) in cases {
+            let h = headers(&user(name, groups, Some("u1"), extra), Mode::Constrained).expect("valid");
+            assert_eq!(h.len(), *count, "{name}: {why}: {h:?}");
+            assert_eq!(all(&h, "impersonate-user"), [*name], "{name}");
+        }
+        let legacy = headers(&user("system:serviceaccount:team:alice", groups, Some("u1"), extra), Mode::Legacy);
+        assert_eq!(legacy.expect("valid").len(), 6, "legacy sends every part");
     }
 
     #[test]

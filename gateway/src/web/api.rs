@@ -150,7 +150,7 @@ pub async fn shells(
         Ok(list) => list,
         Err(e) => return refused(Refusal { status: StatusCode::BAD_REQUEST, message: e.to_string() }),
     };
-    let as_user = match AsUser::new(gw.client.clone(), &caller.user) {
+    let as_user = match gw.as_user(&caller.user) {
         Ok(as_user) => as_user,
         Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
     };
@@ -178,7 +178,7 @@ pub async fn extend(
         Ok(caller) => caller,
         Err(refusal) => return refused(refusal),
     };
-    let as_user = match AsUser::new(gw.client.clone(), &caller.user) {
+    let as_user = match gw.as_user(&caller.user) {
         Ok(as_user) => as_user,
         Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
     };

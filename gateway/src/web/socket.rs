@@ -122,7 +122,7 @@ async fn open(
     socket: &mut Socket,
 ) -> Result<Arc<Terminal>, String> {
     let reservation = gw.terminals.reserve(&key(user)).map_err(|e| e.to_string())?;
-    let as_user = AsUser::new(gw.client.clone(), user).map_err(|e| e.to_string())?;
+    let as_user = gw.as_user(user).map_err(|e| e.to_string())?;
     let found = find_pod(gw, &as_user, &place, socket).await?;
     let record = found.record || gw.record_all;
     (place.pod, place.uid) = (found.pod, found.uid);

@@ -42,7 +42,7 @@ struct Object {
 
 /// Every template, each starting with `header`.
 pub fn templates(inputs: &Inputs, defaults: &Defaults, header: &str) -> Result<Vec<Template>, String> {
-    let mut objects = from_default_and_cert_manager(inputs);
+    let mut objects = from_default_and_cert_manager(inputs)?;
     objects.extend(from_prometheus(inputs)?);
     objects
         .into_iter()
@@ -74,14 +74,25 @@ fn chart_objects(render: &[Value]) -> impl Iterator<Item = &Value> {
     render.iter().filter(|o| o["kind"] != "Namespace")
 }
 
-fn from_default_and_cert_manager(inputs: &Inputs) -> Vec<Object> {
+fn from_default_and_cert_manager(inputs: &Inputs) -> Result<Vec<Object>, String> {
     let switch = Switch { alt: values::CERT_MANAGER, base: values::SELF_MANAGED };
     let find = |render: &'_ [Value], object: &Value| chart_objects(render).find(|o| id(o) == id(object)).cloned();
     let mut objects = Vec::new();
+    let constrained = Switch { alt: values::CONSTRAINED, base: values::LEGACY };
     for base in chart_objects(&inputs.default) {
-        let (node, mut gates) = match find(&inputs.cert_manager, base) {
-            Some(alt) => (merge(base, &alt, &switch), vec![]),
-            None => (Node::from_json(base), vec![values::SELF_MANAGED]),
+        let cert_manager = find(&inputs.cert_manager, base);
+        let impersonation = find(&inputs.constrained_impersonation, base).filter(|o| o != base);
+        let (node, mut gates) = match (cert_manager, impersonation) {
+            (Some(alt), Some(_)) if alt != *base => {
+                return Err(format!(
+                    "both config/overlays/cert-manager and config/overlays/constrained-impersonation change {} {}: \
+                     the chart has one switch per object",
+                    base["kind"], base["metadata"]["name"]
+                ));
+            }
+            (_, Some(alt)) => (merge(base, &alt, &constrained), vec![]),
+            (Some(alt), None) => (merge(base, &alt, &switch), vec![]),
+            (None, None) => (Node::from_json(base), vec![values::SELF_MANAGED]),
         };
         gates.extend(toggle(base));
         objects.push(Object { json: base.clone(), node, gates, group: group(base) });
@@ -90,7 +101,13 @@ fn from_default_and_cert_manager(inputs: &Inputs) -> Vec<Object> {
         let gates = vec![values::CERT_MANAGER];
         objects.push(Object { json: alt.clone(), node: Node::from_json(alt), gates, group: "cert-manager" });
     }
-    objects
+    if let Some(extra) = chart_objects(&inputs.constrained_impersonation).find(|o| find(&inputs.default, o).is_none()) {
+        return Err(format!(
+            "config/overlays/constrained-impersonation adds {} {}: the chart can only switch config/default's objects",
+            extra["kind"], extra["metadata"]["name"]
+        ));
+    }
+    Ok(objects)
 }
 
 /// The objects of `config/prometheus`, each under its `metrics.*` value. One that

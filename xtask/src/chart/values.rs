@@ -13,6 +13,11 @@ use super::tree::Node;
 pub const CERT_MANAGER: &str = r#"eq .Values.certificates.mode "cert-manager""#;
 /// The webhook makes its own (`config/default`).
 pub const SELF_MANAGED: &str = r#"ne .Values.certificates.mode "cert-manager""#;
+/// The gateway impersonates with constrained impersonation
+/// (`config/overlays/constrained-impersonation`).
+pub const CONSTRAINED: &str = r#"eq .Values.gateway.impersonation "constrained""#;
+/// With the `impersonate` verb (`config/default`).
+pub const LEGACY: &str = r#"ne .Values.gateway.impersonation "constrained""#;
 pub const SERVICE_MONITOR: &str = ".Values.metrics.serviceMonitor.enabled";
 pub const PROMETHEUS_RULE: &str = ".Values.metrics.prometheusRule.enabled";
 pub const ADMISSION_POLICIES: &str = ".Values.admissionPolicies.enabled";
@@ -156,7 +161,10 @@ pub fn schema_json(header: &str) -> String {
         })),
         "controller": replicas(),
         "webhook": replicas(),
-        "gateway": replicas(),
+        "gateway": object(json!({
+            "replicas": {"type": "integer", "minimum": 0},
+            "impersonation": {"type": "string", "enum": ["legacy", "constrained"]},
+        })),
         "certificates": object(json!({"mode": {"type": "string", "enum": ["self-managed", "cert-manager"]}})),
         "metrics": object(json!({"serviceMonitor": enabled(), "prometheusRule": enabled()})),
         "admissionPolicies": enabled(),
