@@ -88,8 +88,9 @@ pub struct Args {
     /// How often the certificate files are checked for changes.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub tls_reload_interval: Duration,
-    /// How long a client may take to send a whole request, head and body: slower ones are cut,
-    /// so trickling clients cannot hold every connection. Raise it for large, slow uploads.
+    /// How long a client may take to send a whole request, head and body, and a new connection
+    /// to start its first: slower ones are cut, so trickling or silent clients cannot hold every
+    /// connection. Raise it for large, slow uploads.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub request_read_timeout: Duration,
     // A doc comment on a flattened field is not help text: clap takes each flag's own.

@@ -94,6 +94,10 @@ impl Activity {
 pub enum Verdict {
     /// Doing something useful: keep it.
     Keep,
+    /// Not one byte of a first request by the request deadline (as Go's `ReadHeaderTimeout`
+    /// counts from the connection's start): a socket opened and left, which would otherwise hold
+    /// a connection slot for the idle timeout.
+    Silent,
     /// Between requests, nothing asked or answered for the idle timeout.
     Idle,
     /// A request head still arriving at the request deadline.
@@ -107,6 +111,8 @@ pub enum Verdict {
 /// The watcher's memory between ticks.
 #[derive(Debug, Clone)]
 pub struct Watch {
+    /// When the connection was opened (after its TLS handshake).
+    opened: Instant,
     last: Snapshot,
     /// Since when no byte has moved either way.
     quiet_since: Instant,
@@ -124,6 +130,7 @@ impl Watch {
     /// A watch over a connection opened at `now`.
     pub fn new(now: Instant) -> Self {
         Self {
+            opened: now,
             last: Snapshot::default(),
             quiet_since: now,
             active_since: now,
@@ -170,7 +177,9 @@ impl Watch {
         } else if seen.read != last.read {
             self.partial_since.get_or_insert(now);
         }
-        if self.partial_since.is_some_and(|since| elapsed(since) >= config.request) {
+        if seen.requests == 0 && seen.read == 0 && elapsed(self.opened) >= config.request {
+            Verdict::Silent
+        } else if self.partial_since.is_some_and(|since| elapsed(since) >= config.request) {
             Verdict::SlowHead
         } else if elapsed(self.active_since) >= config.idle {
             Verdict::Idle
@@ -435,8 +444,9 @@ mod tests {
     #[test]
     fn verdicts() {
         let cases: &[(&str, &[Tick], Verdict)] = &[
-            ("quiet, not yet idle", &[(30, 0, 0, 0, 0), (55, 0, 0, 0, 0)], Verdict::Keep),
-            ("quiet for the idle timeout", &[(30, 0, 0, 0, 0), (60, 0, 0, 0, 0)], Verdict::Idle),
+            ("opened, nothing sent yet", &[(5, 0, 0, 0, 0), (15, 0, 0, 0, 0)], Verdict::Keep),
+            ("opened, nothing sent by the request deadline", &[(5, 0, 0, 0, 0), (20, 0, 0, 0, 0)], Verdict::Silent),
+            ("quiet after a request, not yet idle", &[(5, 500, 300, 1, 0), (55, 500, 300, 1, 0)], Verdict::Keep),
             (
                 "keep-alive traffic now and then",
                 &[(30, 500, 300, 1, 0), (60, 500, 300, 1, 0), (85, 1000, 600, 2, 0), (140, 1000, 600, 2, 0)],

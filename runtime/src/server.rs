@@ -2,9 +2,9 @@
 //!
 //! On shutdown the listener stops accepting, in-flight requests finish, and idle keep-alive
 //! connections are closed, so a client such as kube-apiserver moves to another replica instead
-//! of reusing a connection to a process that is going away. Connections that idle too long, or
-//! whose request (head and body) is still arriving at the request deadline, are closed by their
-//! [`crate::guard`]. At most
+//! of reusing a connection to a process that is going away. Connections that idle too long,
+//! that have not started a first request by the request deadline, or whose request (head and
+//! body) is still arriving at it, are closed by their [`crate::guard`]. At most
 //! [`ServeOptions::max_connections`] are open at once; beyond that the listener stops accepting
 //! (new connections wait in the kernel's backlog) until one closes, so memory stays bounded
 //! whatever the clients do.

@@ -191,9 +191,24 @@ async fn get(sender: &mut Sender, path: &str) -> Result<String, hyper::Error> {
 }
 
 #[tokio::test]
-async fn a_silent_connection_is_closed_after_the_idle_timeout() {
+async fn a_silent_connection_is_closed_at_the_request_deadline() {
+    // Opened and left without a request: it would hold a slot for the idle timeout.
     let server = start(Duration::ZERO).await;
     let mut stream = tls_connect(&server).await;
+    let started = Instant::now();
+    let took = closed_after(&mut stream, started, Duration::from_secs(5)).await;
+    assert!(took >= GUARD.request, "closed after {took:?}, before the request deadline");
+    assert!(took < GUARD.idle, "closed after {took:?}: waited for the idle timeout");
+}
+
+#[tokio::test]
+async fn a_keep_alive_connection_left_after_a_request_is_closed_after_the_idle_timeout() {
+    let server = start(Duration::ZERO).await;
+    let mut stream = tls_connect(&server).await;
+    stream.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
+    let mut answer = [0u8; 512];
+    let read = stream.read(&mut answer).await.unwrap();
+    assert!(answer[..read].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer[..read]));
     let started = Instant::now();
     let took = closed_after(&mut stream, started, Duration::from_secs(5)).await;
     assert!(took >= GUARD.idle, "closed after {took:?}, before the idle timeout");

@@ -126,7 +126,13 @@ impl GatewayProcess {
         self.client = client;
     }
 
-    async fn connect(&self) -> Result<TlsStream<TcpStream>, String> {
+    /// Whether the process is still running (it has not panicked or exited).
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
+    /// A new TLS connection to it, nothing sent.
+    pub async fn connect(&self) -> Result<TlsStream<TcpStream>, String> {
         let connector = tokio_rustls::TlsConnector::from(self.client.clone());
         let tcp = TcpStream::connect(self.addr).await.map_err(|e| format!("connecting to {}: {e}", self.addr))?;
         let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;

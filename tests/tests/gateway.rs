@@ -599,3 +599,55 @@ async fn constrained_impersonation_opens_the_users_terminal_and_nothing_else() {
     let named = gateway.run(&shells).await.unwrap();
     assert!(named.success, "{}", named.stderr);
 }
+
+/// Whether the peer has closed `socket` (a read ends or fails) within `within`.
+async fn closed_by_peer<S: tokio::io::AsyncRead + Unpin>(socket: &mut S, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0u8; 1];
+    matches!(tokio::time::timeout(within, socket.read(&mut byte)).await, Ok(Ok(0) | Err(_)))
+}
+
+#[tokio::test]
+async fn half_open_sockets_cost_a_bounded_while_and_never_the_gateway() {
+    let mut w = World::start("gw-halfopen", false, &[]).await;
+    let token = w.token("alice").await;
+    let (cookie, _) = w.sign_in(&token).await;
+
+    // More sockets than the gateway has connection slots (1024): TLS connections that never
+    // send a request, then plain TCP that never starts TLS (the last wait in the kernel's
+    // backlog, as would the page's next request).
+    let mut tls = Vec::new();
+    for _ in 0..50 {
+        tls.push(w.gateway.connect().await.unwrap());
+    }
+    let mut tcp = Vec::new();
+    for _ in 0..1100 {
+        tcp.push(tokio::net::TcpStream::connect(w.gateway.addr).await.unwrap());
+    }
+
+    // A page's request is served once the silent ones are dropped: within the handshake and
+    // first-request deadlines (10 s each), not the idle timeout (120 s).
+    let started = std::time::Instant::now();
+    eventually("a signed-in page is served past the half-open sockets", Duration::from_secs(45), || async {
+        match w.gateway.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await {
+            Ok((200, _, _)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap();
+    eprintln!("served after {:?} behind 1100 half-open TCP and 50 silent TLS sockets", started.elapsed());
+
+    // Every one of them was closed by the gateway, none left holding memory.
+    let mut open = 0;
+    for socket in &mut tls {
+        open += usize::from(!closed_by_peer(socket, Duration::from_secs(20)).await);
+    }
+    for socket in &mut tcp {
+        open += usize::from(!closed_by_peer(socket, Duration::from_secs(20)).await);
+    }
+    assert_eq!(open, 0, "sockets the gateway never closed");
+    assert!(w.gateway.is_running(), "the gateway survived:\n{}", w.gateway.log_tail());
+    let (status, _, body) = w.gateway.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+}
