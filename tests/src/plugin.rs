@@ -1,7 +1,8 @@
 //! The `kubectl-myownshell` binary, run as its users run it, against a test control plane.
 
+use std::io::Write;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 use myownshell_envtest::assets::workspace_binary;
 
@@ -40,4 +41,28 @@ pub fn ok(kubeconfig: &Path, namespace: &str, args: &[&str]) -> Result<String, S
     } else {
         Err(format!("kubectl myownshell {} exited {}: {}{}", args.join(" "), out.code, out.stdout, out.stderr))
     }
+}
+
+/// [`run`] with `stdin` written to the plugin's standard input, then closed (a pipe, not a
+/// terminal).
+pub fn run_with_stdin(kubeconfig: &Path, namespace: &str, args: &[&str], stdin: &str) -> Result<Output, String> {
+    let binary = workspace_binary("kubectl-myownshell")?;
+    let mut child = Command::new(&binary)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .args(["-n", namespace])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("running {}: {e}", binary.display()))?;
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin.as_bytes()).map_err(|e| format!("writing the plugin's stdin: {e}"))?;
+    }
+    let out = child.wait_with_output().map_err(|e| format!("waiting for {}: {e}", binary.display()))?;
+    Ok(Output {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    })
 }

@@ -1,9 +1,11 @@
 //! The gateway deployed from `config/` (its own Deployment, Service, ServiceAccount and
 //! impersonation role), reached as a user would without an Ingress: `kubectl port-forward` to
-//! its Service; then the browser flow of `gateway_browser.rs` in Chromium.
+//! its Service; then the browser flow of `gateway_browser.rs` in Chromium; then the gateway
+//! given a serving certificate, as production would, and `kubectl myownshell connect` through it.
 
 use std::time::Duration;
 
+use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_envtest::eventually;
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 
@@ -32,8 +34,46 @@ async fn port_forward(e2e: &E2e) -> (ManagedProcess, u16) {
 
 /// The phase.
 pub async fn in_a_browser(e2e: &E2e) {
-    let (_forward, port) = port_forward(e2e).await;
+    let (forward, port) = port_forward(e2e).await;
     let ns = e2e.namespace("e2e-gateway").await;
     gateway_browser::owner_stranger_and_reload(&e2e.kubectl, &ns, &format!("https://127.0.0.1:{port}")).await;
+    // That pod is replaced next, and its forward with it.
+    drop(forward);
+    plugin_through_the_gateway(e2e, &ns).await;
     e2e.run(&["delete", "namespace", &ns, "--wait=false"]).await;
+}
+
+/// The gateway serves a certificate of a CA the user has (a Secret mounted into its pod, as
+/// production does); `kubectl myownshell connect` goes through it as alice into her shell `web`
+/// and exits with the code her shell exits with.
+async fn plugin_through_the_gateway(e2e: &E2e, ns: &str) {
+    const DAY: Duration = Duration::from_secs(86_400);
+    let ca = CertificateAuthority::generate("e2e-gateway-ca", DAY).unwrap();
+    let leaf = ca.issue(&LeafSpec::server("myownshell-gateway", vec!["localhost".into()], vec![], DAY)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).display().to_string();
+    std::fs::write(path("tls.crt"), &leaf.cert_pem).unwrap();
+    std::fs::write(path("tls.key"), &leaf.key_pem).unwrap();
+    std::fs::write(path("ca.crt"), ca.cert_pem()).unwrap();
+    let (cert, key) = (format!("--cert={}", path("tls.crt")), format!("--key={}", path("tls.key")));
+    e2e.run(&["create", "secret", "tls", "gateway-serving", "-n", SYSTEM, &cert, &key]).await;
+    let patch = r#"[
+      {"op": "add", "path": "/spec/template/spec/volumes/-", "value": {"name": "serving", "secret": {"secretName": "gateway-serving"}}},
+      {"op": "add", "path": "/spec/template/spec/containers/0/volumeMounts/-", "value": {"name": "serving", "mountPath": "/etc/myownshell-gateway/tls", "readOnly": true}},
+      {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--tls-cert-file=/etc/myownshell-gateway/tls/tls.crt"},
+      {"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--tls-private-key-file=/etc/myownshell-gateway/tls/tls.key"}
+    ]"#;
+    e2e.run(&["patch", "deployment", "myownshell-gateway", "-n", SYSTEM, "--type=json", "-p", patch]).await;
+    e2e.run(&["rollout", "status", "deployment/myownshell-gateway", "-n", SYSTEM, "--timeout=180s"]).await;
+    let (_forward, port) = port_forward(e2e).await;
+
+    let token = e2e.run(&["create", "token", "alice", "-n", ns]).await.trim().to_owned();
+    let url = format!("https://localhost:{port}");
+    let ca_file = path("ca.crt");
+    let args = ["connect", "web", "--gateway", &url, "--gateway-certificate-authority", &ca_file, "--token", &token];
+    let kubeconfig = e2e.cluster.control_plane().kubeconfig_path();
+    let out = myownshell_tests::plugin::run_with_stdin(&kubeconfig, ns, &args, "id -u\nexit 7\n").unwrap();
+    assert_eq!(out.code, 7, "the remote shell's exit code\nstdout: {}\nstderr: {}", out.stdout, out.stderr);
+    assert!(out.stdout.lines().any(|l| l.trim() == "65534"), "alice's shell answered: {}", out.stdout);
+    assert!(!out.stderr.contains(&token), "the token is never printed");
 }

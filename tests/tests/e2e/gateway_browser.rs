@@ -148,9 +148,15 @@ pub async fn owner_stranger_and_reload(kubectl: &Kubectl, ns: &str, url: &str) {
     assert_eq!(before, after, "a reload reattaches to the same shell process");
     shot(&mut browser, &tab, "3-reloaded-same-pid", &dir).await;
 
+    // The stranger even knows alice's terminal id (as if it leaked) and asks to reattach to it:
+    // the id is nobody else's, so he gets a terminal of his own, and with it the gate's refusal.
+    let alices_terminal = browser.evaluate(&tab, "window.myownshell.terminal()").await.unwrap();
+    let alices_terminal = alices_terminal.as_str().expect("alice's terminal id").to_owned();
     let stranger = browser.new_tab().await.unwrap();
     sign_in(&mut browser, &stranger, url, &bob_token, &bob).await;
-    browser.evaluate(&stranger, &format!("location.hash = '#/{ns}/web'; true")).await.unwrap();
+    let steal =
+        format!("sessionStorage.setItem('terminal:{ns}/web', '{alices_terminal}'); location.hash = '#/{ns}/web'; true");
+    browser.evaluate(&stranger, &steal).await.unwrap();
     let refusal = until(&mut browser, &stranger, "the stranger's refusal", "window.myownshell.status()", |v| {
         v.as_str().is_some_and(|s| s.contains("may not"))
     })
@@ -160,8 +166,11 @@ pub async fn owner_stranger_and_reload(kubectl: &Kubectl, ns: &str, url: &str) {
         refusal.contains(&bob) && refusal.contains("which only its owner") && refusal.contains(&alice),
         "{refusal}"
     );
-    screen(&mut browser, &stranger, "the refusal in the terminal", |s| s.contains("may not")).await;
+    let seen = screen(&mut browser, &stranger, "the refusal in the terminal", |s| s.contains("may not")).await;
+    assert!(!seen.contains("65534"), "the stranger saw alice's screen:\n{seen}");
     shot(&mut browser, &stranger, "4-stranger-refused", &dir).await;
+    // Alice's terminal is still hers, the same shell process.
+    assert_eq!(shell_pid(&mut browser, &tab, 3).await, after, "alice's terminal is the same shell process");
 
     // Typing in the gateway's terminal is use: it is the shell's last connection.
     let last = run(kubectl, &["get", "mos", "web", "-n", ns, "-o", "jsonpath={.status.lastConnection}"]).await;
