@@ -95,6 +95,28 @@ async fn send_json(socket: &mut Socket, value: serde_json::Value) -> bool {
     socket.send(Message::text(value.to_string())).await.is_ok()
 }
 
+/// How long a closing socket waits for the page's own Close frame.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Close the page's socket as RFC 6455 asks: send our Close, then read until the page's Close
+/// (or the end, or [`CLOSE_WAIT`]) before the TCP connection goes. Dropping it with the page's
+/// Close frame still unread makes the kernel answer with a reset, which, behind `kubectl
+/// port-forward`, ends the whole forward ("lost connection to pod") and every other terminal
+/// through it.
+async fn close(socket: &mut Socket) {
+    if socket.close(None).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        while let Some(Ok(message)) = socket.next().await {
+            if matches!(message, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
 /// One page's socket, from attaching to leaving.
 async fn serve(gw: Arc<Gateway>, user: AuthenticatedUser, place: Place, query: TerminalQuery, mut socket: Socket) {
     let owner = key(&user);
@@ -105,7 +127,7 @@ async fn serve(gw: Arc<Gateway>, user: AuthenticatedUser, place: Place, query: T
             Ok(t) => (t, false),
             Err(message) => {
                 let _ = send_json(&mut socket, json!({ "type": "refused", "message": message })).await;
-                let _ = socket.close(None).await;
+                close(&mut socket).await;
                 return;
             }
         },
@@ -242,12 +264,12 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
                 }
                 Some(ToPage::Ended(ending)) => {
                     let _ = send_json(socket, ending_message(&ending)).await;
-                    let _ = socket.close(None).await;
+                    close(socket).await;
                     return;
                 }
                 Some(ToPage::Replaced) | None => {
                     let _ = send_json(socket, json!({ "type": "replaced" })).await;
-                    let _ = socket.close(None).await;
+                    close(socket).await;
                     return;
                 }
             },
@@ -258,7 +280,7 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
                     let _ = socket.send(Message::binary(bytes)).await;
                 }
                 let _ = send_json(socket, ending_message(&ending)).await;
-                let _ = socket.close(None).await;
+                close(socket).await;
                 return;
             }
             _ = ping.tick() => {
@@ -269,7 +291,7 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
             () = gw.shutdown.cancelled() => {
                 let line = "the gateway is restarting: reconnect to open a new terminal";
                 let _ = send_json(socket, json!({ "type": "closed", "message": line })).await;
-                let _ = socket.close(None).await;
+                close(socket).await;
                 terminal.close(line.to_owned());
                 return;
             }
