@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod class;
 pub mod connect;
 pub mod crd;
 pub mod defaults;
@@ -13,6 +14,9 @@ pub mod names;
 pub mod quantity;
 mod types;
 
+pub use class::{
+    ClassHome, ClassImages, ClassLifetime, ClassRecording, ClassResources, MyOwnShellClass, MyOwnShellClassSpec,
+};
 pub use types::{
     Connection, Home, HomeOnDelete, HomeStatus, Lifetime, MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, NextStop,
     ResourceList, SIZE_SCHEMA_MAX, SharedWith, ShellResources, Stop,

@@ -19,6 +19,20 @@ pub const SHORT_NAME: &str = "mos";
 /// `<plural>.<group>`, the name of the CustomResourceDefinition object.
 pub const CRD_NAME: &str = "myownshells.myownshell.io";
 
+/// `kind` of the class resource.
+pub const CLASS_KIND: &str = "MyOwnShellClass";
+/// Its resource name (`kubectl get myownshellclasses`, RBAC rules).
+pub const CLASS_PLURAL: &str = "myownshellclasses";
+/// Its `kubectl` short name (`kubectl get mosc`).
+pub const CLASS_SHORT_NAME: &str = "mosc";
+/// The name of its CustomResourceDefinition.
+pub const CLASS_CRD_NAME: &str = "myownshellclasses.myownshell.io";
+/// The annotation (value `"true"`) that makes a class the default, as
+/// `storageclass.kubernetes.io/is-default-class` does for StorageClasses.
+pub const DEFAULT_CLASS_ANNOTATION: &str = "myownshell.io/is-default-class";
+/// The RBAC verb on `myownshellclasses/<name>` that lets a user create shells of that class.
+pub const USE_VERB: &str = "use";
+
 /// Finalizer the mutating webhook adds (and the controller adds if it is missing), so a deleted
 /// `MyOwnShell` stays until the controller has deleted its Deployment; the controller then
 /// removes it.

@@ -48,6 +48,12 @@ pub const SIZE_SCHEMA_MAX: i32 = 1000;
         description = "Whether the shells are available"
     ),
     printcolumn(
+        name = "Class",
+        type_ = "string",
+        json_path = ".spec.className",
+        description = "The shell's MyOwnShellClass"
+    ),
+    printcolumn(
         name = "Owner",
         type_ = "string",
         json_path = ".spec.owner",
@@ -92,11 +98,22 @@ pub const SIZE_SCHEMA_MAX: i32 = 1000;
         "message": "spec.size: must be 0 or 1 when spec.home is set: a home is one ReadWriteOnce volume, which one pod mounts"
     },
     {
+        "rule": "!has(oldSelf.className) || (has(self.className) && self.className == oldSelf.className)",
+        "message": "spec.className cannot be changed: a shell is of one class for good (create another shell of the other class)"
+    },
+    {
         "rule": "!has(oldSelf.home) || has(self.home)",
         "message": "spec.home cannot be removed: the shell's files are in it (delete the shell instead; spec.home.onDelete says whether its home goes too)"
     }
 ]))]
 pub struct MyOwnShellSpec {
+    /// The MyOwnShellClass this shell is of: what it may run and how many its owner may run at
+    /// once (`kubectl myownshell classes` lists those you may use). Unset at creation: the
+    /// default class, if the cluster has one. Fixed once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub class_name: Option<String>,
+
     /// Number of shell pods. 0 pauses the shell (keeps the object, runs no pods).
     /// Defaults to 1; the admission webhook enforces the operator's maximum (50 by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,7 +311,7 @@ pub struct ShellResources {
 
 /// A map of Kubernetes quantities (`"250m"`, `"64Mi"`, or plain numbers), without the very long
 /// upstream `Quantity` description that would drown `kubectl explain`.
-fn quantity_map_schema(_: &mut SchemaGenerator) -> Schema {
+pub(crate) fn quantity_map_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
         "additionalProperties": { "x-kubernetes-int-or-string": true }
@@ -302,7 +319,7 @@ fn quantity_map_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 /// A Kubernetes quantity (`"1Gi"`, `"500Mi"`, or a plain number of bytes).
-fn quantity_schema(_: &mut SchemaGenerator) -> Schema {
+pub(crate) fn quantity_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "x-kubernetes-int-or-string": true })
 }
 

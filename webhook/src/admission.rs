@@ -23,7 +23,7 @@ pub mod image;
 mod lifetime;
 mod ownership;
 pub mod policy;
-mod problem;
+pub mod problem;
 mod resource_names;
 mod resources;
 mod sharing;

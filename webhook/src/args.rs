@@ -113,6 +113,14 @@ pub struct Args {
     /// shell, user and kind in this long; more within it are counted into one Event.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub connection_record_interval: Duration,
+    /// How long a user's permission to use a shell class (RBAC's `use`) is trusted without asking
+    /// again: a revoked grant can still start shells of the class this long.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub class_use_allow_cache_ttl: Duration,
+    /// How long a refused `use` of a shell class is remembered: a new grant takes this long at
+    /// most to count.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub class_use_deny_cache_ttl: Duration,
 
     /// The CA that signs the client certificate the apiserver presents to admission webhooks (the
     /// kubeconfig of its AdmissionConfiguration, see the README). Set: the connect webhook answers,

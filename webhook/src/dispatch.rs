@@ -5,7 +5,11 @@
 
 use std::borrow::Cow;
 
-use crate::admission::{Policy, mutate, validate};
+use crate::admission::Policy;
+use crate::admission::defaulting::mutate_with_classes;
+use crate::admission::validation::validate_with_classes;
+use crate::classes::ClassIndex;
+use crate::classes::usage::UseCheck;
 use crate::connect::ShellIndex;
 use crate::connect::gate::{self, Connection};
 use crate::review::{DecodeError, Operation, Response, decode};
@@ -62,6 +66,10 @@ impl Outcome {
 
 /// The result of one review, for the HTTP layer.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made once per review and moved once: boxing the review would add an allocation to every answer, where the bad request it is compared with is rare"
+)]
 pub enum Answer<'a> {
     /// HTTP 200 with this response in an AdmissionReview.
     Review {
@@ -76,6 +84,9 @@ pub enum Answer<'a> {
         /// A shell whose creation the validating webhook allowed: it still must inherit no pod
         /// ([`crate::earlier_pods`]), which the HTTP layer asks the apiserver about.
         new_shell: Option<NewShell>,
+        /// The class the requester must be allowed to `use` for the answer to stand, which the
+        /// HTTP layer asks the apiserver about ([`crate::classes::usage`]).
+        class_use: Option<UseCheck>,
     },
     /// HTTP 400 with this plain reason: the body is not an AdmissionReview the apiserver sends.
     BadRequest(String),
@@ -93,19 +104,37 @@ pub struct NewShell {
 /// Decode, run `webhook`, and say what to answer. Never panics, whatever the bytes. `shells` is
 /// what the webhook knows of every shell (who may connect, whose it is).
 pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &ShellIndex) -> Answer<'a> {
+    static NO_CLASSES: std::sync::LazyLock<ClassIndex> = std::sync::LazyLock::new(ClassIndex::default);
+    review_with_classes(webhook, body, policy, shells, &NO_CLASSES)
+}
+
+/// [`review`] with the shells' classes (`classes`).
+pub fn review_with_classes<'a>(
+    webhook: Webhook,
+    body: &'a [u8],
+    policy: &Policy,
+    shells: &ShellIndex,
+    classes: &ClassIndex,
+) -> Answer<'a> {
     let request = match decode(body) {
         Ok(request) => request,
         Err(DecodeError::BadRequest(reason)) => return Answer::BadRequest(reason),
         Err(DecodeError::Undecodable { uid, reason }) => {
             let response = Response::deny(Cow::Owned(uid), 400, "BadRequest", reason);
             let (outcome, connections, new_shell) = (Outcome::Invalid, Vec::new(), None);
-            return Answer::Review { response, operation: None, outcome, connections, new_shell };
+            return Answer::Review { response, operation: None, outcome, connections, new_shell, class_use: None };
         }
     };
-    let (response, connections) = match webhook {
-        Webhook::Mutate => (mutate(&request, policy), Vec::new()),
-        Webhook::Validate => (validate(&request, policy, shells), Vec::new()),
-        Webhook::Connect => gate::connect(&request, shells, &policy.admin_groups),
+    let (response, connections, class_use) = match webhook {
+        Webhook::Mutate => (mutate_with_classes(&request, policy, classes), Vec::new(), None),
+        Webhook::Validate => {
+            let (response, class_use) = validate_with_classes(&request, policy, shells, classes);
+            (response, Vec::new(), class_use)
+        }
+        Webhook::Connect => {
+            let (response, connections) = gate::connect(&request, shells, &policy.admin_groups);
+            (response, connections, None)
+        }
     };
     let creates = webhook == Webhook::Validate
         && request.operation == Operation::Create
@@ -122,5 +151,6 @@ pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &Sh
         response,
         connections,
         new_shell,
+        class_use,
     }
 }

@@ -4,6 +4,8 @@
 //! - [`admission`]: the spec rules as pure functions (defaulting, validation, the operator's
 //!   bounds), with image references; quantities are read by [`myownshell_api::quantity`], shared
 //!   with the controller;
+//! - [`classes`]: shell classes at admission (the default class, what a class fills in and
+//!   holds a spec to, whether the requester may `use` it);
 //! - [`connect`]: the connect gate (who may connect to a shell), what it knows of every shell,
 //!   and the record of connections;
 //! - [`dispatch`]: one review from bytes to answer, for whichever webhook it came to;
@@ -15,6 +17,7 @@
 
 pub mod admission;
 pub mod args;
+pub mod classes;
 pub mod connect;
 pub mod dispatch;
 pub mod drain;

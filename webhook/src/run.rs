@@ -20,6 +20,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::args::Args;
+use crate::classes::ClassIndex;
+use crate::classes::usage::ClassUsage;
 use crate::connect::record;
 use crate::connect::shell_index::{self, ShellIndex};
 use crate::drain;
@@ -53,7 +55,7 @@ async fn serve_probes(
     args: &Args,
     status: watch::Receiver<CertStatus>,
     listening: ReadyFlag,
-    shells: Arc<ShellIndex>,
+    (shells, classes): (Arc<ShellIndex>, Arc<ClassIndex>),
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
     let BindAddress::At(addr) = args.probes.health_probe_bind_address else { return Ok(()) };
@@ -64,6 +66,8 @@ async fn serve_probes(
             Err("shutting down: answering reviews until the endpoints no longer list this pod".into())
         } else if !shells.is_synced() {
             Err("the MyOwnShells are not listed yet".into())
+        } else if !classes.is_synced() {
+            Err("the MyOwnShellClasses are not listed yet".into())
         } else if !s.serving {
             Err("no serving certificate yet".into())
         } else if !listening.get() {
@@ -158,13 +162,15 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     let metrics = Arc::new(Metrics::new());
     let listening = ReadyFlag::default();
     let shells = Arc::new(ShellIndex::default());
+    let classes = Arc::new(ClassIndex::default());
     let (status_tx, status_rx) = watch::channel(CertStatus::default());
-    serve_probes(&args, status_rx, listening.clone(), shells.clone(), &shutdown).await?;
+    serve_probes(&args, status_rx, listening.clone(), (shells.clone(), classes.clone()), &shutdown).await?;
 
     // One client for everything that talks to the API: the shells it decides connections to,
     // the record of those, self-managed certificates, metrics auth.
     let client = args.client.client().await.context("configuring the Kubernetes client")?;
     tokio::spawn(shell_index::watch(client.clone(), shells.clone(), shutdown.clone()));
+    tokio::spawn(crate::classes::index::watch(client.clone(), classes.clone(), shutdown.clone()));
     let recorder = record::start(client.clone(), args.connection_record_interval, shutdown.clone());
     let service = args.metrics_service();
     args.metrics_auth
@@ -190,8 +196,11 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     listening.set(true);
     let earlier_pods = Some(crate::earlier_pods::EarlierPods::new(client.clone()));
     let draining = Some(shutdown.clone());
+    let (allow_ttl, deny_ttl) = (args.class_use_allow_cache_ttl, args.class_use_deny_cache_ttl);
+    let class_usage = Some(Arc::new(ClassUsage::new(client.clone(), allow_ttl, deny_ttl)));
+    let recorder = Some(recorder);
     let state =
-        AppState { policy, metrics, shells, recorder: Some(recorder), earlier_pods, draining, may_connect: true };
+        AppState { policy, metrics, shells, classes, class_usage, recorder, earlier_pods, draining, may_connect: true };
     let apiserver_only = apiserver_ca.is_some();
     let serving = once_drained(&args, &client, &shutdown);
     // A verified certificate is the only kind a connection can carry: a bad one fails the handshake.

@@ -20,6 +20,8 @@ use myownshell_api::names;
 use myownshell_runtime::server::RequestBody;
 
 use crate::admission::Policy;
+use crate::classes::ClassIndex;
+use crate::classes::usage::{self, ClassUsage};
 use crate::connect::gate::Connection;
 use crate::connect::record::Recorder;
 use crate::connect::shell_index::ShellIndex;
@@ -43,6 +45,11 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// What the webhook knows of every shell (who may connect, whose it is).
     pub shells: Arc<ShellIndex>,
+    /// The shell classes.
+    pub classes: Arc<ClassIndex>,
+    /// Who may use a class (SubjectAccessReview); `None`: nobody may use a class that needs a
+    /// grant (tests and benchmarks of the pure path).
+    pub class_usage: Option<Arc<ClassUsage>>,
     /// Where connections into shells go to be recorded; `None`: counted only.
     pub recorder: Option<Recorder>,
     /// Where a new shell's inherited pods are looked for ([`crate::earlier_pods`]); `None`: not
@@ -68,6 +75,8 @@ impl AppState {
             policy,
             metrics,
             shells: Arc::new(ShellIndex::of([])),
+            classes: Arc::new(ClassIndex::of([])),
+            class_usage: None,
             recorder: None,
             earlier_pods: None,
             draining: None,
@@ -100,13 +109,35 @@ fn json(body: Vec<u8>) -> Response {
 /// Answer one review body; the pure part is [`dispatch::review`]. A shell's creation is not
 /// checked for inherited pods here (see [`answer_checked`]).
 pub fn answer(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
-    finish(webhook, dispatch::review(webhook, body, &state.policy, &state.shells), state, started)
+    finish(webhook, review(webhook, body, state), state, started)
 }
 
-/// [`answer`], and a shell's creation refused while pods named as its own run
-/// ([`crate::earlier_pods`]).
+fn review<'a>(webhook: Webhook, body: &'a [u8], state: &AppState) -> Answer<'a> {
+    dispatch::review_with_classes(webhook, body, &state.policy, &state.shells, &state.classes)
+}
+
+/// [`answer`], a shell's creation refused while pods named as its own run
+/// ([`crate::earlier_pods`]), and a class used by someone RBAC does not let ([`usage`]).
 async fn answer_checked(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
-    let mut answer = dispatch::review(webhook, body, &state.policy, &state.shells);
+    let mut answer = review(webhook, body, state);
+    if let Answer::Review { response, outcome, class_use: Some(check), .. } = &mut answer {
+        let refusal = match &state.class_usage {
+            None => Some(usage::refusal(check)),
+            Some(usage_of) => match usage_of.allows(check).await {
+                Ok(true) => None,
+                Ok(false) => Some(usage::refusal(check)),
+                // No answer is no: never admit a class's use unasked.
+                Err(e) => Some(format!(
+                    "cannot tell whether {} may use MyOwnShellClass {:?}: {e}",
+                    check.user.name, check.class
+                )),
+            },
+        };
+        if let Some(refusal) = refusal {
+            *response = crate::review::Response::deny(response.uid.clone(), 403, "Forbidden", refusal);
+            *outcome = Outcome::of(response);
+        }
+    }
     if let (Some(pods), Answer::Review { response, outcome, new_shell: Some(shell), .. }) =
         (&state.earlier_pods, &mut answer)
         && let Some(refusal) = pods.refusal(&shell.namespace, &shell.name).await

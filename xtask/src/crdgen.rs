@@ -12,7 +12,8 @@ const KUSTOMIZATION_FILE: &str = "config/crd/kustomization.yaml";
 /// The generated files: (path relative to the workspace root, contents).
 fn generated() -> anyhow::Result<Vec<(&'static str, String)>> {
     let yaml = crd::yaml().context("serializing the CRD")?;
-    Ok(vec![(crd::CRD_FILE, yaml), (KUSTOMIZATION_FILE, crd::kustomization_yaml())])
+    let class = crd::class_yaml().context("serializing the class CRD")?;
+    Ok(vec![(crd::CRD_FILE, yaml), (crd::CLASS_CRD_FILE, class), (KUSTOMIZATION_FILE, crd::kustomization_yaml())])
 }
 
 pub fn run(check: bool) -> anyhow::Result<()> {

@@ -12,12 +12,13 @@ use std::sync::OnceLock;
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, RemoveOperation};
-use myownshell_api::{defaults, names};
+use myownshell_api::{MyOwnShellSpec, defaults, names};
 use serde_json::{Value, json};
 
 use super::home;
 use super::lifetime;
 use super::policy::Policy;
+use crate::classes::ClassIndex;
 use crate::review::request::{Object, Operation, Request};
 use crate::review::response::{EncodedPatch, Response};
 use crate::review::spec::SetFields;
@@ -212,6 +213,42 @@ fn combined(defaults: Option<&'static EncodedPatch>, more: Vec<PatchOperation>) 
 /// `policy` defaults the lifetime or the spec has a lifetime or an update request): a value of the wrong type is left for the schema check
 /// that follows mutation (and for the validating webhook) to name.
 pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
+    static NO_CLASSES: std::sync::LazyLock<ClassIndex> = std::sync::LazyLock::new(ClassIndex::default);
+    mutate_with_classes(request, policy, &NO_CLASSES)
+}
+
+/// A new shell's class (the one it names, or the default) and what it fills in: the class's
+/// operations, and a warning when several classes say they are the default.
+fn class_defaults(spec: Option<&mut MyOwnShellSpec>, classes: &ClassIndex) -> (Vec<PatchOperation>, Option<String>) {
+    let Some(spec) = spec else { return (Vec::new(), None) };
+    let mut ops = Vec::new();
+    let mut warning = None;
+    let class = match spec.class_name.as_deref() {
+        Some(name) => classes.get(name),
+        None => classes.default_class().map(|default| {
+            if !default.also.is_empty() {
+                warning = Some(format!(
+                    "spec.className: several MyOwnShellClasses are marked {}: \"true\" ({}); the newest, {:?}, was taken",
+                    names::DEFAULT_CLASS_ANNOTATION,
+                    [default.class.metadata.name.clone().unwrap_or_default()].iter().chain(&default.also).cloned().collect::<Vec<_>>().join(", "),
+                    default.class.metadata.name.as_deref().unwrap_or_default()
+                ));
+            }
+            let name = default.class.metadata.name.clone().unwrap_or_default();
+            ops.push(add(&["spec", "className"], json!(name)));
+            spec.class_name = Some(name);
+            default.class
+        }),
+    };
+    if let Some(class) = class {
+        ops.extend(crate::classes::defaults::operations(spec, &class.spec));
+    }
+    (ops, warning)
+}
+
+/// [`mutate`] with the shells' classes: a new shell without `spec.className` gets the default
+/// class, and its class fills what the spec leaves unset before the operator's defaults do.
+pub fn mutate_with_classes<'a>(request: &Request<'a>, policy: &Policy, classes: &ClassIndex) -> Response<'a> {
     let allowed = Response::allow(request);
     if !matches!(request.operation, Operation::Create | Operation::Update) || request.sub_resource.is_some() {
         return allowed;
@@ -225,13 +262,28 @@ pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
         Err(reason) => return Response::invalid(request, reason),
     };
     let mut more = owner_operations(request, spec.as_ref());
+    let mut needs = Needs::of(object, spec.as_ref());
+    let mut warning = None;
     let defaults_lifetime = policy.max_run_time.is_some() || policy.default_idle_timeout.is_some();
     let asks_for_now = spec.as_ref().is_some_and(|s| s.contains("lifetime") || s.contains("updateRequestedAt"));
     let has_home = spec.as_ref().is_some_and(|s| s.contains("home"));
-    if defaults_lifetime || asks_for_now || has_home {
+    let may_have_class = request.operation == Operation::Create && classes.is_populated();
+    if defaults_lifetime || asks_for_now || has_home || may_have_class {
         // A spec that does not decode gets no lifetime default and no stamp; validation names
         // its fault.
-        let decoded = object.spec().ok().flatten();
+        let mut decoded = object.spec().ok().map(Option::unwrap_or_default);
+        if may_have_class {
+            let (ops, several) = class_defaults(decoded.as_mut(), classes);
+            if !ops.is_empty() {
+                // The class's values, not the operator's, for what it fills.
+                let filled = decoded.as_ref();
+                needs.image &= filled.is_none_or(|s| s.image.is_none());
+                needs.command &= filled.is_none_or(|s| s.command.is_none());
+                needs.resources &= filled.is_none_or(|s| s.resources.is_none());
+            }
+            more.extend(ops);
+            warning = several;
+        }
         more.extend(lifetime::default_operations(decoded.as_ref(), policy));
         more.extend(home::default_operations(decoded.as_ref(), policy));
         if asks_for_now {
@@ -239,8 +291,10 @@ pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
             more.extend(lifetime::stamp_operations(decoded.as_ref(), old.as_ref(), &myownshell_runtime::time::now()));
         }
     }
-    match combined(patch_for(&Needs::of(object, spec.as_ref())), more) {
+    let mut response = match combined(patch_for(&needs), more) {
         Some(patch) => allowed.with_patch(patch),
         None => allowed,
-    }
+    };
+    response.warnings.extend(warning);
+    response
 }

@@ -10,12 +10,19 @@ pub struct Problem {
     pub top: &'static str,
     /// The rule and the value, e.g. `must be between 0 and 50, got 500`.
     pub message: String,
+    /// Whether a shell class's rule found it (those hold again at every start).
+    pub of_class: bool,
 }
 
 impl Problem {
     /// A problem of `field`, under the top-level spec field `top`.
     pub fn new(top: &'static str, field: impl Into<String>, message: String) -> Self {
-        Self { field: field.into(), top, message }
+        Self { field: field.into(), top, message, of_class: false }
+    }
+
+    /// The same problem, found by a class's rule.
+    pub fn of_class(self) -> Self {
+        Self { of_class: true, ..self }
     }
 }
 

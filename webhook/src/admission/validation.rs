@@ -13,6 +13,9 @@ use super::problem::Problem;
 use super::resources;
 use super::sharing;
 use crate::admission::image;
+use crate::classes::ClassIndex;
+use crate::classes::rules::ClassRules;
+use crate::classes::usage::{self, UseCheck};
 use crate::connect::shell_index::ShellIndex;
 use crate::review::request::{Operation, Request};
 use crate::review::response::Response;
@@ -178,22 +181,65 @@ fn leaves_a_deleting_spec_alone(request: &Request<'_>) -> bool {
 /// became invalid because the policy tightened (say `--max-size` lowered) can still get its
 /// finalizer removed or its labels changed, and fixing one field is not blocked by another.
 pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex) -> Response<'a> {
+    static NO_CLASSES: std::sync::LazyLock<ClassIndex> = std::sync::LazyLock::new(ClassIndex::default);
+    validate_with_classes(request, policy, shells, &NO_CLASSES).0
+}
+
+/// The problems the shell's class finds, the `use` of it to be asked, and whether the request
+/// takes the class up (creates, changes or starts the shell): a class
+/// it names that does not exist is a problem where the request would take it up (creation, a
+/// new class, a start); where it would not, the shell keeps running on the operator's rules.
+fn class_problems(
+    request: &Request<'_>,
+    spec: &MyOwnShellSpec,
+    old: Option<&MyOwnShellSpec>,
+    classes: &ClassIndex,
+    now: Timestamp,
+) -> (Vec<Problem>, Option<UseCheck>, bool) {
+    let Some(name) = spec.class_name.as_deref() else { return (Vec::new(), None, false) };
+    let asked = usage::asks_use(request.operation, spec, old);
+    let Some(class) = classes.get(name) else {
+        if asked.is_none() {
+            return (Vec::new(), None, false);
+        }
+        let rule = format!("no MyOwnShellClass is named {name:?} (kubectl get myownshellclasses lists them)");
+        return (vec![Problem::new("className", "spec.className", rule)], None, true);
+    };
+    let problems = ClassRules { name, spec: &class.spec }.check(spec, now);
+    // The default class is open to whoever may create shells.
+    let is_default = classes.default_class().is_some_and(|d| d.class.metadata.name.as_deref() == Some(name));
+    let check = asked.filter(|_| !is_default).map(|class| UseCheck {
+        class: class.to_owned(),
+        namespace: request.namespace.clone().into_owned(),
+        user: request.user_info.authenticated(),
+    });
+    (problems, check, asked.is_some())
+}
+
+/// [`validate`] with the shells' classes: their rules beside the operator's, and the class whose
+/// `use` the requester still needs for the answer to stand (asked by the HTTP layer).
+pub fn validate_with_classes<'a>(
+    request: &Request<'a>,
+    policy: &Policy,
+    shells: &ShellIndex,
+    classes: &ClassIndex,
+) -> (Response<'a>, Option<UseCheck>) {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
-        return Response::allow(request);
+        return (Response::allow(request), None);
     }
     if request.is_scale() {
-        return validate_scale(request, policy, shells);
+        return (validate_scale(request, policy, shells), None);
     }
     let object = match request.shell_object() {
         Ok(object) => object,
-        Err(reason) => return Response::invalid(request, reason),
+        Err(reason) => return (Response::invalid(request, reason), None),
     };
     if request.operation == Operation::Update && leaves_a_deleting_spec_alone(request) {
-        return Response::allow(request);
+        return (Response::allow(request), None);
     }
     let spec = match object.spec() {
         Ok(spec) => spec.unwrap_or_default(),
-        Err(reason) => return Response::invalid(request, reason),
+        Err(reason) => return (Response::invalid(request, reason), None),
     };
     let old = match request.operation {
         Operation::Update => request.old_object.as_ref().and_then(|o| o.spec().ok()).map(Option::unwrap_or_default),
@@ -202,10 +248,13 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
     if let Some(old) = &old
         && let Some(message) = ownership::refusal(old, &spec, &request.user_info, &policy.admin_groups)
     {
-        return ownership::forbid(request, message);
+        return (ownership::forbid(request, message), None);
     }
-    let (mut problems, image_warning) = examine(&spec, old.as_ref(), policy, Timestamp::now());
+    let now = Timestamp::now();
+    let (mut problems, image_warning) = examine(&spec, old.as_ref(), policy, now);
     problems.extend(home::check_name(&request.name, &spec));
+    let (class_problems, use_check, takes_class_up) = class_problems(request, &spec, old.as_ref(), classes, now);
+    problems.extend(class_problems);
     if let Some(old) = old.as_ref().filter(|_| !problems.is_empty()) {
         let unchanged = |top: &str| match top {
             "size" => spec.size == old.size,
@@ -216,18 +265,22 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
             "lifetime" => spec.lifetime == old.lifetime,
             "updateRequestedAt" => spec.update_requested_at == old.update_requested_at,
             "home" => spec.home == old.home && spec.size == old.size,
+            "className" => spec.class_name == old.class_name,
+            "recordSessions" => spec.record_sessions == old.record_sessions,
             _ => false,
         };
-        problems.retain(|p| !unchanged(p.top));
+        // A start takes the shell's class up again: its rules hold for every field then, so a
+        // shell that no longer fits its class is not started into what the class forbids.
+        problems.retain(|p| !unchanged(p.top) || (takes_class_up && p.of_class));
     }
     if !problems.is_empty() {
-        return deny(request, &problems);
+        return (deny(request, &problems), None);
     }
     let mut response = Response::allow(request);
     response.warnings.extend(image_warning);
     response.warnings.extend(sharing::warnings(&spec, &request.namespace));
     response.warnings.extend(spec.lifetime.as_ref().map(lifetime::warnings).unwrap_or_default());
-    response
+    (response, use_check)
 }
 
 /// `kubectl scale`: an `autoscaling/v1` `Scale` whose `spec.replicas` becomes `spec.size`, by

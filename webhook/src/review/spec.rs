@@ -79,7 +79,7 @@ fn shell_rule(path: &[&str]) -> Option<&'static str> {
         ["resources"] => "an object with requests and limits",
         ["resources", "requests" | "limits"] => "a map of resource names to quantities",
         ["resources", "requests" | "limits", _] => "a quantity such as \"250m\" or 1",
-        ["owner" | "ownerUID"] => "a string",
+        ["owner" | "ownerUID" | "className"] => "a string",
         ["sharedWith"] => "an object with users and groups",
         ["sharedWith", "users" | "groups"] => "a list of names",
         ["sharedWith", "users" | "groups", _] => "a string",

@@ -17,11 +17,21 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
     // a shell is shared with nobody, the uid comes only from an authenticator that gives one, a
     // shell has no lifetime unless the operator's flags give one, runs unless asked to stop, and
     // has no home unless it asks for one (the home's own fields are defaulted then), and its
-    // gateway sessions are not recorded unless it asks.
+    // gateway sessions are not recorded unless it asks, and it has no class where the cluster has
+    // no default class.
     let patched =
         apply_patch(&shell(json!({})), &mutate(&request("CREATE", shell(json!({})), Value::Null), &Policy::default()));
     let mut defaulted: Vec<&str> = patched["spec"].as_object().unwrap().keys().map(String::as_str).collect();
-    defaulted.extend(["ownerUID", "sharedWith", "lifetime", "stopped", "updateRequestedAt", "home", "recordSessions"]);
+    defaulted.extend([
+        "ownerUID",
+        "sharedWith",
+        "lifetime",
+        "stopped",
+        "updateRequestedAt",
+        "home",
+        "recordSessions",
+        "className",
+    ]);
     defaulted.sort_unstable();
     assert_eq!(defaulted, in_crd, "a field added to MyOwnShellSpec must get a default from admission too");
 
@@ -37,6 +47,7 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
 
     // And a full spec of the api crate is read with every value.
     let full = myownshell_api::MyOwnShellSpec {
+        class_name: Some("small".into()),
         size: Some(3),
         image: Some("busybox:1".into()),
         command: Some(vec!["sh".into()]),

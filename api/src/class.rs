@@ -1,0 +1,209 @@
+//! `MyOwnShellClass`: what a platform team offers (images, sizes, lifetimes, homes, recording,
+//! how many each user may run) and, through RBAC's `use` verb on `myownshellclasses/<name>`,
+//! to whom. Cluster-scoped, like StorageClass and IngressClass; one class may be the default
+//! ([`crate::names::DEFAULT_CLASS_ANNOTATION`]). Doc comments become `kubectl explain mosc`.
+
+// kube-derive takes one `printcolumn(...)` per column; clippy reads the repeats as duplicates.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::types::{ResourceList, ShellResources, quantity_map_schema, quantity_schema};
+
+/// A kind of shell a platform team offers.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "myownshell.io",
+    version = "v1alpha1",
+    kind = "MyOwnShellClass",
+    plural = "myownshellclasses",
+    singular = "myownshellclass",
+    shortname = "mosc",
+    derive = "PartialEq",
+    doc = "MyOwnShellClass says what a shell of its kind may be (images, resources, lifetime, home, recording) and how many each user may run; who may use it is RBAC's `use` verb on myownshellclasses/<name>.",
+    printcolumn(
+        name = "Default",
+        type_ = "string",
+        json_path = ".metadata.annotations.myownshell\\.io/is-default-class",
+        description = "\"true\" for the class a shell without spec.className gets"
+    ),
+    printcolumn(
+        name = "Image",
+        type_ = "string",
+        json_path = ".spec.images.default",
+        description = "The image a shell of this class runs unless it names another allowed one"
+    ),
+    printcolumn(
+        name = "Max-CPU",
+        type_ = "string",
+        json_path = ".spec.resources.max.cpu",
+        description = "The most CPU a shell's limit may be"
+    ),
+    printcolumn(
+        name = "Max-Memory",
+        type_ = "string",
+        json_path = ".spec.resources.max.memory",
+        description = "The most memory a shell's limit may be"
+    ),
+    printcolumn(
+        name = "Per-User",
+        type_ = "integer",
+        json_path = ".spec.maxRunningPerUser",
+        description = "How many shells of this class one user may run at once"
+    ),
+    printcolumn(name = "Description", type_ = "string", json_path = ".spec.description", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MyOwnShellClassSpec {
+    /// What this class is for, in a line users read in `kubectl myownshell classes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub description: Option<String>,
+
+    /// Which images a shell of this class may run, and the one it runs by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<ClassImages>,
+
+    /// The command a shell of this class runs when its spec names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub command: Option<Vec<String>>,
+
+    /// The resources a shell gets by default and the most it may ask for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ClassResources>,
+
+    /// The largest `spec.size` (pods per shell). Unset: the operator's maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub max_size: Option<i32>,
+
+    /// Lifetime defaults and caps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lifetime: Option<ClassLifetime>,
+
+    /// Home defaults and caps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<ClassHome>,
+
+    /// Session recording through the gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<ClassRecording>,
+
+    /// How many shells of this class one user (a shell's owner) may run at once. A start beyond
+    /// it waits, stopped, until one of theirs stops (its status names the running ones). Unset:
+    /// no limit; 0: nobody may run one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_running_per_user: Option<i32>,
+
+    /// How many shells of this class may run at once in one namespace, whoever owns them.
+    /// Unset: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub max_running_per_namespace: Option<i32>,
+}
+
+/// Images of a class.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassImages {
+    /// Images a shell may run: exact references (`busybox:1.37.0`) or patterns where `*` stands
+    /// for any run of characters (`registry.example.com/tools/*`). Unset: any image the operator
+    /// allows. A pattern of only `*` allows everything; an empty list, nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 512)))]
+    pub allowed: Option<Vec<String>>,
+
+    /// The image of a shell whose spec names none; must be allowed. Unset: the operator's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub default: Option<String>,
+}
+
+/// Resources of a class.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassResources {
+    /// Requests and limits of a shell whose spec sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<ShellResources>,
+
+    /// The most a shell may ask for, by resource name (`cpu`, `memory`, `ephemeral-storage`):
+    /// each request and limit must be at most this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_map_schema")]
+    pub max: Option<ResourceList>,
+}
+
+/// Lifetime of a class's shells. Durations as Kubernetes writes them (`30m`, `8h`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassLifetime {
+    /// `spec.lifetime.idleTimeout` of a shell that sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub idle_timeout: Option<String>,
+
+    /// The longest `spec.lifetime.idleTimeout` a shell may set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub max_idle_timeout: Option<String>,
+
+    /// The longest `spec.lifetime.maxRunTime`, and the one a shell that sets none gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub max_run_time: Option<String>,
+
+    /// How far ahead `kubectl myownshell extend` may push a stop (`spec.lifetime.extendedUntil`
+    /// at most this long after the change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub max_extension: Option<String>,
+}
+
+/// Homes of a class's shells.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassHome {
+    /// `spec.home.size` of a home that sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_schema")]
+    pub default_size: Option<Quantity>,
+
+    /// The largest `spec.home.size`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "quantity_schema")]
+    pub max_size: Option<Quantity>,
+
+    /// StorageClasses a home may use; the first is the one a home that names none gets. Unset:
+    /// any, and the cluster's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 253)))]
+    pub storage_class_names: Option<Vec<String>>,
+}
+
+/// Recording of a class's shells.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassRecording {
+    /// Every gateway session of these shells is recorded (`spec.recordSessions` is set, and
+    /// cannot be turned off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required: Option<bool>,
+}
+
+impl MyOwnShellClass {
+    /// Whether the class carries the default-class annotation with `"true"`.
+    pub fn is_default(&self) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::names::DEFAULT_CLASS_ANNOTATION))
+            .is_some_and(|v| v == "true")
+    }
+}
