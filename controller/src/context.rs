@@ -7,6 +7,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use myownshell_api::MyOwnShell;
 
+use crate::cache::classes::ClassCaps;
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
 use crate::cache::object_map::ObjectMap;
@@ -18,6 +19,7 @@ use crate::health::nodes::NodeIndex;
 use crate::health::pods::PodIndex;
 use crate::home::cached::ClaimIndex;
 use crate::life::rollout;
+use crate::life::slots::Slots;
 use crate::metrics::Metrics;
 
 /// Everything a reconcile needs, shared by all of them.
@@ -38,6 +40,10 @@ pub struct Context {
     pub(crate) open: Arc<OpenNamespaces>,
     /// The shells' home claims.
     pub(crate) claims: Arc<ClaimIndex>,
+    /// The shell classes' caps on running shells.
+    pub(crate) class_caps: Arc<ClassCaps>,
+    /// The shells this controller let start, by class (see [`crate::life::slots`]).
+    pub(crate) slots: Slots,
     /// What the operator's flags ask of every shell's pods, and how template changes roll out.
     pub(crate) settings: Settings,
     /// Publishes the events on `MyOwnShell` objects.
@@ -79,6 +85,8 @@ pub struct Caches {
     pub open: Arc<OpenNamespaces>,
     /// The shells' home claims.
     pub claims: Arc<ClaimIndex>,
+    /// The shell classes' caps.
+    pub class_caps: Arc<ClassCaps>,
 }
 
 impl Context {
@@ -92,7 +100,7 @@ impl Context {
         statuses: StatusMemo,
         pending_events: PendingEvents,
     ) -> Self {
-        let Caches { deployments, shells, pods, nodes, terminating, open, claims } = caches;
+        let Caches { deployments, shells, pods, nodes, terminating, open, claims, class_caps } = caches;
         Self {
             client,
             deployments,
@@ -102,6 +110,8 @@ impl Context {
             terminating,
             open,
             claims,
+            class_caps,
+            slots: Slots::default(),
             settings,
             recorder,
             metrics,

@@ -34,6 +34,7 @@ pub mod ownership;
 pub mod process;
 pub mod reconcile;
 mod resource_as;
+pub mod starts;
 pub mod write;
 
 pub use process::args::Args;

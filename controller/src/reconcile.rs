@@ -98,6 +98,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         return Err(Error::CacheStopped);
     }
     ctx.open.wait_synced().await;
+    ctx.class_caps.wait_synced().await;
     let namespace = shell.namespace().unwrap_or_default();
     if ctx.terminating.contains(&namespace) {
         debug!(shell = %shell.name_any(), "the namespace is being deleted: the shell's deletion follows");
@@ -115,6 +116,9 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // A claim of the shell's name that is not its home holds it too: never mounted, no pods.
     let home_held = home.as_ref().is_some_and(|h| h.hold);
     let plan = if open && !home_held { plan } else { plan.held() };
+    // A start its class has no room for waits, with no pods (a running shell keeps its slot).
+    let waiting = crate::starts::check(shell, plan.replicas(size), ctx);
+    let plan = if waiting.is_none() { plan } else { plan.held() };
     if let (true, Phase::Stopped(stop)) = (plan.delete, &plan.phase) {
         return delete_stopped(shell, stop, api, ctx).await;
     }
@@ -142,7 +146,8 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         .as_ref()
         .map(|e| Failure { reason: e.reason(), message: failure_message(e) })
         .or_else(|| closed.then(|| not_open(&namespace)))
-        .or_else(|| home_problem.clone());
+        .or_else(|| home_problem.clone())
+        .or_else(|| waiting.clone());
     let inputs = status::Inputs {
         deployment: current.as_deref(),
         failure: failure.as_ref(),
@@ -154,7 +159,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let status = status::compute(shell, previous.as_ref(), &inputs, &myownshell_runtime::time::to_second(now));
     ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));
     let written = write_status(shell, api, previous.as_ref(), &status, ctx).await;
-    let told_as = told_as(error.as_ref(), closed, home_problem.as_ref(), diagnosis.as_ref());
+    let told_as = told_as(error.as_ref(), closed, home_problem.as_ref(), waiting.as_ref(), diagnosis.as_ref());
     let mut told = announce::trouble_event(previous.as_ref(), &status, told_as).into_iter().collect::<Vec<_>>();
     // What the lifetime did is told once it is recorded: a reconcile that could not write the
     // status does it again, and tells it then.
@@ -170,14 +175,20 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         Some(rollout::Decision::Wait { until }) => Some(until),
         _ => None,
     };
-    Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at]))
+    // A waiting shell looks again soon: a slot frees when a shell of its class stops.
+    let recheck = waiting.map(|_| myownshell_runtime::time::plus(now, SLOT_RECHECK));
+    Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at, recheck]))
 }
+
+/// How often a shell waiting for a slot of its class looks again.
+const SLOT_RECHECK: Duration = Duration::from_secs(5);
 
 /// The reason and action of the Warning Event for a reconcile's trouble, if any.
 fn told_as(
     error: Option<&Error>,
     closed: bool,
     home_problem: Option<&Failure>,
+    waiting: Option<&Failure>,
     diagnosis: Option<&Diagnosis>,
 ) -> Option<(&'static str, &'static str)> {
     match (error, diagnosis) {
@@ -185,6 +196,7 @@ fn told_as(
         (Some(_), _) => Some((reasons::RECONCILE_FAILED, actions::RECONCILE)),
         (None, _) if closed => Some((reasons::NAMESPACE_NOT_OPEN, actions::RECONCILE)),
         (None, _) if home_problem.is_some() => home_problem.map(|p| (p.reason, actions::HOME)),
+        (None, _) if waiting.is_some() => waiting.map(|p| (p.reason, actions::RECONCILE)),
         (None, Some(d)) => Some((d.reason, actions::CHECK_PODS)),
         (None, None) => None,
     }
@@ -288,7 +300,7 @@ async fn write_status(
 /// with: kube's Controller counts a requeue from the return, so a reconcile whose writes took a
 /// second under load would otherwise wake a second after the deadline. (The echo of our own
 /// status write is filtered out, so that reconcile is usually the last before the deadline.)
-fn next_look(moments: [Option<Timestamp>; 3]) -> Action {
+fn next_look(moments: [Option<Timestamp>; 4]) -> Action {
     match moments.into_iter().flatten().min() {
         Some(at) => Action::requeue(lifetime::until(at, Timestamp::now())),
         None => Action::await_change(),

@@ -57,6 +57,9 @@ pub enum Command {
         #[arg(short = 'A', long)]
         all_namespaces: bool,
     },
+    /// List the shell classes you may use in the namespace (RBAC's `use`, asked by
+    /// SelfSubjectAccessReview; the default class needs none): what each offers.
+    Classes,
     /// Open an interactive shell in a ready pod of NAME, waiting (with a progress line) until
     /// one is ready.
     Connect {

@@ -12,6 +12,8 @@ pub struct Row {
     pub namespace: String,
     /// The shell.
     pub name: String,
+    /// `spec.className`, or `-`.
+    pub class: String,
     /// `spec.owner`, or `-` for a shell from before owners.
     pub owner: String,
     /// Running, Stopped, Paused, …
@@ -57,6 +59,7 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
     Row {
         namespace: shell.metadata.namespace.clone().unwrap_or_default(),
         name: shell.metadata.name.clone().unwrap_or_default(),
+        class: shell.spec.class_name.clone().unwrap_or_else(|| "-".to_owned()),
         owner: shell.spec.owner.clone().unwrap_or_else(|| "-".to_owned()),
         state: status.state.clone().unwrap_or_else(|| "Pending".to_owned()),
         ready: format!("{}/{}", status.ready_replicas, shell.spec.size.unwrap_or(myownshell_api::defaults::SIZE)),
@@ -70,10 +73,20 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
 /// The table, columns padded as kubectl pads them; with the namespace when `all_namespaces`.
 pub fn render(rows: &[Row], all_namespaces: bool) -> String {
     let mut lines: Vec<Vec<&str>> =
-        vec![vec!["NAMESPACE", "NAME", "OWNER", "STATE", "READY", "UP-TO-DATE", "STOPS IN", "HOME", "REASON"]];
+        vec![vec!["NAMESPACE", "NAME", "CLASS", "OWNER", "STATE", "READY", "UP-TO-DATE", "STOPS IN", "HOME", "REASON"]];
     for r in rows {
-        let cells =
-            [&r.namespace, &r.name, &r.owner, &r.state, &r.ready, &r.up_to_date, &r.stops_in, &r.home, &r.reason];
+        let cells = [
+            &r.namespace,
+            &r.name,
+            &r.class,
+            &r.owner,
+            &r.state,
+            &r.ready,
+            &r.up_to_date,
+            &r.stops_in,
+            &r.home,
+            &r.reason,
+        ];
         lines.push(cells.iter().map(|c| c.as_str()).collect());
     }
     if !all_namespaces {
@@ -237,9 +250,9 @@ mod tests {
         let table = render(&rows, false);
         assert_eq!(
             table,
-            "NAME          OWNER   STATE     READY   UP-TO-DATE   STOPS IN   HOME   REASON\n\
-             a             alice   Pending   0/1     -            -          -\n\
-             longer-name   alice   Pending   0/1     -            -          -\n"
+            "NAME          CLASS   OWNER   STATE     READY   UP-TO-DATE   STOPS IN   HOME   REASON\n\
+             a             -       alice   Pending   0/1     -            -          -\n\
+             longer-name   -       alice   Pending   0/1     -            -          -\n"
         );
         assert!(render(&rows, true).starts_with("NAMESPACE   NAME"));
     }

@@ -4,6 +4,7 @@
 //! remote command's code.
 
 mod args;
+mod classes;
 mod client;
 mod connect;
 mod gateway;
@@ -71,6 +72,14 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 eprintln!("No shells found in {} namespace.", target.namespace);
             } else {
                 print!("{}", ls::render(&rows, *all_namespaces));
+            }
+        }
+        Command::Classes => {
+            let rows = classes::usable(&target.client, &target.namespace).await.context("listing the shell classes")?;
+            if rows.is_empty() {
+                eprintln!("No shell class you may use in {} namespace.", target.namespace);
+            } else {
+                print!("{}", classes::render(&rows));
             }
         }
         Command::Connect { name, timeout, start, command, gateway, gateway_certificate_authority, direct } => {

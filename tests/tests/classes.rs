@@ -96,6 +96,12 @@ async fn classes_at_admission_default_rules_use_and_revocation() {
     let classes = format!("{}---\n{}", class(&small, true, small_spec), class(&team, false, team_spec));
     admin.run_with_stdin(&["apply", "-f", "-"], Some(&classes)).await.unwrap().ok().unwrap();
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), &ns);
+    // What config/ gives every authenticated user: reading the classes.
+    let roles =
+        std::fs::read_to_string(myownshell_envtest::assets::workspace_root().join("config/rbac/user_roles.yaml"))
+            .unwrap();
+    let viewer: Vec<&str> = roles.split("\n---\n").filter(|doc| doc.contains("class-viewer")).collect();
+    admin.run_with_stdin(&["apply", "-f", "-"], Some(&viewer.join("\n---\n"))).await.unwrap().ok().unwrap();
 
     // A shell that names no class gets the default one, and what it fills in.
     eventually("a shell without a class gets the default", READY, || async {
@@ -153,6 +159,32 @@ async fn classes_at_admission_default_rules_use_and_revocation() {
     })
     .await
     .unwrap();
+
+    // `kubectl myownshell classes` shows each what they may use; `ls` shows each shell's class.
+    let dir = tempfile::tempdir().unwrap();
+    for (who, sees, not) in [("alice", vec![&small, &team], None), ("bob", vec![&small], Some(&team))] {
+        let token = myownshell_envtest::service_account_token(&client, &ns, who, &[], 3600).await.unwrap();
+        let kubeconfig = dir.path().join(format!("{who}.kubeconfig"));
+        myownshell_envtest::control_plane::write_kubeconfig(&kubeconfig, &cp.kubeconfig_for_token(&token)).unwrap();
+        let out = myownshell_tests::plugin::run(&kubeconfig, &ns, &["classes"]).unwrap();
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        for class in sees {
+            assert!(out.stdout.lines().any(|l| l.starts_with(class.as_str())), "{who} may use {class}: {}", out.stdout);
+        }
+        if let Some(class) = not {
+            assert!(!out.stdout.contains(class.as_str()), "{who} may not use {class}: {}", out.stdout);
+        }
+        if who == "alice" {
+            assert!(out.stdout.contains("Small shells for everyone") && out.stdout.contains("yes"), "{}", out.stdout);
+            let ls = myownshell_tests::plugin::run(&kubeconfig, &ns, &["ls"]).unwrap();
+            let line = ls.stdout.lines().find(|l| l.starts_with("alices ")).unwrap_or_default().to_owned();
+            assert!(
+                ls.stdout.starts_with("NAME ") && ls.stdout.contains("CLASS") && line.contains(&team),
+                "{}",
+                ls.stdout
+            );
+        }
+    }
 
     // Revoked: her running shell is left alone, it stops; its next start is refused.
     Api::<RoleBinding>::namespaced(client.clone(), &ns)

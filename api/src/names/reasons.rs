@@ -101,6 +101,10 @@ reasons! {
     /// which a cluster administrator sets): the connect gate does not look there, so the shell
     /// runs no pods until it is.
     NAMESPACE_NOT_OPEN = "NamespaceNotOpen", [Failure];
+    /// The shell would start, but its MyOwnShellClass's `maxRunningPerUser` or
+    /// `maxRunningPerNamespace` is reached: it waits, with no pods, and the message names the
+    /// shells that count; it starts when one of them stops.
+    RUNNING_LIMIT_REACHED = "RunningLimitReached", [Failure];
     /// The shell's pods could not be listed during cleanup.
     POD_READ_FAILED = "PodReadFailed", [Failure];
     /// A shell pod that lost its owner could not be deleted during cleanup.

@@ -157,6 +157,26 @@ pub fn namespace_triggers(
     })
 }
 
+/// The shells to reconcile because their class's caps changed (a raised cap lets a waiting
+/// shell start), from the watch of `MyOwnShellClass`es, which keeps `caps`.
+pub fn class_triggers(
+    api: Api<myownshell_api::MyOwnShellClass>,
+    caps: Arc<crate::cache::classes::ClassCaps>,
+    shells: reflector::Store<MyOwnShell>,
+) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
+    let config = watcher::Config::default().any_semantic();
+    logged(watcher(api, config).backoff(watch_backoff()), "shell classes").flat_map(move |event| {
+        let changed = caps.apply(&event);
+        let of_changed: Vec<ObjectRef<MyOwnShell>> = if changed.is_empty() {
+            Vec::new()
+        } else {
+            let of_class = |s: &Arc<MyOwnShell>| s.spec.class_name.as_ref().is_some_and(|c| changed.contains(c));
+            shells.state().iter().filter(|s| of_class(s)).map(|s| ObjectRef::from_obj(&**s)).collect()
+        };
+        futures::stream::iter(of_changed)
+    })
+}
+
 /// A watch's events, its errors logged (the backoff paces the retries).
 fn logged<K: Send + 'static>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,

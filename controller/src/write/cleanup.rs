@@ -22,6 +22,8 @@ use crate::ownership;
 pub(crate) async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action, Error> {
     let name = shell.name_any();
     ctx.metrics.shell_degraded(&shell.namespace().unwrap_or_default(), &name, None);
+    // Its class's slot is free for a shell waiting to start.
+    ctx.slots.release(&(shell.namespace().unwrap_or_default(), name.clone()));
     // The home first: a kept one must lose its ownerReference before the shell is gone (or the
     // garbage collector takes it); a deleted one waits, by Kubernetes' own protection, until
     // the shell's pod has let go of it.

@@ -1,0 +1,125 @@
+//! The shell classes' caps on running shells ([`ClassCaps`]), from a watch of
+//! `MyOwnShellClass`. A class whose caps change is told back, so its shells are reconciled: a
+//! raised cap lets a waiting shell start. Reconciles wait for the first list: before it, every
+//! class would look uncapped.
+
+use std::collections::HashMap;
+
+use kube::runtime::watcher;
+use myownshell_api::MyOwnShellClass;
+use parking_lot::RwLock;
+use tokio::sync::watch;
+
+use crate::cache::synced::Synced;
+use crate::life::slots::Caps;
+
+/// Each class's caps.
+pub struct ClassCaps {
+    inner: RwLock<Inner>,
+    mark_synced: watch::Sender<bool>,
+    synced: Synced,
+}
+
+#[derive(Default)]
+struct Inner {
+    caps: HashMap<String, Caps>,
+    relist: Option<HashMap<String, Caps>>,
+}
+
+impl Default for ClassCaps {
+    fn default() -> Self {
+        let (mark_synced, synced) = Synced::new();
+        Self { inner: RwLock::default(), mark_synced, synced }
+    }
+}
+
+fn caps_of(class: &MyOwnShellClass) -> Caps {
+    let cap = |n: Option<i32>| n.map(|n| u32::try_from(n).unwrap_or(0));
+    Caps { per_user: cap(class.spec.max_running_per_user), per_namespace: cap(class.spec.max_running_per_namespace) }
+}
+
+impl ClassCaps {
+    /// Take in one event of the watch; the classes whose caps it changed.
+    pub fn apply(&self, event: &watcher::Event<MyOwnShellClass>) -> Vec<String> {
+        let mut inner = self.inner.write();
+        let set = |map: &mut HashMap<String, Caps>, class: &MyOwnShellClass| -> Option<String> {
+            let name = class.metadata.name.clone()?;
+            let caps = caps_of(class);
+            (map.insert(name.clone(), caps) != Some(caps)).then_some(name)
+        };
+        match event {
+            watcher::Event::Init => {
+                inner.relist = Some(HashMap::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(class) => {
+                if let Some(relist) = inner.relist.as_mut() {
+                    set(relist, class);
+                }
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                self.mark_synced.send_replace(true);
+                let Some(relist) = inner.relist.take() else { return Vec::new() };
+                let mut changed: Vec<String> = relist
+                    .iter()
+                    .filter(|(name, caps)| inner.caps.get(*name) != Some(caps))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                changed.extend(inner.caps.keys().filter(|name| !relist.contains_key(*name)).cloned());
+                inner.caps = relist;
+                changed
+            }
+            watcher::Event::Apply(class) => set(&mut inner.caps, class).into_iter().collect(),
+            watcher::Event::Delete(class) => {
+                class.metadata.name.iter().filter_map(|name| inner.caps.remove(name).map(|_| name.clone())).collect()
+            }
+        }
+    }
+
+    /// The caps of `class` (none for a class that does not exist: its shells keep running, and
+    /// the webhook refuses their next start).
+    pub fn get(&self, class: &str) -> Caps {
+        self.inner.read().caps.get(class).copied().unwrap_or_default()
+    }
+
+    /// Resolves once the first list is in.
+    pub async fn wait_synced(&self) {
+        self.synced.wait().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use myownshell_api::MyOwnShellClassSpec;
+
+    use super::*;
+
+    fn class(name: &str, per_user: Option<i32>) -> MyOwnShellClass {
+        MyOwnShellClass::new(
+            name,
+            MyOwnShellClassSpec { max_running_per_user: per_user, ..MyOwnShellClassSpec::default() },
+        )
+    }
+
+    #[test]
+    fn tells_which_classes_changed_their_caps() {
+        let caps = ClassCaps::default();
+        // (event, classes changed)
+        let cases: Vec<(watcher::Event<MyOwnShellClass>, Vec<&str>)> = vec![
+            (watcher::Event::Init, vec![]),
+            (watcher::Event::InitApply(class("small", Some(2))), vec![]),
+            (watcher::Event::InitDone, vec!["small"]),
+            (watcher::Event::Apply(class("small", Some(2))), vec![]),
+            (watcher::Event::Apply(class("small", Some(3))), vec!["small"]),
+            (watcher::Event::Apply(class("team", None)), vec!["team"]),
+            (watcher::Event::Delete(class("small", Some(3))), vec!["small"]),
+        ];
+        for (i, (event, want)) in cases.into_iter().enumerate() {
+            assert_eq!(caps.apply(&event), want, "event {i}");
+        }
+        assert_eq!(caps.get("small"), Caps::default(), "a deleted class caps nothing");
+        assert_eq!(caps.get("team"), Caps::default());
+        assert_eq!(class("x", Some(-1)).spec.max_running_per_user.map(|n| u32::try_from(n).unwrap_or(0)), Some(0));
+    }
+}

@@ -1,0 +1,119 @@
+//! A class's caps on running shells, against the real apiserver and the controller process:
+//! five shells of one owner created at once under `maxRunningPerUser: 2` give exactly two
+//! running and three waiting (never scaled up), each saying which shells count; another owner's
+//! runs; stopping one lets exactly one waiting shell start; a raised cap lets the rest start.
+
+// In tests a panic is the failure report.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use myownshell_api::names::conditions::DEGRADED;
+use myownshell_api::{MyOwnShell, MyOwnShellClass, MyOwnShellClassSpec, MyOwnShellSpec};
+use myownshell_envtest::eventually;
+use myownshell_tests::controller::ControllerTest;
+use serde_json::json;
+
+const SETTLE: Duration = Duration::from_secs(60);
+
+fn shell(name: &str, class: &str, owner: &str) -> MyOwnShell {
+    MyOwnShell::new(
+        name,
+        MyOwnShellSpec {
+            size: Some(1),
+            class_name: Some(class.into()),
+            owner: Some(owner.into()),
+            ..MyOwnShellSpec::default()
+        },
+    )
+}
+
+/// Each shell's Deployment replicas (absent: none yet), in order of `names`.
+async fn replicas(t: &ControllerTest, names: &[&str]) -> Vec<Option<i32>> {
+    let mut out = Vec::new();
+    for name in names {
+        let d = t.deployments.get_opt(name).await.unwrap();
+        out.push(d.and_then(|d| d.spec.and_then(|s| s.replicas)));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_class_caps_the_shells_one_owner_runs_even_when_started_together() {
+    let t = ControllerTest::start("class-caps").await;
+    let class_name = format!("{}-capped", t.ns);
+    let classes: Api<MyOwnShellClass> = Api::all(t.client.clone());
+    let spec = MyOwnShellClassSpec { max_running_per_user: Some(2), ..MyOwnShellClassSpec::default() };
+    classes.create(&PostParams::default(), &MyOwnShellClass::new(&class_name, spec)).await.unwrap();
+
+    let names = ["s1", "s2", "s3", "s4", "s5"];
+    let creates = names.iter().map(|n| {
+        let shells = t.shells.clone();
+        let shell = shell(n, &class_name, "alice");
+        async move { shells.create(&PostParams::default(), &shell).await.map(|_| ()) }
+    });
+    for created in join_all(creates).await {
+        created.unwrap();
+    }
+    t.shells.create(&PostParams::default(), &shell("bobs", &class_name, "bob")).await.unwrap();
+
+    // Exactly two of alice's run; the others wait, saying which two count.
+    let running = eventually("two of alice's shells run, three wait", SETTLE, || async {
+        let got = replicas(&t, &names).await;
+        let (up, down) = (got.iter().filter(|r| **r == Some(1)).count(), got.iter().filter(|r| **r == Some(0)).count());
+        if (up, down) == (2, 3) { Ok(got) } else { Err(format!("{got:?}")) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+    let (up, waiting): (Vec<&str>, Vec<&str>) =
+        names.iter().partition(|n| running[names.iter().position(|m| m == *n).unwrap()] == Some(1));
+    t.replicas_become("bobs", 1).await;
+    for name in &waiting {
+        // Never scaled up: its Deployment was made at 0 and not changed since.
+        let d = t.deployments.get(name).await.unwrap();
+        assert_eq!(d.metadata.generation, Some(1), "{name} was never scaled up");
+        let degraded = |s: &MyOwnShell| {
+            s.status.as_ref().and_then(|st| st.conditions.iter().find(|c| c.type_ == DEGRADED)).cloned()
+        };
+        let s = t
+            .shell_where(name, "waiting, saying why", |s| match degraded(s) {
+                Some(c) if c.reason == "RunningLimitReached" => Ok(()),
+                other => Err(format!("{other:?}")),
+            })
+            .await;
+        let message = degraded(&s).unwrap().message;
+        for words in [
+            "alice runs 2 of at most 2 shells",
+            &class_name,
+            &format!("{}/{}", t.ns, up[0]),
+            &format!("{}/{}", t.ns, up[1]),
+            "kubectl myownshell stop",
+        ] {
+            assert!(message.contains(words), "{words}: {message}");
+        }
+    }
+
+    // One stops: exactly one waiting shell takes its slot.
+    let stop = PatchParams::default();
+    t.shells.patch(up[0], &stop, &Patch::Merge(json!({"spec": {"stopped": true}}))).await.unwrap();
+    eventually("a waiting shell starts in the freed slot, and only one", SETTLE, || async {
+        let got = replicas(&t, &names).await;
+        let up_now = got.iter().filter(|r| **r == Some(1)).count();
+        let woke = waiting.iter().filter(|n| got[names.iter().position(|m| m == *n).unwrap()] == Some(1)).count();
+        if (up_now, woke) == (2, 1) { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+
+    // The cap raised: the rest start.
+    classes.patch(&class_name, &stop, &Patch::Merge(json!({"spec": {"maxRunningPerUser": 10}}))).await.unwrap();
+    eventually("a raised cap lets the others start", SETTLE, || async {
+        let got = replicas(&t, &names).await;
+        if got.iter().filter(|r| **r == Some(1)).count() == 4 { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+    classes.delete(&class_name, &DeleteParams::default()).await.unwrap();
+}
