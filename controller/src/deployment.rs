@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::{Resource, ResourceExt};
-use myownshell_api::{MyOwnShell, defaults};
+use myownshell_api::{MyOwnShell, MyOwnShellClass, MyOwnShellClassSpec, defaults};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -25,6 +25,13 @@ pub const SPEC_HASH_ANNOTATION: &str = "myownshell.io/spec-hash";
 pub const TEMPLATE_HASH_ANNOTATION: &str = "myownshell.io/template-hash";
 /// On the Deployment: when its pod template was last applied (RFC 3339, to the second).
 pub const TEMPLATE_APPLIED_ANNOTATION: &str = "myownshell.io/template-applied-at";
+/// On the Deployment of a shell with a class: the hash of what the shell's own spec says of its
+/// container (image, command, resources, as written, unset included). Unchanged while the pod
+/// template changes, the change is the class's or the operator's, and waits for a quiet moment.
+pub const OWN_SPEC_ANNOTATION: &str = "myownshell.io/own-spec-hash";
+/// On the Deployment of a shell with a class: `<class>/<hash>` of what the class put in its
+/// container (the defaults the spec left to it): a change names the class in `UpToDate`.
+pub const CLASS_TEMPLATE_ANNOTATION: &str = "myownshell.io/class-template";
 
 /// How long a shell pod being deleted gets before it is killed.
 pub const TERMINATION_GRACE_SECONDS: i64 = 5;
@@ -76,7 +83,7 @@ pub fn desired_for(
     replicas: i32,
     settings: &TemplateSettings,
 ) -> Result<Deployment, BuildError> {
-    desired_mounting(shell, live, replicas, settings, shell.spec.home.is_some())
+    desired_mounting(shell, live, replicas, settings, shell.spec.home.is_some(), None)
 }
 
 /// [`desired_for`], with the shell's home claim mounted as `$HOME` if `mount_home` (the
@@ -89,6 +96,7 @@ pub fn desired_mounting(
     replicas: i32,
     settings: &TemplateSettings,
     mount_home: bool,
+    class: Option<&MyOwnShellClass>,
 ) -> Result<Deployment, BuildError> {
     let name = shell.metadata.name.clone().ok_or(BuildError::MissingMetadata("name"))?;
     let namespace = shell.metadata.namespace.clone().ok_or(BuildError::MissingMetadata("namespace"))?;
@@ -116,7 +124,7 @@ pub fn desired_mounting(
                     annotations: (!settings.pod_annotations.is_empty()).then(|| settings.pod_annotations.clone()),
                     ..ObjectMeta::default()
                 }),
-                spec: Some(pod_spec(shell_container(spec))),
+                spec: Some(pod_spec(shell_container(spec, class.map(|c| &c.spec)))),
             },
             ..DeploymentSpec::default()
         }),
@@ -131,8 +139,34 @@ pub fn desired_mounting(
     }
     let template = deployment.spec.as_ref().map(|s| template_hash(&s.template)).unwrap_or_default();
     deployment.annotations_mut().insert(TEMPLATE_HASH_ANNOTATION.to_owned(), template);
+    if let (Some(name), Some(class)) = (spec.class_name.as_deref(), class) {
+        let own = json_hash(&(&spec.image, &spec.command, &spec.resources));
+        let given = class_given(spec, &class.spec);
+        deployment.annotations_mut().insert(OWN_SPEC_ANNOTATION.to_owned(), own);
+        deployment
+            .annotations_mut()
+            .insert(CLASS_TEMPLATE_ANNOTATION.to_owned(), format!("{name}/{}", json_hash(&given)));
+    }
     rehash(&mut deployment);
     Ok(deployment)
+}
+
+/// What `class` puts in the container of a shell whose `spec` leaves it unset.
+fn class_given(
+    spec: &myownshell_api::MyOwnShellSpec,
+    class: &MyOwnShellClassSpec,
+) -> (Option<String>, Option<Vec<String>>, Option<myownshell_api::ShellResources>) {
+    let image = spec.image.is_none().then(|| class.images.as_ref().and_then(|i| i.default.clone())).flatten();
+    let command = spec.command.is_none().then(|| class.command.clone()).flatten();
+    let resources =
+        spec.resources.is_none().then(|| class.resources.as_ref().and_then(|r| r.default.clone())).flatten();
+    (image, command, resources)
+}
+
+/// First 16 hex characters of the SHA-256 of `value`'s JSON.
+fn json_hash(value: &impl serde::Serialize) -> String {
+    let json = serde_json::to_vec(value).unwrap_or_default();
+    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Put the hash of the whole Deployment (without its own) in [`SPEC_HASH_ANNOTATION`]: after
@@ -143,15 +177,19 @@ pub fn rehash(deployment: &mut Deployment) {
     deployment.annotations_mut().insert(SPEC_HASH_ANNOTATION.to_owned(), hash);
 }
 
-/// The shell container: the spec's image, command and resources (defaults where unset), `HOME`
-/// on the writable scratch directory, and nothing it does not need (non-root, no privilege
-/// escalation, no capabilities, a read-only root filesystem).
-fn shell_container(spec: &myownshell_api::MyOwnShellSpec) -> Container {
-    let resources = spec.resources.clone().unwrap_or_else(defaults::resources);
+/// The shell container: the spec's image, command and resources (its class's defaults where
+/// unset, then the operator's), `HOME` on the writable scratch directory, and nothing it does
+/// not need (non-root, no privilege escalation, no capabilities, a read-only root filesystem).
+fn shell_container(spec: &myownshell_api::MyOwnShellSpec, class: Option<&MyOwnShellClassSpec>) -> Container {
+    let (class_image, class_command, class_resources) = match class {
+        Some(class) => class_given(spec, class),
+        None => (None, None, None),
+    };
+    let resources = spec.resources.clone().or(class_resources).unwrap_or_else(defaults::resources);
     Container {
         name: SHELL_CONTAINER.to_owned(),
-        image: Some(spec.image.clone().unwrap_or_else(|| defaults::IMAGE.to_owned())),
-        command: Some(spec.command.clone().unwrap_or_else(defaults::command)),
+        image: Some(spec.image.clone().or(class_image).unwrap_or_else(|| defaults::IMAGE.to_owned())),
+        command: Some(spec.command.clone().or(class_command).unwrap_or_else(defaults::command)),
         env: Some(vec![EnvVar { name: "HOME".to_owned(), value: Some(SCRATCH_DIR.to_owned()), value_from: None }]),
         volume_mounts: Some(vec![VolumeMount {
             name: SCRATCH_VOLUME.to_owned(),

@@ -93,12 +93,18 @@ async fn reconcile_inner(shell: Arc<MyOwnShell>, ctx: &Context) -> Result<Action
 }
 
 /// Bring the Deployment and the status in line with the spec and the shell's lifetime.
-async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Result<Action, Error> {
+/// Until every cache a reconcile reads holds its first list.
+async fn caches_ready(ctx: &Context) -> Result<(), Error> {
     if !ctx.deployments.wait_until_ready().await {
         return Err(Error::CacheStopped);
     }
     ctx.open.wait_synced().await;
     ctx.class_caps.wait_synced().await;
+    Ok(())
+}
+
+async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Result<Action, Error> {
+    caches_ready(ctx).await?;
     let namespace = shell.namespace().unwrap_or_default();
     if ctx.terminating.contains(&namespace) {
         debug!(shell = %shell.name_any(), "the namespace is being deleted: the shell's deletion follows");
@@ -115,16 +121,12 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let (home, home_error, hard) = home(shell, ctx).await;
     // A claim of the shell's name that is not its home holds it too: never mounted, no pods.
     let home_held = home.as_ref().is_some_and(|h| h.hold);
-    let plan = if open && !home_held { plan } else { plan.held() };
-    // A start its class has no room for waits, with no pods (a running shell keeps its slot).
-    let waiting = crate::starts::check(shell, plan.replicas(size), ctx);
-    let plan = if waiting.is_none() { plan } else { plan.held() };
+    let (plan, waiting) = room_for(shell, if open && !home_held { plan } else { plan.held() }, size, ctx);
     if let (true, Phase::Stopped(stop)) = (plan.delete, &plan.phase) {
         return delete_stopped(shell, stop, api, ctx).await;
     }
     let replicas = plan.replicas(size);
-    let lifetime_tells_scale = plan.starts_or_stops();
-    let activity = last_activity(previous.as_ref());
+    let (activity, lifetime_tells_scale) = (last_activity(previous.as_ref()), plan.starts_or_stops());
     let wanted = Wanted { replicas, activity, now, lifetime_tells_scale, mount_home: !home_held };
     let (current, error, template) = match hard {
         Some(e) => (untouched(shell, ctx).await, Some(e), None),
@@ -172,7 +174,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     }
     written?;
     let quiet_at = match template {
-        Some(rollout::Decision::Wait { until }) => Some(until),
+        Some(rollout::Decision::Wait { until, .. }) => Some(until),
         _ => None,
     };
     // A waiting shell looks again soon: a slot frees when a shell of its class stops.
@@ -182,6 +184,15 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
 
 /// How often a shell waiting for a slot of its class looks again.
 const SLOT_RECHECK: Duration = Duration::from_secs(5);
+
+/// `plan`, held at no pods when it would start the shell and its class has no room for it (a
+/// running shell keeps its slot), and why it waits.
+fn room_for(shell: &MyOwnShell, plan: lifetime::Plan, size: i32, ctx: &Context) -> (lifetime::Plan, Option<Failure>) {
+    match crate::starts::check(shell, plan.replicas(size), ctx) {
+        None => (plan, None),
+        Some(waiting) => (plan.held(), Some(waiting)),
+    }
+}
 
 /// The reason and action of the Warning Event for a reconcile's trouble, if any.
 fn told_as(

@@ -319,3 +319,35 @@ async fn the_apiserver_accepts_every_combination() {
         assert!(out.success, "{namespace} {sets}: {}", out.stderr);
     }
 }
+
+/// `classes` in the values: one MyOwnShellClass each, the default one annotated, accepted by the
+/// apiserver against the class CRD; the samples of `config/samples/classes` as well.
+#[tokio::test]
+async fn classes_come_from_the_values() {
+    let classes = r#"classes=[{"name":"chart-small","default":true,"spec":{"description":"small","images":{"allowed":["busybox:1.37.0"],"default":"busybox:1.37.0"},"resources":{"max":{"cpu":"500m"}},"maxRunningPerUser":2}},{"name":"chart-bare"}]"#;
+    let dir = chart::chart_dir();
+    let args = ["template", RELEASE, dir.to_str().unwrap(), "--namespace", NAMESPACE, "--set-json", classes];
+    let text = helm(&args).unwrap_or_else(|e| panic!("{e}"));
+    let objects: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let made: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "MyOwnShellClass").collect();
+    assert_eq!(made.len(), 2, "{text}");
+    assert_eq!(made[0]["metadata"]["annotations"]["myownshell.io/is-default-class"], "true");
+    assert_eq!(made[0]["spec"]["maxRunningPerUser"], 2);
+    assert!(made[1]["metadata"]["annotations"].is_null());
+    let manifest: Vec<String> = made.iter().map(|o| serde_json::to_string(o).unwrap()).collect();
+    let kubectl = shared().kubectl();
+    let out =
+        kubectl.run_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&manifest.join("\n"))).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let samples = myownshell_envtest::assets::workspace_root().join("config/samples/classes");
+    for sample in ["small.yaml", "team.yaml"] {
+        let path = samples.join(sample);
+        let out = kubectl.run(&["apply", "--dry-run=server", "-f", path.to_str().unwrap()]).await.unwrap();
+        assert!(out.success, "{sample}: {}", out.stderr);
+    }
+    let err = helm(&[&args[..5], &["--set-json", r#"classes=[{"nom":"x"}]"#]].concat()).unwrap_err();
+    assert!(
+        err.contains("additional properties 'nom' not allowed") || err.contains("missing property 'name'"),
+        "{err}"
+    );
+}

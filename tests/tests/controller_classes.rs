@@ -117,3 +117,56 @@ async fn a_class_caps_the_shells_one_owner_runs_even_when_started_together() {
     .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
     classes.delete(&class_name, &DeleteParams::default()).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_class_with_a_new_default_image_waits_for_a_quiet_moment_and_says_so() {
+    let t = ControllerTest::start("class-image").await;
+    let class_name = format!("{}-tools", t.ns);
+    let classes: Api<MyOwnShellClass> = Api::all(t.client.clone());
+    let images = |image: &str| myownshell_api::ClassImages {
+        allowed: Some(vec!["busybox:*".into()]),
+        default: Some(image.into()),
+    };
+    let spec = MyOwnShellClassSpec { images: Some(images("busybox:1.37.0")), ..MyOwnShellClassSpec::default() };
+    classes.create(&PostParams::default(), &MyOwnShellClass::new(&class_name, spec)).await.unwrap();
+    t.shells.create(&PostParams::default(), &shell("follows", &class_name, "alice")).await.unwrap();
+    let mut own = shell("own", &class_name, "alice");
+    own.spec.image = Some("busybox:1.36.1".into());
+    t.shells.create(&PostParams::default(), &own).await.unwrap();
+    let image = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        d.spec.as_ref().and_then(|s| s.template.spec.as_ref()).and_then(|p| p.containers[0].image.clone())
+    };
+    let first = t.replicas_become("follows", 1).await;
+    assert_eq!(image(&first).as_deref(), Some("busybox:1.37.0"), "the class's default image");
+    t.replicas_become("own", 1).await;
+
+    // The class's default moves on: the running shell keeps its pods and says why.
+    let moved = json!({"spec": {"images": {"default": "busybox:1.36.0"}}});
+    classes.patch(&class_name, &PatchParams::default(), &Patch::Merge(moved)).await.unwrap();
+    let waiting = t
+        .shell_where("follows", "UpToDate=False naming the class", |s| {
+            let c = s.status.as_ref().and_then(|st| st.conditions.iter().find(|c| c.type_ == "UpToDate")).cloned();
+            match c {
+                Some(c) if c.status == "False" && c.reason == "ClassChanged" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
+    let message = waiting.status.unwrap().conditions.into_iter().find(|c| c.type_ == "UpToDate").unwrap().message;
+    assert!(message.contains(&class_name), "{message}");
+    assert_eq!(image(&t.deployments.get("follows").await.unwrap()).as_deref(), Some("busybox:1.37.0"), "not restarted");
+    let own_now = t.deployments.get("own").await.unwrap();
+    assert_eq!(image(&own_now).as_deref(), Some("busybox:1.36.1"), "a shell's own image is its own");
+    assert_eq!(own_now.metadata.generation, Some(1), "and its pods were left alone");
+
+    // Its owner asks (kubectl myownshell update): the new default rolls out.
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let asked = json!({"spec": {"updateRequestedAt": now.to_string()}});
+    t.shells.patch("follows", &PatchParams::default(), &Patch::Merge(asked)).await.unwrap();
+    t.deployment_where("follows", "the class's new default image", |d| match image(d).as_deref() {
+        Some("busybox:1.36.0") => Ok(()),
+        other => Err(format!("{other:?}")),
+    })
+    .await;
+    classes.delete(&class_name, &DeleteParams::default()).await.unwrap();
+}

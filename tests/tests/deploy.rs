@@ -49,8 +49,8 @@ fn deployment_args(objects: &[Value], name: &str) -> Vec<String> {
 
 #[test]
 fn every_tree_renders() {
-    for dir in OVERLAYS.iter().chain(&["crd", "rbac", "manager", "webhook", "prometheus", "network-policy", "samples"])
-    {
+    let trees = ["crd", "rbac", "manager", "webhook", "prometheus", "network-policy", "samples", "samples/classes"];
+    for dir in OVERLAYS.iter().chain(&trees) {
         let objects = render(dir).unwrap_or_else(|e| panic!("{e}"));
         assert!(!objects.is_empty(), "{dir} rendered nothing");
     }

@@ -145,6 +145,10 @@ reasons! {
     /// shell's pods still run the earlier one: it is applied when the shell has no pods, after
     /// no new connection for a while, or on request (`kubectl myownshell update`).
     OPERATOR_UPGRADED = "OperatorUpgraded", [Condition("UpToDate=False")];
+    /// The shell's MyOwnShellClass changed what it puts in its shells' pods (a default image,
+    /// command or resources) and the shell's pods still run the earlier one: applied at the
+    /// same moments as an operator upgrade's.
+    CLASS_CHANGED = "ClassChanged", [Condition("UpToDate=False")];
     /// The pod template of the running operator release was applied to the shell's pods
     /// (restarting them): the note says why now.
     TEMPLATE_UPDATED = "TemplateUpdated", [NormalEvent];

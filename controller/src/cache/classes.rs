@@ -1,9 +1,10 @@
-//! The shell classes' caps on running shells ([`ClassCaps`]), from a watch of
-//! `MyOwnShellClass`. A class whose caps change is told back, so its shells are reconciled: a
-//! raised cap lets a waiting shell start. Reconciles wait for the first list: before it, every
-//! class would look uncapped.
+//! The shell classes ([`ClassCaps`]: their caps on running shells and what they put in a shell's
+//! pod), from a watch of `MyOwnShellClass`. A class that changes is told back, so its shells are
+//! reconciled: a raised cap lets a waiting shell start, a new default image rolls out at a quiet
+//! moment. Reconciles wait for the first list: before it, every class would look empty.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use kube::runtime::watcher;
 use myownshell_api::MyOwnShellClass;
@@ -20,10 +21,12 @@ pub struct ClassCaps {
     synced: Synced,
 }
 
+type ByName = HashMap<String, Arc<MyOwnShellClass>>;
+
 #[derive(Default)]
 struct Inner {
-    caps: HashMap<String, Caps>,
-    relist: Option<HashMap<String, Caps>>,
+    classes: ByName,
+    relist: Option<ByName>,
 }
 
 impl Default for ClassCaps {
@@ -39,17 +42,18 @@ fn caps_of(class: &MyOwnShellClass) -> Caps {
 }
 
 impl ClassCaps {
-    /// Take in one event of the watch; the classes whose caps it changed.
+    /// Take in one event of the watch; the classes it changed.
     pub fn apply(&self, event: &watcher::Event<MyOwnShellClass>) -> Vec<String> {
         let mut inner = self.inner.write();
-        let set = |map: &mut HashMap<String, Caps>, class: &MyOwnShellClass| -> Option<String> {
+        let set = |map: &mut ByName, class: &MyOwnShellClass| -> Option<String> {
             let name = class.metadata.name.clone()?;
-            let caps = caps_of(class);
-            (map.insert(name.clone(), caps) != Some(caps)).then_some(name)
+            let changed = map.get(&name).is_none_or(|old| old.spec != class.spec);
+            map.insert(name.clone(), Arc::new(class.clone()));
+            changed.then_some(name)
         };
         match event {
             watcher::Event::Init => {
-                inner.relist = Some(HashMap::new());
+                inner.relist = Some(ByName::new());
                 Vec::new()
             }
             watcher::Event::InitApply(class) => {
@@ -61,18 +65,18 @@ impl ClassCaps {
             watcher::Event::InitDone => {
                 self.mark_synced.send_replace(true);
                 let Some(relist) = inner.relist.take() else { return Vec::new() };
-                let mut changed: Vec<String> = relist
-                    .iter()
-                    .filter(|(name, caps)| inner.caps.get(*name) != Some(caps))
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                changed.extend(inner.caps.keys().filter(|name| !relist.contains_key(*name)).cloned());
-                inner.caps = relist;
+                let differs = |name: &String, class: &Arc<MyOwnShellClass>| {
+                    inner.classes.get(name).is_none_or(|old| old.spec != class.spec)
+                };
+                let mut changed: Vec<String> =
+                    relist.iter().filter(|(name, class)| differs(name, class)).map(|(n, _)| n.clone()).collect();
+                changed.extend(inner.classes.keys().filter(|name| !relist.contains_key(*name)).cloned());
+                inner.classes = relist;
                 changed
             }
-            watcher::Event::Apply(class) => set(&mut inner.caps, class).into_iter().collect(),
+            watcher::Event::Apply(class) => set(&mut inner.classes, class).into_iter().collect(),
             watcher::Event::Delete(class) => {
-                class.metadata.name.iter().filter_map(|name| inner.caps.remove(name).map(|_| name.clone())).collect()
+                class.metadata.name.iter().filter_map(|name| inner.classes.remove(name).map(|_| name.clone())).collect()
             }
         }
     }
@@ -80,7 +84,12 @@ impl ClassCaps {
     /// The caps of `class` (none for a class that does not exist: its shells keep running, and
     /// the webhook refuses their next start).
     pub fn get(&self, class: &str) -> Caps {
-        self.inner.read().caps.get(class).copied().unwrap_or_default()
+        self.inner.read().classes.get(class).map(|c| caps_of(c)).unwrap_or_default()
+    }
+
+    /// The class `name`, if it exists.
+    pub fn class(&self, name: &str) -> Option<Arc<MyOwnShellClass>> {
+        self.inner.read().classes.get(name).cloned()
     }
 
     /// Resolves once the first list is in.
@@ -103,7 +112,7 @@ mod tests {
     }
 
     #[test]
-    fn tells_which_classes_changed_their_caps() {
+    fn tells_which_classes_changed() {
         let caps = ClassCaps::default();
         // (event, classes changed)
         let cases: Vec<(watcher::Event<MyOwnShellClass>, Vec<&str>)> = vec![

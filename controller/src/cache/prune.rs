@@ -6,7 +6,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::Resource;
 use myownshell_api::MyOwnShell;
 
-use crate::deployment::SPEC_HASH_ANNOTATION;
+use crate::deployment::{CLASS_TEMPLATE_ANNOTATION, OWN_SPEC_ANNOTATION, SPEC_HASH_ANNOTATION};
 use crate::life::rollout::{TEMPLATE_APPLIED_ANNOTATION, TEMPLATE_HASH_ANNOTATION};
 
 /// Drop what reconcile never reads from a cached `MyOwnShell`.
@@ -27,9 +27,14 @@ pub fn prune_deployment(deployment: &mut Deployment) {
     // The creation time stays: it is when the template of a Deployment made before
     // `TEMPLATE_APPLIED_ANNOTATION` existed was applied (`rollout::applied_at`).
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| {
-            [SPEC_HASH_ANNOTATION, TEMPLATE_HASH_ANNOTATION, TEMPLATE_APPLIED_ANNOTATION].contains(&k.as_str())
-        });
+        let kept = [
+            SPEC_HASH_ANNOTATION,
+            TEMPLATE_HASH_ANNOTATION,
+            TEMPLATE_APPLIED_ANNOTATION,
+            OWN_SPEC_ANNOTATION,
+            CLASS_TEMPLATE_ANNOTATION,
+        ];
+        annotations.retain(|k, _| kept.contains(&k.as_str()));
     }
     let Some(spec) = deployment.spec.as_mut() else { return };
     spec.progress_deadline_seconds = None;

@@ -22,6 +22,7 @@ use k8s_openapi::jiff::Timestamp;
 use myownshell_runtime::time::{plus, second_of};
 use serde_json::Value;
 
+use crate::deployment::{CLASS_TEMPLATE_ANNOTATION, OWN_SPEC_ANNOTATION};
 use crate::deployment::{SHELL_CONTAINER, is_subset};
 pub use crate::deployment::{TEMPLATE_APPLIED_ANNOTATION, TEMPLATE_HASH_ANNOTATION, template_hash};
 
@@ -95,6 +96,9 @@ pub enum Decision {
     Wait {
         /// When nobody will have connected for `quiet_after`, if nobody connects meanwhile.
         until: Timestamp,
+        /// The shell's class, when what changed is what the class puts in its pods (else the
+        /// operator changed the template: an upgrade, a flag).
+        class: Option<String>,
     },
 }
 
@@ -141,8 +145,26 @@ fn shell_container(d: &Deployment) -> Option<&Container> {
     template_of(d)?.spec.as_ref()?.containers.iter().find(|c| c.name == SHELL_CONTAINER)
 }
 
-/// Whether what the user decides of the pod (image, command, resources, a home) differs.
+/// Whether what the user decides of the pod (image, command, resources, a home) differs. For a
+/// shell with a class, the shell's own spec is compared (its hash on both): a new default image
+/// of its class is not the user's change, and waits as an upgrade does.
 fn spec_changed(desired: &Deployment, live: &Deployment) -> bool {
+    if let (Some(want), Some(have)) = (annotation(desired, OWN_SPEC_ANNOTATION), annotation(live, OWN_SPEC_ANNOTATION))
+    {
+        let mounts = |d: &Deployment| shell_container(d).map(|c| c.volume_mounts.clone());
+        return want != have || mounts(desired) != mounts(live);
+    }
+    container_changed(desired, live)
+}
+
+/// The class, if what it puts in the pods changed between `live` and `desired`.
+fn class_changed(desired: &Deployment, live: &Deployment) -> Option<String> {
+    let want = annotation(desired, CLASS_TEMPLATE_ANNOTATION)?;
+    (annotation(live, CLASS_TEMPLATE_ANNOTATION) != Some(want))
+        .then(|| want.split('/').next().unwrap_or(want).to_owned())
+}
+
+fn container_changed(desired: &Deployment, live: &Deployment) -> bool {
     let (Some(want), Some(have)) = (shell_container(desired), shell_container(live)) else { return true };
     let json = |v: &Option<_>| serde_json::to_value(v).unwrap_or(Value::Null);
     want.image != have.image
@@ -180,7 +202,11 @@ pub fn decide(input: &Input<'_>, policy: &Policy) -> Decision {
     }
     let since = [input.last_activity, applied].into_iter().flatten().max().unwrap_or(input.now);
     let until = plus(since, policy.quiet_after);
-    if input.now >= until { Decision::Roll(Why::Quiet) } else { Decision::Wait { until } }
+    if input.now >= until {
+        Decision::Roll(Why::Quiet)
+    } else {
+        Decision::Wait { until, class: class_changed(input.desired, live) }
+    }
 }
 
 /// `built` (the Deployment as the controller builds it now) shaped by `decision`: a rolled
@@ -210,8 +236,15 @@ pub fn shape(mut built: Deployment, live: Option<&Deployment>, decision: &Decisi
             if let (Some(spec), Some(running)) = (built.spec.as_mut(), live.and_then(template_of)) {
                 spec.template = running.clone();
             }
-            for key in [TEMPLATE_APPLIED_ANNOTATION, TEMPLATE_HASH_ANNOTATION, crate::deployment::SPEC_HASH_ANNOTATION]
-            {
+            // What the class put in the running template stays recorded as the running one, so
+            // that the next reconcile still says the class is what waits.
+            let keys = [
+                TEMPLATE_APPLIED_ANNOTATION,
+                TEMPLATE_HASH_ANNOTATION,
+                crate::deployment::SPEC_HASH_ANNOTATION,
+                CLASS_TEMPLATE_ANNOTATION,
+            ];
+            for key in keys {
                 set(&mut built, key, carried(key));
             }
         }
@@ -293,7 +326,7 @@ mod tests {
                 Some(600),
                 700,
                 &policy,
-                Decision::Wait { until: at(4200) },
+                Decision::Wait { until: at(4200), class: None },
             ),
             (
                 "made before the hash: wait too",
@@ -304,7 +337,7 @@ mod tests {
                 Some(600),
                 700,
                 &policy,
-                Decision::Wait { until: at(4200) },
+                Decision::Wait { until: at(4200), class: None },
             ),
             ("quiet for an hour", Some(&old), &new, 1, None, Some(600), 4200, &policy, Decision::Roll(Why::Quiet)),
             (
@@ -372,7 +405,7 @@ mod tests {
                 Some(600),
                 700,
                 &policy,
-                Decision::Wait { until: at(4200) },
+                Decision::Wait { until: at(4200), class: None },
             ),
         ];
         for (what, live, desired, replicas, asked, active, now, policy, want) in cases {
@@ -433,10 +466,19 @@ mod shape_tests {
         assert!(!needs_apply(&again, Some(&live)), "a current template is not written again");
 
         let upgraded = built("2", 1);
-        let waiting =
-            shape(upgraded.clone(), Some(&live), &Decision::Wait { until: at(1_800_003_600) }, at(1_800_000_500));
+        let waiting = shape(
+            upgraded.clone(),
+            Some(&live),
+            &Decision::Wait { until: at(1_800_003_600), class: None },
+            at(1_800_000_500),
+        );
         assert!(!needs_apply(&waiting, Some(&live)), "a waiting template costs no write");
-        let scaled = shape(built("2", 3), Some(&live), &Decision::Wait { until: at(1_800_003_600) }, at(1_800_000_500));
+        let scaled = shape(
+            built("2", 3),
+            Some(&live),
+            &Decision::Wait { until: at(1_800_003_600), class: None },
+            at(1_800_000_500),
+        );
         assert!(needs_apply(&scaled, Some(&live)), "a resize while waiting is written");
         assert_eq!(
             scaled.spec.as_ref().unwrap().template,

@@ -86,7 +86,9 @@ pub(crate) async fn ensure_deployment(
 ) -> Result<(Option<Arc<Deployment>>, Decision), Error> {
     let replicas = wanted.replicas;
     let settings = &ctx.settings.template;
-    let built = deployment::desired_mounting(shell, live.map(|d| &**d), replicas, settings, wanted.mount_home)?;
+    let class = shell.spec.class_name.as_deref().and_then(|name| ctx.class_caps.class(name));
+    let live_ref = live.map(|d| &**d);
+    let built = deployment::desired_mounting(shell, live_ref, replicas, settings, wanted.mount_home, class.as_deref())?;
     let input = rollout::Input {
         live: live.map(|d| &**d),
         desired: &built,

@@ -125,7 +125,14 @@ fn stopping(shell: &MyOwnShell, plan: &Plan) -> Option<Value> {
 fn up_to_date(shell: &MyOwnShell, decision: &Decision) -> Value {
     let name = shell.metadata.name.as_deref().unwrap_or_default();
     match decision {
-        Decision::Wait { until } => (
+        Decision::Wait { until, class: Some(class) } => (
+            false,
+            reasons::CLASS_CHANGED,
+            format!(
+                "MyOwnShellClass {class:?} changed what it puts in its shells' pods (a default image, command or resources); the pods keep the earlier one until the shell next starts, at {until} if nobody connects before, or now with `kubectl myownshell update {name}` (which restarts the pods)"
+            ),
+        ),
+        Decision::Wait { until, class: None } => (
             false,
             reasons::OPERATOR_UPGRADED,
             format!(

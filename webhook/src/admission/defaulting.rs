@@ -247,7 +247,8 @@ fn class_defaults(spec: Option<&mut MyOwnShellSpec>, classes: &ClassIndex) -> (V
 }
 
 /// [`mutate`] with the shells' classes: a new shell without `spec.className` gets the default
-/// class, and its class fills what the spec leaves unset before the operator's defaults do.
+/// class, and its class fills what the spec leaves unset before the operator's defaults do
+/// (but its pods' image, command and resources, which the controller takes from the class).
 pub fn mutate_with_classes<'a>(request: &Request<'a>, policy: &Policy, classes: &ClassIndex) -> Response<'a> {
     let allowed = Response::allow(request);
     if !matches!(request.operation, Operation::Create | Operation::Update) || request.sub_resource.is_some() {
@@ -274,13 +275,6 @@ pub fn mutate_with_classes<'a>(request: &Request<'a>, policy: &Policy, classes: 
         let mut decoded = object.spec().ok().map(Option::unwrap_or_default);
         if may_have_class {
             let (ops, several) = class_defaults(decoded.as_mut(), classes);
-            if !ops.is_empty() {
-                // The class's values, not the operator's, for what it fills.
-                let filled = decoded.as_ref();
-                needs.image &= filled.is_none_or(|s| s.image.is_none());
-                needs.command &= filled.is_none_or(|s| s.command.is_none());
-                needs.resources &= filled.is_none_or(|s| s.resources.is_none());
-            }
             more.extend(ops);
             warning = several;
         }
@@ -290,6 +284,15 @@ pub fn mutate_with_classes<'a>(request: &Request<'a>, policy: &Policy, classes: 
             let old = request.old_object.as_ref().and_then(|o| o.spec().ok().flatten());
             more.extend(lifetime::stamp_operations(decoded.as_ref(), old.as_ref(), &myownshell_runtime::time::now()));
         }
+    }
+    // A shell of a class leaves its image, command and resources unset unless it sets them: the
+    // controller takes them from the class when it builds the pods, so that a class's new
+    // default reaches its running shells (at a quiet moment), which a value written here would
+    // not.
+    let has_class = spec.as_ref().is_some_and(|s| s.contains("className"))
+        || more.iter().any(|op| matches!(op, PatchOperation::Add(a) if a.path.as_str() == "/spec/className"));
+    if has_class {
+        (needs.image, needs.command, needs.resources) = (false, false, false);
     }
     let mut response = match combined(patch_for(&needs), more) {
         Some(patch) => allowed.with_patch(patch),

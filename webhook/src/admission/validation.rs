@@ -194,7 +194,7 @@ fn class_problems(
     spec: &MyOwnShellSpec,
     old: Option<&MyOwnShellSpec>,
     classes: &ClassIndex,
-    now: Timestamp,
+    (policy, now): (&Policy, Timestamp),
 ) -> (Vec<Problem>, Option<UseCheck>, bool) {
     let Some(name) = spec.class_name.as_deref() else { return (Vec::new(), None, false) };
     let asked = usage::asks_use(request.operation, spec, old);
@@ -205,7 +205,15 @@ fn class_problems(
         let rule = format!("no MyOwnShellClass is named {name:?} (kubectl get myownshellclasses lists them)");
         return (vec![Problem::new("className", "spec.className", rule)], None, true);
     };
-    let problems = ClassRules { name, spec: &class.spec }.check(spec, now);
+    let rules = ClassRules { name, spec: &class.spec };
+    let mut problems = rules.check(spec, now);
+    // The class's default image is held to the operator's rules as a spec's own would be.
+    if spec.image.is_none()
+        && let Err(mut problem) = check_image(rules.image_of(spec), policy)
+    {
+        problem.message = format!("{} (MyOwnShellClass {name:?}'s spec.images.default)", problem.message);
+        problems.push(problem.of_class());
+    }
     // The default class is open to whoever may create shells.
     let is_default = classes.default_class().is_some_and(|d| d.class.metadata.name.as_deref() == Some(name));
     let check = asked.filter(|_| !is_default).map(|class| UseCheck {
@@ -253,7 +261,8 @@ pub fn validate_with_classes<'a>(
     let now = Timestamp::now();
     let (mut problems, image_warning) = examine(&spec, old.as_ref(), policy, now);
     problems.extend(home::check_name(&request.name, &spec));
-    let (class_problems, use_check, takes_class_up) = class_problems(request, &spec, old.as_ref(), classes, now);
+    let (class_problems, use_check, takes_class_up) =
+        class_problems(request, &spec, old.as_ref(), classes, (policy, now));
     problems.extend(class_problems);
     if let Some(old) = old.as_ref().filter(|_| !problems.is_empty()) {
         let unchanged = |top: &str| match top {

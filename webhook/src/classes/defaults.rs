@@ -15,24 +15,6 @@ fn add(path: &[&str], value: Value) -> PatchOperation {
 /// way, so the operator's defaults that follow see the class's values.
 pub fn operations(spec: &mut MyOwnShellSpec, class: &MyOwnShellClassSpec) -> Vec<PatchOperation> {
     let mut ops = Vec::new();
-    if spec.image.is_none()
-        && let Some(image) = class.images.as_ref().and_then(|i| i.default.clone())
-    {
-        ops.push(add(&["spec", "image"], json!(image)));
-        spec.image = Some(image);
-    }
-    if spec.command.is_none()
-        && let Some(command) = class.command.clone()
-    {
-        ops.push(add(&["spec", "command"], json!(command)));
-        spec.command = Some(command);
-    }
-    if spec.resources.is_none()
-        && let Some(resources) = class.resources.as_ref().and_then(|r| r.default.clone())
-    {
-        ops.push(add(&["spec", "resources"], serde_json::to_value(&resources).unwrap_or_else(|_| json!({}))));
-        spec.resources = Some(resources);
-    }
     if spec.record_sessions.is_none() && class.recording.as_ref().and_then(|r| r.required) == Some(true) {
         ops.push(add(&["spec", "recordSessions"], json!(true)));
         spec.record_sessions = Some(true);
@@ -132,8 +114,6 @@ mod tests {
             (
                 MyOwnShellSpec::default(),
                 vec![
-                    "/spec/image",
-                    "/spec/command",
                     "/spec/recordSessions",
                     "/spec/lifetime",
                     "/spec/lifetime/idleTimeout",
@@ -144,8 +124,6 @@ mod tests {
             (
                 with_home,
                 vec![
-                    "/spec/image",
-                    "/spec/command",
                     "/spec/recordSessions",
                     "/spec/lifetime",
                     "/spec/lifetime/idleTimeout",

@@ -51,9 +51,15 @@ impl ClassRules<'_> {
         problems.into_iter().map(Problem::of_class).collect()
     }
 
+    /// The image `shell` runs: its own, else the class's default, else the operator's.
+    pub fn image_of<'s>(&'s self, shell: &'s MyOwnShellSpec) -> &'s str {
+        let class_default = self.spec.images.as_ref().and_then(|i| i.default.as_deref());
+        shell.image.as_deref().or(class_default).unwrap_or(defaults::IMAGE)
+    }
+
     fn image(&self, shell: &MyOwnShellSpec, problems: &mut Vec<Problem>) {
         let Some(allowed) = self.spec.images.as_ref().and_then(|i| i.allowed.as_ref()) else { return };
-        let image = shell.image.as_deref().unwrap_or(defaults::IMAGE);
+        let image = self.image_of(shell);
         if allowed.is_empty() {
             let rule = format!(
                 "{} is empty: the class allows no image, so no shell of it can run (ask its administrators)",
@@ -72,7 +78,10 @@ impl ClassRules<'_> {
 
     fn resources(&self, shell: &MyOwnShellSpec, problems: &mut Vec<Problem>) {
         let Some(max) = self.spec.resources.as_ref().and_then(|r| r.max.as_ref()) else { return };
-        let asked = shell.resources.as_ref();
+        // Its own, else the class's default, else the operator's.
+        let operator = myownshell_api::defaults::resources();
+        let class_default = self.spec.resources.as_ref().and_then(|r| r.default.as_ref());
+        let asked = Some(shell.resources.as_ref().or(class_default).unwrap_or(&operator));
         for (kind, list) in
             [("requests", asked.and_then(|r| r.requests.as_ref())), ("limits", asked.and_then(|r| r.limits.as_ref()))]
         {
@@ -269,9 +278,10 @@ mod tests {
                 },
                 &["spec.resources.limits[cpu]"],
             ),
+            ("no resources: the operator's, within the class", |s| s.resources = None, &[]),
             (
-                "no limits: unbounded",
-                |s| s.resources = None,
+                "limits left out: unbounded",
+                |s| s.resources.as_mut().map(|r| r.limits = None).unwrap_or_default(),
                 &["spec.resources.limits[cpu]", "spec.resources.limits[memory]"],
             ),
             (

@@ -44,6 +44,7 @@ pub fn generate() -> Result<Vec<ChartFile>, String> {
         ("values.yaml", values::values_yaml(&defaults, &hash)?),
         ("values.schema.json", values::schema_json(HEADER)),
         ("templates/NOTES.txt", meta::notes(&defaults, HEADER)?),
+        ("templates/classes/myownshellclasses.yaml", classes_template(&hash)),
     ]
     .into_iter()
     .map(|(path, contents)| ChartFile { path: path.to_owned(), contents })
@@ -56,6 +57,17 @@ pub fn generate() -> Result<Vec<ChartFile>, String> {
         return Err(format!("two objects would be written to {}", twice[0].path));
     }
     Ok(files)
+}
+
+/// The shell classes of `.Values.classes`, one MyOwnShellClass each: written here, not from
+/// `config/`, because they are the chart user's, not the operator's.
+fn classes_template(header: &str) -> String {
+    format!(
+        "{header}\n{{{{- range .Values.classes }}}}\n---\napiVersion: myownshell.io/v1alpha1\nkind: MyOwnShellClass\nmetadata:\n  \
+         name: {{{{ .name }}}}\n  labels:\n    app.kubernetes.io/managed-by: {{{{ $.Release.Service }}}}\n    \
+         helm.sh/chart: {{{{ printf \"%s-%s\" $.Chart.Name $.Chart.Version }}}}\n  {{{{- if .default }}}}\n  annotations:\n    \
+         myownshell.io/is-default-class: \"true\"\n  {{{{- end }}}}\nspec:\n  {{{{- toYaml (.spec | default dict) | nindent 2 }}}}\n{{{{- end }}}}\n"
+    )
 }
 
 /// How the chart on disk differs from the generated one (paths in the chart directory).

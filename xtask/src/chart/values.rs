@@ -168,6 +168,19 @@ pub fn schema_json(header: &str) -> String {
         "certificates": object(json!({"mode": {"type": "string", "enum": ["self-managed", "cert-manager"]}})),
         "metrics": object(json!({"serviceMonitor": enabled(), "prometheusRule": enabled()})),
         "admissionPolicies": enabled(),
+        "classes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["name"],
+                "properties": {
+                    "name": {"type": "string", "minLength": 1},
+                    "default": {"type": "boolean"},
+                    "spec": {"type": "object"},
+                },
+            },
+        },
         "networkPolicy": enabled(),
         // Helm's own, set for every chart.
         "global": {"type": "object"},
