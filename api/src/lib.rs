@@ -8,6 +8,7 @@ pub mod class;
 pub mod connect;
 pub mod crd;
 pub mod defaults;
+pub mod image_pattern;
 pub mod last_connection;
 pub mod lifecycle;
 pub mod names;

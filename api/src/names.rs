@@ -118,6 +118,10 @@ pub mod conditions {
     /// `True` when the shell's home claim is bound and usable; `False` with a reason
     /// (`HomePending`, `HomeLost`, `HomeNodeUnavailable`, …) otherwise. Absent without a home.
     pub const HOME_READY: &str = "HomeReady";
+    /// `True` when the shell fits its MyOwnShellClass (its image among those the class allows);
+    /// `False` (`ClassForbids`, `ClassMissing`) when the class changed or went since: the shell
+    /// runs on as it is, and its next start is refused until it fits. Absent without a class.
+    pub const FITS_CLASS: &str = "FitsClass";
 }
 
 pub mod reasons;

@@ -150,6 +150,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         .or_else(|| closed.then(|| not_open(&namespace)))
         .or_else(|| home_problem.clone())
         .or_else(|| waiting.clone());
+    let class_fit = crate::starts::fit(shell, ctx);
     let inputs = status::Inputs {
         deployment: current.as_deref(),
         failure: failure.as_ref(),
@@ -157,6 +158,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         diagnosis: diagnosis.as_ref(),
         template: template.as_ref(),
         home: home.as_ref(),
+        class_fit: class_fit.as_ref(),
     };
     let status = status::compute(shell, previous.as_ref(), &inputs, &myownshell_runtime::time::to_second(now));
     ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));

@@ -54,3 +54,36 @@ pub fn check(shell: &MyOwnShell, replicas: i32, ctx: &Context) -> Option<Failure
         }),
     }
 }
+
+/// The `FitsClass` condition of a shell with a class: whether its image (its own, else its
+/// class's default, else the operator's) is one its class allows; `None` without a class.
+pub fn fit(shell: &MyOwnShell, ctx: &Context) -> Option<(bool, &'static str, String)> {
+    let name = shell.spec.class_name.as_deref()?;
+    let Some(class) = ctx.class_caps.class(name) else {
+        return Some((
+            false,
+            reasons::CLASS_MISSING,
+            format!(
+                "no MyOwnShellClass is named {name:?} (deleted?): the shell runs on as it is, and its next start is refused"
+            ),
+        ));
+    };
+    let images = class.spec.images.as_ref();
+    let image = shell
+        .spec
+        .image
+        .as_deref()
+        .or(images.and_then(|i| i.default.as_deref()))
+        .unwrap_or(myownshell_api::defaults::IMAGE);
+    match images.and_then(|i| i.allowed.as_ref()) {
+        Some(allowed) if !myownshell_api::image_pattern::any_matches(allowed, image) => Some((
+            false,
+            reasons::CLASS_FORBIDS,
+            format!(
+                "the image {image:?} is no longer one MyOwnShellClass {name:?} allows ({}): the shell runs on as it is, and its next start is refused until spec.image is one of them",
+                allowed.join(", ")
+            ),
+        )),
+        _ => Some((true, reasons::CLASS_FITS, format!("the shell fits MyOwnShellClass {name:?}"))),
+    }
+}

@@ -168,5 +168,27 @@ async fn a_class_with_a_new_default_image_waits_for_a_quiet_moment_and_says_so()
         other => Err(format!("{other:?}")),
     })
     .await;
+
+    // The class stops allowing `own`'s image: it says so, and runs on untouched.
+    let narrowed = json!({"spec": {"images": {"allowed": ["busybox:1.36.0"]}}});
+    classes.patch(&class_name, &PatchParams::default(), &Patch::Merge(narrowed)).await.unwrap();
+    let fits = |want: &'static str, reason: &'static str| {
+        move |s: &MyOwnShell| {
+            let c = s.status.as_ref().and_then(|st| st.conditions.iter().find(|c| c.type_ == "FitsClass")).cloned();
+            match c {
+                Some(c) if c.status == want && c.reason == reason => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    };
+    let told = t.shell_where("own", "FitsClass=False, ClassForbids", fits("False", "ClassForbids")).await;
+    let message = told.status.unwrap().conditions.into_iter().find(|c| c.type_ == "FitsClass").unwrap().message;
+    assert!(message.contains("busybox:1.36.1") && message.contains(&class_name), "{message}");
+    t.shell_where("follows", "FitsClass=True", fits("True", "ClassFits")).await;
+    assert_eq!(t.deployments.get("own").await.unwrap().metadata.generation, Some(1), "left running as it is");
+
+    // The class is deleted: its shells run on, and say so.
     classes.delete(&class_name, &DeleteParams::default()).await.unwrap();
+    t.shell_where("follows", "FitsClass=False, ClassMissing", fits("False", "ClassMissing")).await;
+    t.replicas_become("follows", 1).await;
 }

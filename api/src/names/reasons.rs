@@ -149,6 +149,14 @@ reasons! {
     /// command or resources) and the shell's pods still run the earlier one: applied at the
     /// same moments as an operator upgrade's.
     CLASS_CHANGED = "ClassChanged", [Condition("UpToDate=False")];
+    /// The shell's image is among those its MyOwnShellClass allows.
+    CLASS_FITS = "ClassFits", [Condition("FitsClass=True")];
+    /// The shell's image is no longer among those its MyOwnShellClass allows: it runs on, and its
+    /// next start is refused until its image is changed.
+    CLASS_FORBIDS = "ClassForbids", [Condition("FitsClass=False")];
+    /// The shell's MyOwnShellClass does not exist (deleted since): it runs on, its caps no longer
+    /// count, and its next start is refused.
+    CLASS_MISSING = "ClassMissing", [Condition("FitsClass=False")];
     /// The pod template of the running operator release was applied to the shell's pods
     /// (restarting them): the note says why now.
     TEMPLATE_UPDATED = "TemplateUpdated", [NormalEvent];

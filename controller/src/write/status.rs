@@ -4,7 +4,9 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use myownshell_api::names::conditions::{AVAILABLE, DEGRADED, HOME_READY, PROGRESSING, STOPPING, UP_TO_DATE};
+use myownshell_api::names::conditions::{
+    AVAILABLE, DEGRADED, FITS_CLASS, HOME_READY, PROGRESSING, STOPPING, UP_TO_DATE,
+};
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
 
@@ -38,10 +40,12 @@ pub struct Inputs<'a> {
     pub template: Option<&'a Decision>,
     /// What the home's claim means for the shell (`None`: no home).
     pub home: Option<&'a Assessment>,
+    /// Whether the shell fits its class (`None`: no class).
+    pub class_fit: Option<&'a Value>,
 }
 
 /// A condition's value: status, reason, message.
-type Value = (bool, &'static str, String);
+pub type Value = (bool, &'static str, String);
 
 /// Why a shell that is not stopped wants no pods: its size, or a hold its Degraded condition
 /// explains (its namespace not opened to shells).
@@ -186,6 +190,7 @@ pub fn compute(
         conditions.extend(inputs.template.map(|d| condition(UP_TO_DATE, up_to_date(shell, d))));
     }
     conditions.extend(inputs.home.map(|h| condition(HOME_READY, h.ready.clone())));
+    conditions.extend(inputs.class_fit.map(|v| condition(FITS_CLASS, v.clone())));
     let (state, started_at, stopped) = match inputs.plan.map(|p| &p.phase) {
         Some(Phase::Running { started_at }) => {
             (Some("Running"), Some(myownshell_runtime::time::to_second(*started_at)), None)

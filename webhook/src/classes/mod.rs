@@ -1,6 +1,6 @@
 //! Shell classes (`MyOwnShellClass`) at admission: which class a new shell gets (the default,
 //! [`index`]), what the class fills in ([`defaults`]), the rules it sets on the spec and on the
-//! class itself ([`rules`], image patterns in [`pattern`]), and whether the requester may use it
+//! class itself ([`rules`], image patterns in [`myownshell_api::image_pattern`]), and whether the requester may use it
 //! ([`usage`]: RBAC's `use` verb, asked by SubjectAccessReview).
 //!
 //! The operator's flags ([`crate::admission::Policy`]) stay the outer bounds: their rules run as
@@ -11,7 +11,6 @@
 
 pub mod defaults;
 pub mod index;
-pub mod pattern;
 pub mod rules;
 pub mod usage;
 

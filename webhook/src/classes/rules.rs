@@ -10,8 +10,8 @@ use myownshell_api::quantity::parse;
 use myownshell_api::{MyOwnShellClassSpec, MyOwnShellSpec, ResourceList, defaults};
 use myownshell_runtime::time::{format_duration, parse_duration, plus};
 
-use super::pattern;
 use crate::admission::problem::Problem;
+use myownshell_api::image_pattern as pattern;
 
 /// A class's rules, with its name for the messages.
 pub struct ClassRules<'a> {

@@ -1,5 +1,6 @@
 //! Image patterns of a class (`spec.images.allowed`): an exact reference, or `*` standing for
-//! any run of characters (`registry.example.com/tools/*`, `busybox:1.37*`).
+//! any run of characters (`registry.example.com/tools/*`, `busybox:1.37*`). Shared by the
+//! webhook (a spec's image) and the controller (whether a running shell still fits its class).
 //!
 //! Hand-written rather than a glob crate: only `*` is meant (a `?` or `[` is a literal
 //! character of no image reference anyway, and a glob crate would read them as wildcards), and
