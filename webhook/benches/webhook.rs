@@ -11,10 +11,13 @@
 //! `--rounds N` (default 5): webhook and floor are measured back to back N times (alternating
 //! which goes first); the ratio is the median of the per-round ratios, so a burst of other work
 //! on the machine moves one round, not the result. `--processes N` (default 3): all of that in
-//! N fresh processes, summarised as the median over processes.
+//! N fresh processes, summarised as the median over processes. Then the class row
+//! (`classes.rs`): a shell of a class that needs a grant, against a real kube-apiserver for its
+//! SubjectAccessReview (`KUBEBUILDER_ASSETS`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod classes;
 mod connect;
 mod kube_types;
 
@@ -354,6 +357,10 @@ fn run_trials(options: &Options) {
         println!(
             "{name:<8} concurrency {c:>2}: ratio = webhook/floor = {ratio:.2} (processes: {each}), webhook p99 {p99:.3} ms"
         );
+        if body == 2 {
+            // The class row has no kube-types server.
+            continue;
+        }
         let (ratio, each, p99) = summary(|r| r.2, |r| r.3);
         println!(
             "{name:<8} concurrency {c:>2}: ratio = kube types/floor = {ratio:.2} (processes: {each}), kube types p99 {p99:.3} ms"
@@ -390,7 +397,7 @@ fn ms(d: Duration) -> String {
 }
 
 /// Short names of the two bodies, for the summary.
-const BODY_NAMES: [&str; 2] = ["minimal", "kubectl"];
+const BODY_NAMES: [&str; 3] = ["minimal", "kubectl", "classed"];
 
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -431,6 +438,7 @@ fn main() {
             measure(&opts, &tls, Servers { webhook, kube, floor }, &body, body_index).await;
         }
         connect::measure(&tls, opts.seconds, opts.rounds, &shutdown).await;
+        classes::measure(&opts, &tls, &shutdown).await;
         shutdown.cancel();
     });
 }

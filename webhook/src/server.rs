@@ -118,7 +118,7 @@ fn review<'a>(webhook: Webhook, body: &'a [u8], state: &AppState) -> Answer<'a> 
 
 /// [`answer`], a shell's creation refused while pods named as its own run
 /// ([`crate::earlier_pods`]), and a class used by someone RBAC does not let ([`usage`]).
-async fn answer_checked(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
+pub async fn answer_checked(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
     let mut answer = review(webhook, body, state);
     if let Answer::Review { response, outcome, class_use: Some(check), .. } = &mut answer {
         let refusal = match &state.class_usage {

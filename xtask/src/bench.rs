@@ -110,7 +110,10 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             crate::bench_gateway::run(crate::bench_gateway::Options { keystrokes, bytes, sessions })
         }
         Target::Webhook { seconds, concurrency, rounds, processes } => {
+            // The class row asks a real kube-apiserver for its SubjectAccessReviews.
+            let assets = crate::envtest::ensure()?;
             let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+                .env("KUBEBUILDER_ASSETS", &assets)
                 .args(["bench", "--package", "myownshell-webhook", "--bench", "webhook", "--"])
                 .args([
                     "--seconds",
