@@ -249,3 +249,48 @@ async fn classes_at_admission_default_rules_use_and_revocation() {
     drop(webhook);
     installed.remove().await.unwrap();
 }
+
+/// What a platform team writes is checked as it is written (`config/policy/shell_classes.yaml`,
+/// in the apiserver): a default image the class does not allow is refused; a class that allows
+/// nothing, everything, or lets nobody run a shell is admitted with a warning saying so.
+#[tokio::test]
+async fn a_class_is_checked_as_it_is_written() {
+    let cp = shared();
+    let admin = cp.kubectl();
+    let policy = myownshell_envtest::assets::workspace_root().join("config/policy/shell_classes.yaml");
+    admin.run(&["apply", "-f", policy.to_str().unwrap()]).await.unwrap().ok().unwrap();
+    let name = |what: &str| format!("policy-{what}-{}", std::process::id());
+    let refused = class(
+        &name("refused"),
+        false,
+        "{images: {allowed: [\"registry.example.com/tools/*\"], default: \"busybox:1.37.0\"}}",
+    );
+    eventually("the class policy in force", READY, || async {
+        let out = admin.run_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&refused)).await.unwrap();
+        match out.success {
+            false if out.stderr.contains("spec.images.default: must be one of the images spec.images.allowed allows (registry.example.com/tools/*), got busybox:1.37.0") => Ok(()),
+            _ => Err(format!("{} {}", out.stdout, out.stderr)),
+        }
+    })
+    .await
+    .unwrap();
+    let fits = class(
+        &name("fits"),
+        false,
+        "{images: {allowed: [\"registry.example.com/tools/*\"], default: \"registry.example.com/tools/shell:1\"}}",
+    );
+    let out = admin.run_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&fits)).await.unwrap();
+    assert!(out.success && !out.stderr.contains("Warning"), "{}", out.stderr);
+    let warned = [
+        ("{images: {allowed: []}}", "the class allows no image"),
+        ("{images: {allowed: [\"**\"]}}", "the class allows every image"),
+        ("{maxRunningPerUser: 0}", "nobody may run a shell of this class"),
+    ];
+    for (spec, says) in warned {
+        let out = admin
+            .run_with_stdin(&["apply", "--dry-run=server", "-f", "-"], Some(&class(&name("warned"), false, spec)))
+            .await
+            .unwrap();
+        assert!(out.success && out.stderr.contains("Warning: ") && out.stderr.contains(says), "{spec}: {}", out.stderr);
+    }
+}
