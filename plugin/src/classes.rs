@@ -49,14 +49,7 @@ pub fn render(rows: &[Row]) -> String {
     for r in rows {
         lines.push(vec![&r.name, &r.default, &r.image, &r.max, &r.per_user, &r.description]);
     }
-    let widths: Vec<usize> = (0..6).map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for line in &lines {
-        let cells: Vec<String> = line.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
-        out.push_str(cells.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
+    crate::table::render(&lines)
 }
 
 /// Whether the user may `use` `class` in `namespace`.

@@ -94,15 +94,7 @@ pub fn render(rows: &[Row], all_namespaces: bool) -> String {
             line.remove(0);
         }
     }
-    let columns = lines[0].len();
-    let widths: Vec<usize> = (0..columns).map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for line in &lines {
-        let cells: Vec<String> = line.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
-        out.push_str(cells.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
+    crate::table::render(&lines)
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ mod connect;
 mod gateway;
 mod lifecycle;
 mod ls;
+mod table;
 
 use std::process::ExitCode;
 

@@ -63,7 +63,7 @@ async fn kubectl_applies_a_sample_and_shows_the_printer_columns() {
     let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "SIZE", "READY", "AVAILABLE", "OWNER", "UP-TO-DATE", "STATE", "STOPS", "HOME", "AGE"],
+        ["NAME", "SIZE", "READY", "AVAILABLE", "CLASS", "OWNER", "UP-TO-DATE", "STATE", "STOPS", "HOME", "AGE"],
         "{table}"
     );
     let row: Vec<&str> = table.lines().nth(1).unwrap_or_default().split_whitespace().collect();

@@ -10,6 +10,7 @@
 //!   and the record of connections;
 //! - [`dispatch`]: one review from bytes to answer, for whichever webhook it came to;
 //! - [`earlier_pods`]: a new shell inherits no pod (the one review that asks the apiserver);
+//! - [`follow`]: a watch into an index (the shells', the classes');
 //! - the process: a thin HTTP layer ([`server`]), metrics ([`metrics`]), flags ([`args`]),
 //!   when a stopping webhook may stop answering ([`drain`]) and the process around them ([`run`]). Certificates come from the `myownshell-certs` crate.
 
@@ -22,6 +23,7 @@ pub mod connect;
 pub mod dispatch;
 pub mod drain;
 pub mod earlier_pods;
+pub mod follow;
 pub mod metrics;
 pub mod review;
 pub mod run;

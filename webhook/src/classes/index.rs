@@ -5,8 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use myownshell_api::MyOwnShellClass;
 use parking_lot::RwLock;
@@ -108,20 +107,7 @@ impl ClassIndex {
 /// Keep `index` current until `shutdown`: a watch of every `MyOwnShellClass`, retried with
 /// backoff.
 pub async fn watch(client: Client, index: Arc<ClassIndex>, shutdown: CancellationToken) {
-    let api: Api<MyOwnShellClass> = Api::all(client);
-    let events = watcher(api, watcher::Config::default().any_semantic()).default_backoff();
-    let mut events = std::pin::pin!(events);
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            event = events.next() => event,
-        };
-        match event {
-            Some(Ok(event)) => index.apply(&event),
-            Some(Err(e)) => tracing::warn!(error = %e, "watching MyOwnShellClasses (retrying)"),
-            None => return,
-        }
-    }
+    crate::follow::follow(Api::all(client), "MyOwnShellClasses", |event| index.apply(event), shutdown).await;
 }
 
 #[cfg(test)]

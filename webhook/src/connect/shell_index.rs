@@ -9,8 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use myownshell_api::MyOwnShell;
 use parking_lot::RwLock;
@@ -110,20 +109,7 @@ impl ShellIndex {
 
 /// Keep `index` current until `shutdown`: a watch of every `MyOwnShell`, retried with backoff.
 pub async fn watch(client: Client, index: Arc<ShellIndex>, shutdown: CancellationToken) {
-    let api: Api<MyOwnShell> = Api::all(client);
-    let events = watcher(api, watcher::Config::default().any_semantic()).default_backoff();
-    let mut events = std::pin::pin!(events);
-    loop {
-        let event = tokio::select! {
-            () = shutdown.cancelled() => return,
-            event = events.next() => event,
-        };
-        match event {
-            Some(Ok(event)) => index.apply(&event),
-            Some(Err(e)) => tracing::warn!(error = %e, "watching MyOwnShells (retrying)"),
-            None => return,
-        }
-    }
+    crate::follow::follow(Api::all(client), "MyOwnShells", |event| index.apply(event), shutdown).await;
 }
 
 #[cfg(test)]
