@@ -211,6 +211,10 @@ async fn a_controller_restart_neither_loses_nor_repeats_a_stop() {
     let at = stopped.status.unwrap().stopped.unwrap().at.0;
     assert!((0..=1).contains(&seconds(first.next_stop.unwrap().at.0, at)));
 
+    // The stop's Event is published after its status: wait for it before the controller that
+    // tells it is killed (it was seen lost when the kill came first).
+    t.event_with_reason("steady", "Stopped").await;
+
     // And another after the stop: no second stop, no second event.
     restart(&mut t, "life-restart-3");
     assert_eq!(t.settled_writes().await, 0.0, "the stop was made again");
