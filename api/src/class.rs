@@ -197,6 +197,31 @@ pub struct ClassRecording {
     pub required: Option<bool>,
 }
 
+/// What a shell's container runs, as the controller builds it and the webhook and `FitsClass`
+/// judge it: the shell's own value, else its class's default, else the operator's. The one
+/// place the three are resolved.
+pub mod effective {
+    use super::MyOwnShellClassSpec;
+    use crate::{MyOwnShellSpec, ShellResources, defaults};
+
+    /// The image.
+    pub fn image<'s>(spec: &'s MyOwnShellSpec, class: Option<&'s MyOwnShellClassSpec>) -> &'s str {
+        let class_default = class.and_then(|c| c.images.as_ref()).and_then(|i| i.default.as_deref());
+        spec.image.as_deref().or(class_default).unwrap_or(defaults::IMAGE)
+    }
+
+    /// The command.
+    pub fn command(spec: &MyOwnShellSpec, class: Option<&MyOwnShellClassSpec>) -> Vec<String> {
+        spec.command.clone().or_else(|| class.and_then(|c| c.command.clone())).unwrap_or_else(defaults::command)
+    }
+
+    /// The resources.
+    pub fn resources(spec: &MyOwnShellSpec, class: Option<&MyOwnShellClassSpec>) -> ShellResources {
+        let class_default = || class.and_then(|c| c.resources.as_ref()).and_then(|r| r.default.clone());
+        spec.resources.clone().or_else(class_default).unwrap_or_else(defaults::resources)
+    }
+}
+
 impl MyOwnShellClass {
     /// Whether the class carries the default-class annotation with `"true"`.
     pub fn is_default(&self) -> bool {

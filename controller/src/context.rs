@@ -7,7 +7,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use myownshell_api::MyOwnShell;
 
-use crate::cache::classes::ClassCaps;
+use crate::cache::classes::ClassIndex;
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
 use crate::cache::object_map::ObjectMap;
@@ -40,8 +40,8 @@ pub struct Context {
     pub(crate) open: Arc<OpenNamespaces>,
     /// The shells' home claims.
     pub(crate) claims: Arc<ClaimIndex>,
-    /// The shell classes' caps on running shells.
-    pub(crate) class_caps: Arc<ClassCaps>,
+    /// The shell classes (their caps on running shells, what they put in a shell's pods).
+    pub(crate) classes: Arc<ClassIndex>,
     /// The shells this controller let start, by class (see [`crate::life::slots`]).
     pub(crate) slots: Slots,
     /// What the operator's flags ask of every shell's pods, and how template changes roll out.
@@ -85,8 +85,8 @@ pub struct Caches {
     pub open: Arc<OpenNamespaces>,
     /// The shells' home claims.
     pub claims: Arc<ClaimIndex>,
-    /// The shell classes' caps.
-    pub class_caps: Arc<ClassCaps>,
+    /// The shell classes.
+    pub classes: Arc<ClassIndex>,
 }
 
 impl Context {
@@ -100,7 +100,7 @@ impl Context {
         statuses: StatusMemo,
         pending_events: PendingEvents,
     ) -> Self {
-        let Caches { deployments, shells, pods, nodes, terminating, open, claims, class_caps } = caches;
+        let Caches { deployments, shells, pods, nodes, terminating, open, claims, classes } = caches;
         Self {
             client,
             deployments,
@@ -110,7 +110,7 @@ impl Context {
             terminating,
             open,
             claims,
-            class_caps,
+            classes,
             slots: Slots::default(),
             settings,
             recorder,

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::{Resource, ResourceExt};
+use myownshell_api::class::effective;
 use myownshell_api::{MyOwnShell, MyOwnShellClass, MyOwnShellClassSpec, defaults};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -181,15 +182,11 @@ pub fn rehash(deployment: &mut Deployment) {
 /// unset, then the operator's), `HOME` on the writable scratch directory, and nothing it does
 /// not need (non-root, no privilege escalation, no capabilities, a read-only root filesystem).
 fn shell_container(spec: &myownshell_api::MyOwnShellSpec, class: Option<&MyOwnShellClassSpec>) -> Container {
-    let (class_image, class_command, class_resources) = match class {
-        Some(class) => class_given(spec, class),
-        None => (None, None, None),
-    };
-    let resources = spec.resources.clone().or(class_resources).unwrap_or_else(defaults::resources);
+    let resources = effective::resources(spec, class);
     Container {
         name: SHELL_CONTAINER.to_owned(),
-        image: Some(spec.image.clone().or(class_image).unwrap_or_else(|| defaults::IMAGE.to_owned())),
-        command: Some(spec.command.clone().or(class_command).unwrap_or_else(defaults::command)),
+        image: Some(effective::image(spec, class).to_owned()),
+        command: Some(effective::command(spec, class)),
         env: Some(vec![EnvVar { name: "HOME".to_owned(), value: Some(SCRATCH_DIR.to_owned()), value_from: None }]),
         volume_mounts: Some(vec![VolumeMount {
             name: SCRATCH_VOLUME.to_owned(),
@@ -251,15 +248,13 @@ fn runtime_default_seccomp() -> SeccompProfile {
 
 /// The first 16 hex characters of the SHA-256 of `template`'s JSON.
 pub fn template_hash(template: &PodTemplateSpec) -> String {
-    let json = serde_json::to_vec(template).unwrap_or_default();
-    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
+    json_hash(template)
 }
 
 /// First 16 hex characters of the SHA-256 of the object's JSON (k8s-openapi serializes maps in
 /// key order, so equal objects hash equally).
 fn content_hash(deployment: &Deployment) -> String {
-    let json = serde_json::to_vec(deployment).unwrap_or_default();
-    Sha256::digest(&json).iter().take(8).map(|b| format!("{b:02x}")).collect()
+    json_hash(deployment)
 }
 
 /// Whether server-side applying `desired` could change `live`: true unless every field of

@@ -92,17 +92,17 @@ async fn reconcile_inner(shell: Arc<MyOwnShell>, ctx: &Context) -> Result<Action
     }
 }
 
-/// Bring the Deployment and the status in line with the spec and the shell's lifetime.
 /// Until every cache a reconcile reads holds its first list.
 async fn caches_ready(ctx: &Context) -> Result<(), Error> {
     if !ctx.deployments.wait_until_ready().await {
         return Err(Error::CacheStopped);
     }
     ctx.open.wait_synced().await;
-    ctx.class_caps.wait_synced().await;
+    ctx.classes.wait_synced().await;
     Ok(())
 }
 
+/// Bring the Deployment and the status in line with the spec and the shell's lifetime.
 async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Result<Action, Error> {
     caches_ready(ctx).await?;
     let namespace = shell.namespace().unwrap_or_default();

@@ -29,7 +29,7 @@ pub fn check(shell: &MyOwnShell, replicas: i32, ctx: &Context) -> Option<Failure
         ctx.slots.keep(&key, class);
         return None;
     }
-    let caps = ctx.class_caps.get(class);
+    let caps = ctx.classes.get(class);
     if caps.per_user.is_none() && caps.per_namespace.is_none() {
         ctx.slots.keep(&key, class);
         return None;
@@ -59,7 +59,7 @@ pub fn check(shell: &MyOwnShell, replicas: i32, ctx: &Context) -> Option<Failure
 /// class's default, else the operator's) is one its class allows; `None` without a class.
 pub fn fit(shell: &MyOwnShell, ctx: &Context) -> Option<(bool, &'static str, String)> {
     let name = shell.spec.class_name.as_deref()?;
-    let Some(class) = ctx.class_caps.class(name) else {
+    let Some(class) = ctx.classes.class(name) else {
         return Some((
             false,
             reasons::CLASS_MISSING,
@@ -68,14 +68,8 @@ pub fn fit(shell: &MyOwnShell, ctx: &Context) -> Option<(bool, &'static str, Str
             ),
         ));
     };
-    let images = class.spec.images.as_ref();
-    let image = shell
-        .spec
-        .image
-        .as_deref()
-        .or(images.and_then(|i| i.default.as_deref()))
-        .unwrap_or(myownshell_api::defaults::IMAGE);
-    match images.and_then(|i| i.allowed.as_ref()) {
+    let image = myownshell_api::class::effective::image(&shell.spec, Some(&class.spec));
+    match class.spec.images.as_ref().and_then(|i| i.allowed.as_ref()) {
         Some(allowed) if !myownshell_api::image_pattern::any_matches(allowed, image) => Some((
             false,
             reasons::CLASS_FORBIDS,

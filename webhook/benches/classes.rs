@@ -28,24 +28,9 @@ const CLASS: &str = "bench-team";
 /// A CREATE of a shell of [`CLASS`] by `user` (in `system:masters`, whom RBAC allows anything,
 /// so the review's answer is yes without any binding).
 fn classed_review(user: &str) -> Bytes {
-    let object = json!({
-        "apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell",
-        "metadata": {"name": "bench", "namespace": "team-a", "uid": "8d5b7f0e-2b1c-4c1e-9b3a-1f2e3d4c5b6a"},
-        "spec": {"className": CLASS, "size": 3, "image": "registry.example.com/tools/shell:1.4.2",
-                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}}
-    });
-    let review = json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "myownshell.io", "version": "v1alpha1", "kind": "MyOwnShell"},
-            "resource": {"group": "myownshell.io", "version": "v1alpha1", "resource": "myownshells"},
-            "name": "bench", "namespace": "team-a", "operation": "CREATE",
-            "userInfo": {"username": user, "groups": ["system:masters", "system:authenticated"]},
-            "object": object, "oldObject": null, "dryRun": false
-        }
-    });
-    Bytes::from(serde_json::to_vec(&review).unwrap_or_default())
+    let spec = json!({"className": CLASS, "size": 3, "image": "registry.example.com/tools/shell:1.4.2",
+                      "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}});
+    crate::create_review(spec, user)
 }
 
 fn class() -> MyOwnShellClass {

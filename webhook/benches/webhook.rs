@@ -88,12 +88,19 @@ const KUBECTL_APPLY_REVIEW: &[u8] = include_bytes!("fixtures/review-kubectl-appl
 /// A CREATE of a MyOwnShell with a partial spec: the mutating webhook patches, the validating
 /// one checks every field.
 fn review_body() -> Bytes {
+    let spec = json!({"size": 3, "image": "registry.example.com/tools/shell:1.4.2",
+                      "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}});
+    create_review(spec, "kubernetes-admin")
+}
+
+/// The AdmissionReview of a CREATE of shell `bench` in `team-a` with `spec`, by `user` (in
+/// `system:masters`).
+fn create_review(spec: serde_json::Value, user: &str) -> Bytes {
     let object = json!({
         "apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell",
         "metadata": {"name": "bench", "namespace": "team-a", "uid": "8d5b7f0e-2b1c-4c1e-9b3a-1f2e3d4c5b6a",
                      "labels": {"team": "a"}, "annotations": {"owner": "someone@example.com"}},
-        "spec": {"size": 3, "image": "registry.example.com/tools/shell:1.4.2",
-                 "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "1", "memory": "256Mi"}}}
+        "spec": spec
     });
     let review = json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -104,7 +111,7 @@ fn review_body() -> Bytes {
             "requestKind": {"group": "myownshell.io", "version": "v1alpha1", "kind": "MyOwnShell"},
             "requestResource": {"group": "myownshell.io", "version": "v1alpha1", "resource": "myownshells"},
             "name": "bench", "namespace": "team-a", "operation": "CREATE",
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "userInfo": {"username": user, "groups": ["system:masters", "system:authenticated"]},
             "object": object, "oldObject": null, "dryRun": false,
             "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
         }

@@ -104,8 +104,7 @@ pub struct NewShell {
 /// Decode, run `webhook`, and say what to answer. Never panics, whatever the bytes. `shells` is
 /// what the webhook knows of every shell (who may connect, whose it is).
 pub fn review<'a>(webhook: Webhook, body: &'a [u8], policy: &Policy, shells: &ShellIndex) -> Answer<'a> {
-    static NO_CLASSES: std::sync::LazyLock<ClassIndex> = std::sync::LazyLock::new(ClassIndex::default);
-    review_with_classes(webhook, body, policy, shells, &NO_CLASSES)
+    review_with_classes(webhook, body, policy, shells, ClassIndex::none())
 }
 
 /// [`review`] with the shells' classes (`classes`).

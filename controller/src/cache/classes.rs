@@ -1,4 +1,4 @@
-//! The shell classes ([`ClassCaps`]: their caps on running shells and what they put in a shell's
+//! The shell classes ([`ClassIndex`]: their caps on running shells and what they put in a shell's
 //! pod), from a watch of `MyOwnShellClass`. A class that changes is told back, so its shells are
 //! reconciled: a raised cap lets a waiting shell start, a new default image rolls out at a quiet
 //! moment. Reconciles wait for the first list: before it, every class would look empty.
@@ -14,8 +14,8 @@ use tokio::sync::watch;
 use crate::cache::synced::Synced;
 use crate::life::slots::Caps;
 
-/// Each class's caps.
-pub struct ClassCaps {
+/// Every class, by name.
+pub struct ClassIndex {
     inner: RwLock<Inner>,
     mark_synced: watch::Sender<bool>,
     synced: Synced,
@@ -29,7 +29,7 @@ struct Inner {
     relist: Option<ByName>,
 }
 
-impl Default for ClassCaps {
+impl Default for ClassIndex {
     fn default() -> Self {
         let (mark_synced, synced) = Synced::new();
         Self { inner: RwLock::default(), mark_synced, synced }
@@ -41,7 +41,7 @@ fn caps_of(class: &MyOwnShellClass) -> Caps {
     Caps { per_user: cap(class.spec.max_running_per_user), per_namespace: cap(class.spec.max_running_per_namespace) }
 }
 
-impl ClassCaps {
+impl ClassIndex {
     /// Take in one event of the watch; the classes it changed.
     pub fn apply(&self, event: &watcher::Event<MyOwnShellClass>) -> Vec<String> {
         let mut inner = self.inner.write();
@@ -113,7 +113,7 @@ mod tests {
 
     #[test]
     fn tells_which_classes_changed() {
-        let caps = ClassCaps::default();
+        let caps = ClassIndex::default();
         // (event, classes changed)
         let cases: Vec<(watcher::Event<MyOwnShellClass>, Vec<&str>)> = vec![
             (watcher::Event::Init, vec![]),

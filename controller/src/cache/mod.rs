@@ -5,7 +5,7 @@
 //! the signal that a store holds its first list ([`synced`]), the read-your-writes memos that
 //! cover the time between a write and its echo ([`memo`]), the small shared maps ([`object_map`],
 //! [`pending_events`]), the namespaces being deleted ([`namespaces`]) and those opened to shells
-//! ([`open_namespaces`]), and the shell classes' caps ([`classes`]). The pod and node
+//! ([`open_namespaces`]), and the shell classes ([`classes`]). The pod and node
 //! indexes are the [`crate::health`] folder's, fed by the watches started here.
 //!
 //! Must not write to the apiserver or decide anything about a shell: a cache that acted would be

@@ -161,7 +161,7 @@ pub fn namespace_triggers(
 /// shell start), from the watch of `MyOwnShellClass`es, which keeps `caps`.
 pub fn class_triggers(
     api: Api<myownshell_api::MyOwnShellClass>,
-    caps: Arc<crate::cache::classes::ClassCaps>,
+    caps: Arc<crate::cache::classes::ClassIndex>,
     shells: reflector::Store<MyOwnShell>,
 ) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
     let config = watcher::Config::default().any_semantic();

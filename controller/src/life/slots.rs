@@ -117,7 +117,11 @@ impl Slots {
 
     /// `shell` runs (of `class`), whatever the caps: it keeps its slot.
     pub fn keep(&self, shell: &ShellKey, class: &str) {
-        self.admitted.lock().insert(shell.clone(), class.to_owned());
+        let mut admitted = self.admitted.lock();
+        // Every reconcile of a running shell comes here: no allocation when nothing changes.
+        if admitted.get(shell).is_none_or(|c| c != class) {
+            admitted.insert(shell.clone(), class.to_owned());
+        }
     }
 
     /// `shell` runs no more (stopped, held, deleted): its slot is free.

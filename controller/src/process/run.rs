@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::cache::cached_deployment::CachedDeployment;
-use crate::cache::classes::ClassCaps;
+use crate::cache::classes::ClassIndex;
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
 use crate::cache::open_namespaces::OpenNamespaces;
@@ -197,11 +197,11 @@ async fn reconcile_until(
         Arc<OpenNamespaces>,
     ) = Default::default();
     let claims = Arc::<ClaimIndex>::default();
-    let class_caps = Arc::<ClassCaps>::default();
+    let classes = Arc::<ClassIndex>::default();
     let recorder = crate::events::Publisher::new(client.clone(), Reporter::new(REPORTER), Arc::clone(&terminating));
     let _sweeping = sweep::start(client.clone(), args.namespace.clone(), args.sweep_interval, metrics.clone());
     let (deployments, shells_cache) = (deployment_cache.clone(), shells.clone());
-    let caches = Caches { deployments, shells: shells_cache, pods, nodes, terminating, open, claims, class_caps };
+    let caches = Caches { deployments, shells: shells_cache, pods, nodes, terminating, open, claims, classes };
     let triggers = triggers(&client, args.namespace.clone(), &caches, pending_events.clone());
     let ctx = Arc::new(Context::new(
         client,
@@ -283,8 +283,7 @@ fn triggers(
     let (terminating, open) = (caches.terminating.clone(), caches.open.clone());
     let namespace_triggers =
         watch::namespace_triggers(Api::all(client.clone()), namespace, terminating, open, caches.shells.clone());
-    let class_triggers =
-        watch::class_triggers(Api::all(client.clone()), caches.class_caps.clone(), caches.shells.clone());
+    let class_triggers = watch::class_triggers(Api::all(client.clone()), caches.classes.clone(), caches.shells.clone());
     let all = [
         pod_triggers.boxed(),
         node_triggers.boxed(),

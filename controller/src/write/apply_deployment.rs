@@ -86,11 +86,11 @@ pub(crate) async fn ensure_deployment(
 ) -> Result<(Option<Arc<Deployment>>, Decision), Error> {
     let replicas = wanted.replicas;
     let settings = &ctx.settings.template;
-    let class = shell.spec.class_name.as_deref().and_then(|name| ctx.class_caps.class(name));
+    let class = shell.spec.class_name.as_deref().and_then(|name| ctx.classes.class(name));
     let live_ref = live.map(|d| &**d);
     let built = deployment::desired_mounting(shell, live_ref, replicas, settings, wanted.mount_home, class.as_deref())?;
     let input = rollout::Input {
-        live: live.map(|d| &**d),
+        live: live_ref,
         desired: &built,
         replicas,
         update_requested_at: shell.spec.update_requested_at.as_ref().map(|t| t.0),
@@ -98,8 +98,8 @@ pub(crate) async fn ensure_deployment(
         now: wanted.now,
     };
     let decision = rollout::decide(&input, &ctx.settings.rollout);
-    let desired = rollout::shape(built, live.map(|d| &**d), &decision, wanted.now);
-    if !deployment::needs_apply(&desired, live.map(|d| &**d)) {
+    let desired = rollout::shape(built, live_ref, &decision, wanted.now);
+    if !deployment::needs_apply(&desired, live_ref) {
         debug!(shell = %shell.name_any(), "Deployment up to date; nothing to write");
         return Ok((live.cloned(), decision));
     }

@@ -213,8 +213,7 @@ fn combined(defaults: Option<&'static EncodedPatch>, more: Vec<PatchOperation>) 
 /// `policy` defaults the lifetime or the spec has a lifetime or an update request): a value of the wrong type is left for the schema check
 /// that follows mutation (and for the validating webhook) to name.
 pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
-    static NO_CLASSES: std::sync::LazyLock<ClassIndex> = std::sync::LazyLock::new(ClassIndex::default);
-    mutate_with_classes(request, policy, &NO_CLASSES)
+    mutate_with_classes(request, policy, ClassIndex::none())
 }
 
 /// A new shell's class (the one it names, or the default) and what it fills in: the class's
@@ -226,15 +225,14 @@ fn class_defaults(spec: Option<&mut MyOwnShellSpec>, classes: &ClassIndex) -> (V
     let class = match spec.class_name.as_deref() {
         Some(name) => classes.get(name),
         None => classes.default_class().map(|default| {
+            let name = default.class.metadata.name.clone().unwrap_or_default();
             if !default.also.is_empty() {
                 warning = Some(format!(
-                    "spec.className: several MyOwnShellClasses are marked {}: \"true\" ({}); the newest, {:?}, was taken",
+                    "spec.className: several MyOwnShellClasses are marked {}: \"true\" ({name}, {}); the newest, {name:?}, was taken",
                     names::DEFAULT_CLASS_ANNOTATION,
-                    [default.class.metadata.name.clone().unwrap_or_default()].iter().chain(&default.also).cloned().collect::<Vec<_>>().join(", "),
-                    default.class.metadata.name.as_deref().unwrap_or_default()
+                    default.also.join(", "),
                 ));
             }
-            let name = default.class.metadata.name.clone().unwrap_or_default();
             ops.push(add(&["spec", "className"], json!(name)));
             spec.class_name = Some(name);
             default.class
@@ -269,12 +267,18 @@ pub fn mutate_with_classes<'a>(request: &Request<'a>, policy: &Policy, classes: 
     let asks_for_now = spec.as_ref().is_some_and(|s| s.contains("lifetime") || s.contains("updateRequestedAt"));
     let has_home = spec.as_ref().is_some_and(|s| s.contains("home"));
     let may_have_class = request.operation == Operation::Create && classes.is_populated();
+    // A shell of a class leaves its image, command and resources unset unless it sets them: the
+    // controller takes them from the class when it builds the pods, so that a class's new
+    // default reaches its running shells (at a quiet moment), which a value written here would
+    // not.
+    let mut has_class = spec.as_ref().is_some_and(|s| s.contains("className"));
     if defaults_lifetime || asks_for_now || has_home || may_have_class {
         // A spec that does not decode gets no lifetime default and no stamp; validation names
         // its fault.
         let mut decoded = object.spec().ok().map(Option::unwrap_or_default);
         if may_have_class {
             let (ops, several) = class_defaults(decoded.as_mut(), classes);
+            has_class |= decoded.as_ref().is_some_and(|s| s.class_name.is_some());
             more.extend(ops);
             warning = several;
         }
@@ -285,12 +289,6 @@ pub fn mutate_with_classes<'a>(request: &Request<'a>, policy: &Policy, classes: 
             more.extend(lifetime::stamp_operations(decoded.as_ref(), old.as_ref(), &myownshell_runtime::time::now()));
         }
     }
-    // A shell of a class leaves its image, command and resources unset unless it sets them: the
-    // controller takes them from the class when it builds the pods, so that a class's new
-    // default reaches its running shells (at a quiet moment), which a value written here would
-    // not.
-    let has_class = spec.as_ref().is_some_and(|s| s.contains("className"))
-        || more.iter().any(|op| matches!(op, PatchOperation::Add(a) if a.path.as_str() == "/spec/className"));
     if has_class {
         (needs.image, needs.command, needs.resources) = (false, false, false);
     }

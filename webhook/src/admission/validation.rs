@@ -181,8 +181,7 @@ fn leaves_a_deleting_spec_alone(request: &Request<'_>) -> bool {
 /// became invalid because the policy tightened (say `--max-size` lowered) can still get its
 /// finalizer removed or its labels changed, and fixing one field is not blocked by another.
 pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex) -> Response<'a> {
-    static NO_CLASSES: std::sync::LazyLock<ClassIndex> = std::sync::LazyLock::new(ClassIndex::default);
-    validate_with_classes(request, policy, shells, &NO_CLASSES).0
+    validate_with_classes(request, policy, shells, ClassIndex::none()).0
 }
 
 /// The problems the shell's class finds, the `use` of it to be asked, and whether the request
@@ -215,8 +214,7 @@ fn class_problems(
         problems.push(problem.of_class());
     }
     // The default class is open to whoever may create shells.
-    let is_default = classes.default_class().is_some_and(|d| d.class.metadata.name.as_deref() == Some(name));
-    let check = asked.filter(|_| !is_default).map(|class| UseCheck {
+    let check = asked.filter(|class| !classes.is_default(class)).map(|class| UseCheck {
         class: class.to_owned(),
         namespace: request.namespace.clone().into_owned(),
         user: request.user_info.authenticated(),

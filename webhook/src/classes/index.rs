@@ -94,6 +94,18 @@ impl ClassIndex {
         self.inner.read().synced
     }
 
+    /// An index of no class, for the entry points that take none (`dispatch::review` and the
+    /// like, which tests and benchmarks call).
+    pub fn none() -> &'static ClassIndex {
+        static NONE: std::sync::LazyLock<ClassIndex> = std::sync::LazyLock::new(ClassIndex::default);
+        &NONE
+    }
+
+    /// Whether `name` is the default class.
+    pub fn is_default(&self, name: &str) -> bool {
+        self.default_class().is_some_and(|d| d.class.metadata.name.as_deref() == Some(name))
+    }
+
     /// An index holding exactly `classes` (for tests and benchmarks).
     pub fn of(classes: impl IntoIterator<Item = MyOwnShellClass>) -> Self {
         let mut map = ByName::new();

@@ -6,12 +6,14 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use myownshell_api::class::effective;
 use myownshell_api::quantity::parse;
-use myownshell_api::{MyOwnShellClassSpec, MyOwnShellSpec, ResourceList, defaults};
+use myownshell_api::{MyOwnShellClassSpec, MyOwnShellSpec, ResourceList};
 use myownshell_runtime::time::{format_duration, parse_duration, plus};
 
-use crate::admission::problem::Problem;
 use myownshell_api::image_pattern as pattern;
+
+use crate::admission::problem::Problem;
 
 /// A class's rules, with its name for the messages.
 pub struct ClassRules<'a> {
@@ -53,8 +55,7 @@ impl ClassRules<'_> {
 
     /// The image `shell` runs: its own, else the class's default, else the operator's.
     pub fn image_of<'s>(&'s self, shell: &'s MyOwnShellSpec) -> &'s str {
-        let class_default = self.spec.images.as_ref().and_then(|i| i.default.as_deref());
-        shell.image.as_deref().or(class_default).unwrap_or(defaults::IMAGE)
+        effective::image(shell, Some(self.spec))
     }
 
     fn image(&self, shell: &MyOwnShellSpec, problems: &mut Vec<Problem>) {
@@ -79,12 +80,8 @@ impl ClassRules<'_> {
     fn resources(&self, shell: &MyOwnShellSpec, problems: &mut Vec<Problem>) {
         let Some(max) = self.spec.resources.as_ref().and_then(|r| r.max.as_ref()) else { return };
         // Its own, else the class's default, else the operator's.
-        let operator = myownshell_api::defaults::resources();
-        let class_default = self.spec.resources.as_ref().and_then(|r| r.default.as_ref());
-        let asked = Some(shell.resources.as_ref().or(class_default).unwrap_or(&operator));
-        for (kind, list) in
-            [("requests", asked.and_then(|r| r.requests.as_ref())), ("limits", asked.and_then(|r| r.limits.as_ref()))]
-        {
+        let resources = effective::resources(shell, Some(self.spec));
+        for (kind, list) in [("requests", resources.requests.as_ref()), ("limits", resources.limits.as_ref())] {
             self.within(kind, list, max, problems);
         }
     }
