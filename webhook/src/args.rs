@@ -123,10 +123,11 @@ pub struct Args {
     pub class_use_deny_cache_ttl: Duration,
 
     /// The CA that signs the client certificate the apiserver presents to admission webhooks (the
-    /// kubeconfig of its AdmissionConfiguration, see the README). Set: the connect webhook answers,
-    /// and records, only requests that present a certificate it signed; others get 403 and leave no
-    /// record. Unset: whoever reaches the webhook port may ask, and be recorded (close the port to
-    /// all but the apiserver with a NetworkPolicy where the network allows). Read at start.
+    /// kubeconfig of its AdmissionConfiguration, see the README). Set: every webhook path answers,
+    /// and the connect webhook records, only requests that present a certificate it signed; others
+    /// get 403 before their body is read and leave no record. Unset: whoever reaches the webhook
+    /// port may ask, and be recorded (close the port to all but the apiserver with a NetworkPolicy
+    /// where the network allows). Read at start.
     #[arg(long)]
     pub apiserver_client_ca_file: Option<std::path::PathBuf>,
 

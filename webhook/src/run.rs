@@ -183,7 +183,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     mirror_certificate_status(source_status, status_tx, metrics.clone(), shutdown.clone());
 
     // The apiserver's client certificate, asked of every caller and required for the connect
-    // webhook (`AppState::may_connect`) when its CA is given.
+    // webhook's every path (`AppState::from_apiserver`) when its CA is given.
     let apiserver_ca = args.apiserver_client_ca_file.as_deref();
     let verifier = apiserver_ca
         .map(myownshell_rbac_proxy::transport::client_verifier)
@@ -199,8 +199,18 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     let (allow_ttl, deny_ttl) = (args.class_use_allow_cache_ttl, args.class_use_deny_cache_ttl);
     let class_usage = Some(Arc::new(ClassUsage::new(client.clone(), allow_ttl, deny_ttl)));
     let recorder = Some(recorder);
-    let state =
-        AppState { policy, metrics, shells, classes, class_usage, recorder, earlier_pods, draining, may_connect: true };
+    let state = AppState {
+        policy,
+        metrics,
+        shells,
+        classes,
+        class_usage,
+        recorder,
+        earlier_pods,
+        draining,
+        from_apiserver: true,
+        body_budget: crate::server::body_budget(),
+    };
     let apiserver_only = apiserver_ca.is_some();
     let serving = once_drained(&args, &client, &shutdown);
     // A verified certificate is the only kind a connection can carry: a bad one fails the handshake.

@@ -35,6 +35,21 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// An oversized body is read and thrown away up to this size, so the client gets its 400 on a
 /// connection that stays usable; beyond it the connection is closed after the answer.
 const DRAIN_BYTES: usize = 64 * 1024 * 1024;
+/// The most review bytes held at once, across every connection. An answer needs its whole body
+/// in memory: the apiserver's reviews are a few KiB (a shell's spec) and at most a few MiB (two
+/// objects of etcd's 1.5 MiB), so this lets several of the largest through at once while bodies
+/// no apiserver sends wait their turn (or their deadline) instead of filling the pod: 20
+/// announced 8 MiB bodies took the webhook from 30 to 197 MB, over its pod's 128 Mi limit.
+pub const BODY_BUDGET_BYTES: usize = 32 * 1024 * 1024;
+/// The budget's unit: a permit is a KiB.
+const BUDGET_UNIT: usize = 1024;
+
+/// The bytes a body may take of [`BODY_BUDGET_BYTES`]: its announced length, or the most a body
+/// may be when none is announced; in [`BUDGET_UNIT`]s.
+fn budget_units(content_length: Option<usize>) -> u32 {
+    let bytes = content_length.unwrap_or(MAX_BODY_BYTES).min(MAX_BODY_BYTES);
+    u32::try_from(bytes.div_ceil(BUDGET_UNIT).max(1)).unwrap_or(u32::MAX)
+}
 
 /// What the admission handlers share.
 #[derive(Clone)]
@@ -62,10 +77,13 @@ pub struct AppState {
     /// written onto a connection the server is closing is not retried: "server closed idle
     /// connection".) `None`: never (tests and benchmarks).
     pub draining: Option<tokio_util::sync::CancellationToken>,
-    /// Whether this connection's caller may use the connect webhook, whose answers leave a
-    /// record: the apiserver, proven by its client certificate when `--apiserver-client-ca-file`
-    /// is set; anyone when it is not.
-    pub may_connect: bool,
+    /// Whether this connection's caller is answered at all: the apiserver, proven by its client
+    /// certificate when `--apiserver-client-ca-file` is set (anyone else gets 403 before a byte
+    /// of their body is read, on every path: the connect webhook's answers leave a record, and
+    /// every path's body takes memory); anyone when it is not.
+    pub from_apiserver: bool,
+    /// What is left of [`BODY_BUDGET_BYTES`], in KiB, shared by every connection.
+    pub body_budget: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -80,14 +98,21 @@ impl AppState {
             recorder: None,
             earlier_pods: None,
             draining: None,
-            may_connect: true,
+            from_apiserver: true,
+            body_budget: body_budget(),
         }
     }
 
-    /// This state for one connection, whose caller `may_connect` (see [`AppState::may_connect`]).
-    pub fn for_caller(&self, may_connect: bool) -> Self {
-        Self { may_connect, ..self.clone() }
+    /// This state for one connection, whose caller is the apiserver or not (see
+    /// [`AppState::from_apiserver`]).
+    pub fn for_caller(&self, from_apiserver: bool) -> Self {
+        Self { from_apiserver, ..self.clone() }
     }
+}
+
+/// A full [`AppState::body_budget`].
+pub fn body_budget() -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_BYTES / BUDGET_UNIT))
 }
 
 /// An HTTP response of the admission port.
@@ -235,18 +260,19 @@ where
 {
     let started = Instant::now();
     let webhook = match (request.uri().path(), request.method()) {
-        (names::MUTATE_PATH, &Method::POST) => Webhook::Mutate,
-        (names::VALIDATE_PATH, &Method::POST) => Webhook::Validate,
-        (names::CONNECT_PATH, &Method::POST) if state.may_connect => Webhook::Connect,
-        (names::CONNECT_PATH, &Method::POST) => {
-            // Someone other than the apiserver: no answer, so nothing recorded.
-            tracing::debug!("a connect review without the apiserver's client certificate");
+        (names::MUTATE_PATH | names::VALIDATE_PATH | names::CONNECT_PATH, &Method::POST) if !state.from_apiserver => {
+            // Someone other than the apiserver: no answer (so nothing recorded), and not a byte
+            // of the body read.
+            tracing::debug!("a review without the apiserver's client certificate");
             return plain(
                 StatusCode::FORBIDDEN,
-                "the connect webhook answers only the apiserver: present the client certificate that \
+                "the webhook answers only the apiserver: present the client certificate that \
                  --apiserver-client-ca-file signs\n",
             );
         }
+        (names::MUTATE_PATH, &Method::POST) => Webhook::Mutate,
+        (names::VALIDATE_PATH, &Method::POST) => Webhook::Validate,
+        (names::CONNECT_PATH, &Method::POST) => Webhook::Connect,
         (names::MUTATE_PATH | names::VALIDATE_PATH | names::CONNECT_PATH, _) => {
             let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "use POST\n");
             response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
@@ -259,6 +285,14 @@ where
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
+    if content_length.is_some_and(|n| n > MAX_BODY_BYTES) {
+        // Refused unread: an announced length beyond the bound takes no budget at all.
+        return bad_request(webhook, format!("the request body is larger than {MAX_BODY_BYTES} bytes"), state, started);
+    }
+    // Held until the answer is written: the body and the review borrowed from it live until then.
+    let Ok(_held) = state.body_budget.acquire_many(budget_units(content_length)).await else {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, "the webhook is stopping\n");
+    };
     match read_body(request.into_body(), content_length).await {
         Ok(bytes) => answer_checked(webhook, &bytes, state, started).await,
         Err(reason) => bad_request(webhook, reason, state, started),

@@ -202,7 +202,9 @@ fn class_problems(
             return (Vec::new(), None, false);
         }
         let rule = format!("no MyOwnShellClass is named {name:?} (kubectl get myownshellclasses lists them)");
-        return (vec![Problem::new("className", "spec.className", rule)], None, true);
+        // A class's rule like any other: it holds again at every start, so a shell whose class
+        // was deleted is not started on the operator's rules alone.
+        return (vec![Problem::new("className", "spec.className", rule).of_class()], None, true);
     };
     let rules = ClassRules { name, spec: &class.spec };
     let mut problems = rules.check(spec, now);
@@ -234,7 +236,7 @@ pub fn validate_with_classes<'a>(
         return (Response::allow(request), None);
     }
     if request.is_scale() {
-        return (validate_scale(request, policy, shells), None);
+        return validate_scale(request, policy, shells, classes);
     }
     let object = match request.shell_object() {
         Ok(object) => object,
@@ -256,26 +258,26 @@ pub fn validate_with_classes<'a>(
     {
         return (ownership::forbid(request, message), None);
     }
+    judge(request, &spec, old.as_ref(), policy, classes)
+}
+
+/// Every rule of `spec` (an update from `old`, ratcheted) by the operator's flags and the
+/// shell's class, once who may change it has been settled: the answer, and the class whose
+/// `use` the requester still needs.
+fn judge<'a>(
+    request: &Request<'a>,
+    spec: &MyOwnShellSpec,
+    old: Option<&MyOwnShellSpec>,
+    policy: &Policy,
+    classes: &ClassIndex,
+) -> (Response<'a>, Option<UseCheck>) {
     let now = Timestamp::now();
-    let (mut problems, image_warning) = examine(&spec, old.as_ref(), policy, now);
-    problems.extend(home::check_name(&request.name, &spec));
-    let (class_problems, use_check, takes_class_up) =
-        class_problems(request, &spec, old.as_ref(), classes, (policy, now));
+    let (mut problems, image_warning) = examine(spec, old, policy, now);
+    problems.extend(home::check_name(&request.name, spec));
+    let (class_problems, use_check, takes_class_up) = class_problems(request, spec, old, classes, (policy, now));
     problems.extend(class_problems);
-    if let Some(old) = old.as_ref().filter(|_| !problems.is_empty()) {
-        let unchanged = |top: &str| match top {
-            "size" => spec.size == old.size,
-            "image" => spec.image == old.image,
-            "command" => spec.command == old.command,
-            "resources" => spec.resources == old.resources,
-            "sharedWith" => spec.shared_with == old.shared_with,
-            "lifetime" => spec.lifetime == old.lifetime,
-            "updateRequestedAt" => spec.update_requested_at == old.update_requested_at,
-            "home" => spec.home == old.home && spec.size == old.size,
-            "className" => spec.class_name == old.class_name,
-            "recordSessions" => spec.record_sessions == old.record_sessions,
-            _ => false,
-        };
+    if let Some(old) = old.filter(|_| !problems.is_empty()) {
+        let unchanged = |top: &str| unchanged(top, spec, old);
         // A start takes the shell's class up again: its rules hold for every field then, so a
         // shell that no longer fits its class is not started into what the class forbids.
         problems.retain(|p| !unchanged(p.top) || (takes_class_up && p.of_class));
@@ -285,34 +287,72 @@ pub fn validate_with_classes<'a>(
     }
     let mut response = Response::allow(request);
     response.warnings.extend(image_warning);
-    response.warnings.extend(sharing::warnings(&spec, &request.namespace));
+    response.warnings.extend(sharing::warnings(spec, &request.namespace));
     response.warnings.extend(spec.lifetime.as_ref().map(lifetime::warnings).unwrap_or_default());
     (response, use_check)
 }
 
+/// Whether the top-level spec field `top` is the same in `spec` and `old` (a problem of an
+/// unchanged field does not hold an update up).
+fn unchanged(top: &str, spec: &MyOwnShellSpec, old: &MyOwnShellSpec) -> bool {
+    match top {
+        "size" => spec.size == old.size,
+        "image" => spec.image == old.image,
+        "command" => spec.command == old.command,
+        "resources" => spec.resources == old.resources,
+        "sharedWith" => spec.shared_with == old.shared_with,
+        "lifetime" => spec.lifetime == old.lifetime,
+        "updateRequestedAt" => spec.update_requested_at == old.update_requested_at,
+        "home" => spec.home == old.home && spec.size == old.size,
+        "className" => spec.class_name == old.class_name,
+        "recordSessions" => spec.record_sessions == old.record_sessions,
+        _ => false,
+    }
+}
+
 /// `kubectl scale`: an `autoscaling/v1` `Scale` whose `spec.replicas` becomes `spec.size`, by
-/// the shell's owner (the `Scale` does not say whose it is: `shells` does).
-fn validate_scale<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex) -> Response<'a> {
+/// the shell's owner (the `Scale` does not say whose it is: `shells` does). A shell with a class
+/// is judged as the same change of its spec would be: the class's `maxSize`, and at a start
+/// (from no pods) everything the class says and its `use`.
+fn validate_scale<'a>(
+    request: &Request<'a>,
+    policy: &Policy,
+    shells: &ShellIndex,
+    classes: &ClassIndex,
+) -> (Response<'a>, Option<UseCheck>) {
     let Some(object) = &request.object else {
-        return Response::invalid(request, "the request has no object".into());
+        return (Response::invalid(request, "the request has no object".into()), None);
     };
     let shell = shells.get(&request.namespace, &request.name);
     if let Some(message) = ownership::scale_refusal(shell.as_deref(), &request.user_info, &policy.admin_groups) {
-        return ownership::forbid(request, message);
+        return (ownership::forbid(request, message), None);
     }
-    let replicas = match object.scale_spec() {
-        Ok(spec) => spec.replicas,
-        Err(reason) => return Response::invalid(request, reason),
+    let size = match replicas(object) {
+        Ok(size) => size,
+        Err(reason) => return (Response::invalid(request, reason), None),
     };
-    let size = match replicas {
-        None => 0,
+    if let Some(p) = check_size(size, policy) {
+        return (deny(request, &[p]), None);
+    }
+    let Some(spec) = shell.as_ref().and_then(|s| s.classed.as_ref()).map(|c| c.0.as_ref()) else {
+        return (Response::allow(request), None);
+    };
+    // The size it had is the old Scale's (the stored spec's), not the index's, which may lag.
+    let mut old = spec.clone();
+    if let Some(was) = request.old_object.as_ref().and_then(|o| replicas(o).ok()) {
+        old.size = Some(was);
+    }
+    let new = MyOwnShellSpec { size: Some(size), ..old.clone() };
+    judge(request, &new, Some(&old), policy, classes)
+}
+
+/// A `Scale`'s `spec.replicas` (none: 0), or why it is not a size.
+fn replicas(object: &crate::review::request::Object<'_>) -> Result<i32, String> {
+    match object.scale_spec()?.replicas {
+        None => Ok(0),
         Some(n) => match n.as_i64().and_then(|n| i32::try_from(n).ok()) {
-            Some(n) => n,
-            None => return Response::invalid(request, format!("spec.replicas must be a 32-bit integer, got {n}")),
+            Some(n) => Ok(n),
+            None => Err(format!("spec.replicas must be a 32-bit integer, got {n}")),
         },
-    };
-    match check_size(size, policy) {
-        Some(p) => deny(request, &[p]),
-        None => Response::allow(request),
     }
 }

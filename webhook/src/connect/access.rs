@@ -12,8 +12,9 @@
 //! two to one table).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use myownshell_api::MyOwnShell;
+use myownshell_api::{MyOwnShell, MyOwnShellSpec};
 
 use crate::review::user::UserInfo;
 
@@ -134,7 +135,20 @@ pub struct ShellAccess {
     pub users: Vec<String>,
     /// `spec.sharedWith.groups`.
     pub groups: Vec<String>,
+    /// The whole spec of a shell with a class (`None` for the others, which need none of it):
+    /// `kubectl scale` sends a `Scale`, not the spec, and a scale is held to the class's rules
+    /// as any change of `spec.size` is (its `maxSize`, and at a start everything the class
+    /// says, and its `use`).
+    pub classed: Option<ClassedSpec>,
 }
+
+/// The spec of a shell with a class, shared between the index's entries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassedSpec(pub Arc<MyOwnShellSpec>);
+
+// A spec is plain data read from JSON (no floating-point NaN can be in it), so its equality is
+// an equivalence, as the index's entries need.
+impl Eq for ClassedSpec {}
 
 impl ShellAccess {
     /// What `shell`'s spec says.
@@ -147,6 +161,7 @@ impl ShellAccess {
             owner_uid: shell.spec.owner_uid.clone().filter(|u| !u.is_empty()),
             users: shared.users.unwrap_or_default(),
             groups: shared.groups.unwrap_or_default(),
+            classed: shell.spec.class_name.is_some().then(|| ClassedSpec(Arc::new(shell.spec.clone()))),
         }
     }
 
@@ -482,6 +497,7 @@ mod tests {
 
     fn shell(owner: Option<&str>, uid: Option<&str>, users: &[&str], groups: &[&str]) -> ShellAccess {
         ShellAccess {
+            classed: None,
             name: "web".into(),
             uid: None,
             owner: owner.map(Into::into),

@@ -412,3 +412,74 @@ fn resource_lists_are_sorted_and_a_repeated_name_keeps_its_last_value() {
     assert_eq!(other.resources.unwrap().limits.unwrap(), list);
     assert!(read(r#"["cpu"]"#).is_err());
 }
+
+/// A class's rules hold through `kubectl scale` as through any change of `spec.size`: its
+/// `maxSize` always, and at a start (from no pods) everything it says, its `use` included; and a
+/// start of a shell whose class is gone is refused, whatever path it takes.
+#[test]
+fn a_class_holds_through_scale_and_every_start() {
+    use myownshell_api::{ClassImages, MyOwnShellClass, MyOwnShellClassSpec, MyOwnShellSpec};
+
+    use crate::admission::validation::validate_with_classes;
+    use crate::classes::ClassIndex;
+    use crate::connect::access::{ClassedSpec, ShellAccess};
+
+    let team = MyOwnShellClass::new(
+        "team",
+        MyOwnShellClassSpec {
+            max_size: Some(2),
+            images: Some(ClassImages { allowed: Some(vec!["busybox:*".into()]), default: None }),
+            ..MyOwnShellClassSpec::default()
+        },
+    );
+    let classes = ClassIndex::of([team]);
+    let spec = |image: &str| MyOwnShellSpec {
+        owner: Some("admin".into()),
+        class_name: Some("team".into()),
+        image: Some(image.into()),
+        size: Some(1),
+        ..MyOwnShellSpec::default()
+    };
+    let index = |spec: MyOwnShellSpec| {
+        let access = ShellAccess {
+            name: "x".into(),
+            owner: Some("admin".into()),
+            classed: Some(ClassedSpec(std::sync::Arc::new(spec))),
+            ..ShellAccess::default()
+        };
+        ShellIndex::of([("ns".to_owned(), access)])
+    };
+    let scale = |n: i64| json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "x", "namespace": "ns"}, "spec": {"replicas": n}});
+    let run = |shells: &ShellIndex, from: i64, to: i64| {
+        let b = body("UPDATE", scale(to), scale(from), Some("scale"));
+        let req = decode(&b).unwrap();
+        let (response, use_check) = validate_with_classes(&req, &Policy::default(), shells, &classes);
+        (response.allowed, response.message().to_owned(), use_check.map(|c| c.class))
+    };
+    let fits = index(spec("busybox:1.37.0"));
+    assert_eq!(run(&fits, 1, 2), (true, String::new(), None), "within maxSize, running: no use asked");
+    let (allowed, message, _) = run(&fits, 1, 5);
+    assert!(!allowed && message.contains("spec.size") && message.contains("team"), "beyond maxSize: {message}");
+    assert_eq!(run(&fits, 0, 1), (true, String::new(), Some("team".into())), "a start asks the class's use");
+    let no_longer = index(spec("alpine:3"));
+    assert!(run(&no_longer, 1, 2).0, "running on with an image the class no longer allows is not a start");
+    let (allowed, message, _) = run(&no_longer, 0, 1);
+    assert!(!allowed && message.contains("spec.image"), "a start takes the class up whole: {message}");
+    // The class deleted: a start by scale, or by `kubectl myownshell start`, is refused.
+    let gone = ClassIndex::of([]);
+    let b = body("UPDATE", scale(1), scale(0), Some("scale"));
+    let (response, _) = validate_with_classes(&decode(&b).unwrap(), &Policy::default(), &fits, &gone);
+    assert!(response.message().contains("no MyOwnShellClass is named \"team\""), "{}", response.message());
+    let stopped = json!({"owner": "admin", "className": "team", "image": "busybox:1", "stopped": true});
+    let started = json!({"owner": "admin", "className": "team", "image": "busybox:1", "stopped": false,
+                         "lifetime": {"restartedAt": "2026-11-29T07:00:00Z"}});
+    let req = request("UPDATE", shell(started), shell(stopped.clone()));
+    let (response, _) = validate_with_classes(&req, &Policy::default(), no_shells(), &gone);
+    assert!(response.message().contains("no MyOwnShellClass is named \"team\""), "{}", response.message());
+    // Not a start: a change that leaves it stopped passes (the shell keeps what it has).
+    let mut still = stopped.clone();
+    still["size"] = json!(2);
+    let (response, _) =
+        validate_with_classes(&request("UPDATE", shell(still), shell(stopped)), &Policy::default(), no_shells(), &gone);
+    assert!(response.allowed, "{}", response.message());
+}
