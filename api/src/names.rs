@@ -80,6 +80,11 @@ pub const LABEL_RETAINED_HOME: &str = "myownshell.io/retained-home";
 pub const ANNOTATION_HOME_OWNER: &str = "myownshell.io/owner";
 /// On a home claim: the owner's uid (`spec.ownerUID`), when the authenticator gave one.
 pub const ANNOTATION_HOME_OWNER_UID: &str = "myownshell.io/owner-uid";
+/// On a home claim: the uid of the shell whose home it is. Written only by the operator (the
+/// `shell-homes` admission policy refuses anyone else a change of it), and in place of an
+/// ownerReference: a claim the shell owned would be deleted by the garbage collector ahead of
+/// the shell's finalizer on a foreground deletion, whatever `spec.home.onDelete` says.
+pub const ANNOTATION_HOME_SHELL_UID: &str = "myownshell.io/shell-uid";
 
 /// The label a cluster administrator puts on a namespace to open it to shells, with
 /// [`SHELLS_NAMESPACE_LABEL_VALUE`]: shells are created only there, and the admission policies

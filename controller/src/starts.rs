@@ -11,8 +11,20 @@ use crate::context::Context;
 use crate::life::slots::{Peer, Start};
 use crate::write::status::Failure;
 
-fn runs(ctx: &Context, namespace: &str, name: &str) -> bool {
-    ctx.deployments.get(namespace, name).and_then(|d| d.spec.as_ref().and_then(|s| s.replicas)).unwrap_or(0) > 0
+/// Whether `shell` holds a slot of its class: its Deployment runs pods, and its last status does
+/// not say it waits for a slot. Pods a waiting shell runs were started by someone else (an
+/// administrator's `kubectl scale deploy`; editors are refused by `config/policy/shell_workloads.yaml`),
+/// never by a start the caps let through: they take no slot, and the next apply takes them away.
+fn holds_slot(ctx: &Context, shell: &MyOwnShell) -> bool {
+    let (namespace, name) = (shell.namespace().unwrap_or_default(), shell.name_any());
+    let runs =
+        ctx.deployments.get(&namespace, &name).and_then(|d| d.spec.as_ref().and_then(|s| s.replicas)).unwrap_or(0) > 0;
+    runs && !ctx.statuses.latest(shell).is_some_and(|s| waits_for_a_slot(&s))
+}
+
+/// Whether a status says its shell waits for a slot of its class.
+fn waits_for_a_slot(status: &myownshell_api::MyOwnShellStatus) -> bool {
+    status.conditions.iter().any(|c| c.reason == reasons::RUNNING_LIMIT_REACHED)
 }
 
 /// Whether `shell`, which would run `replicas` pods, may: `None` if it may (its slot taken or
@@ -25,7 +37,7 @@ pub fn check(shell: &MyOwnShell, replicas: i32, ctx: &Context) -> Option<Failure
         ctx.slots.release(&key);
         return None;
     }
-    if runs(ctx, &namespace, &name) {
+    if holds_slot(ctx, shell) {
         ctx.slots.keep(&key, class);
         return None;
     }
@@ -42,7 +54,7 @@ pub fn check(shell: &MyOwnShell, replicas: i32, ctx: &Context) -> Option<Failure
         .filter(|s| caps.per_namespace.is_some() || s.spec.owner == shell.spec.owner)
         .map(|s| {
             let (ns, n) = (s.namespace().unwrap_or_default(), s.name_any());
-            Peer { runs: runs(ctx, &ns, &n), shell: (ns, n), owner: s.spec.owner.clone() }
+            Peer { runs: holds_slot(ctx, s), shell: (ns, n), owner: s.spec.owner.clone() }
         })
         .collect();
     let start = Start { shell: key, class, owner: shell.spec.owner.as_deref() };

@@ -158,7 +158,10 @@ fn container(pod: &str, c: &ContainerHealth, now: Timestamp) -> Option<Diagnosis
             );
         }
     }
-    if let Some(ended) = &c.terminated {
+    // A container that finished with exit code 0 did its job: an init container (the home's
+    // `seed-home`) always ends so. (A shell's own container that keeps ending is restarted and
+    // shows as CrashLoopBackOff above.)
+    if let Some(ended) = c.terminated.as_ref().filter(|e| e.exit_code != 0 || e.reason != "Completed") {
         let reason = match ended.reason.as_str() {
             "OOMKilled" => reasons::OOM_KILLED,
             "StartError" | "ContainerCannotRun" => reasons::CONTAINER_CREATE_FAILED,
@@ -258,8 +261,27 @@ mod tests {
         let recovered_long_ago =
             ContainerHealth { last_terminated: Some(ended("OOMKilled", 137, -400)), ..recovered_recently.clone() };
         type Told<'a> = Option<(&'a str, &'a str)>;
+        let seeded = ContainerHealth {
+            name: "seed-home".into(),
+            terminated: Some(Ended { reason: "Completed".into(), ..ended("", 0, -30) }),
+            ..ContainerHealth::default()
+        };
+        let seed_failed = ContainerHealth {
+            terminated: Some(Ended { reason: "Error".into(), ..ended("", 1, -30) }),
+            ..seeded.clone()
+        };
         let cases: Vec<(&str, Vec<PodHealth>, Told)> = vec![
             ("healthy", vec![pod(vec![ContainerHealth { name: "shell".into(), ..ContainerHealth::default() }])], None),
+            (
+                "a home seeded by its init container, which completed",
+                vec![pod(vec![seeded, ContainerHealth { name: "shell".into(), ..ContainerHealth::default() }])],
+                None,
+            ),
+            (
+                "a seed that failed",
+                vec![pod(vec![seed_failed])],
+                Some(("CrashLooping", "pod web-1, container seed-home: ended Error (exit code 1)")),
+            ),
             ("starting", vec![pod(vec![waiting("ContainerCreating", "")])], None),
             (
                 "a bad image",

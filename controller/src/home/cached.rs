@@ -149,7 +149,8 @@ struct ConditionWire {
 impl<'de> Deserialize<'de> for CachedClaim {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let Wire { metadata: mut meta, mut spec, mut status } = Wire::deserialize(deserializer)?;
-        let owner_keys = [names::ANNOTATION_HOME_OWNER, names::ANNOTATION_HOME_OWNER_UID];
+        let owner_keys =
+            [names::ANNOTATION_HOME_OWNER, names::ANNOTATION_HOME_OWNER_UID, names::ANNOTATION_HOME_SHELL_UID];
         let node = meta.annotations.remove(SELECTED_NODE_ANNOTATION);
         let owner_annotations =
             meta.annotations.into_iter().filter(|(k, _)| owner_keys.contains(&k.as_str())).collect();

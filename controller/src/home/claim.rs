@@ -1,20 +1,24 @@
 //! The PersistentVolumeClaim a shell's `spec.home` asks for, as a pure function of the shell,
 //! and the rule that says whose an existing claim of the shell's name is.
 //!
-//! A claim is the shell's when its controller ownerReference names the shell's uid. A claim
-//! with no controller ([`Ownership::Retained`]) is taken up only if it carries the labels and
-//! the retained mark the controller gives a home it keeps (`spec.home.onDelete: Retain`) and
-//! names the same owner: the `shell-homes` admission policy lets nobody but the operator create
-//! a claim with those labels or change them, so a user cannot plant a claim (with a `.profile`
-//! of their choosing) for someone else's next shell. Anything else is foreign: never written,
-//! never deleted, never mounted.
+//! A claim is the shell's when its `myownshell.io/shell-uid` annotation names the shell's uid
+//! (or, for a claim made before that annotation, its controller ownerReference does: such a
+//! claim is moved to the annotation when next seen). Claims carry no ownerReference: with one, a
+//! foreground deletion of the shell (`kubectl delete --cascade=foreground`) had the garbage
+//! collector delete the home ahead of the finalizer, `onDelete: Retain` or not. Homes are
+//! deleted by the finalizer's cleanup alone. A claim with neither ([`Ownership::Retained`]) is
+//! taken up only if it carries the labels and the retained mark the controller gives a home it
+//! keeps (`spec.home.onDelete: Retain`) and names the same owner: the `shell-homes` admission
+//! policy lets nobody but the operator create a claim with those labels or annotations or change
+//! them, so a user cannot plant a claim (with a `.profile` of their choosing) for someone else's
+//! next shell. Anything else is foreign: never written, never deleted, never mounted.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, PersistentVolumeClaimSpec, VolumeResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use myownshell_api::{MyOwnShell, defaults, names};
 
 use crate::deployment::BuildError;
@@ -27,9 +31,12 @@ pub fn wanted_size(shell: &MyOwnShell) -> Quantity {
     Quantity(myownshell_api::quantity::canonical(size).into_owned())
 }
 
-/// The annotations that name the shell's owner on its claim.
+/// The annotations that name the shell and its owner on its claim.
 fn owner_annotations(shell: &MyOwnShell) -> BTreeMap<String, String> {
     let mut annotations = BTreeMap::new();
+    if let Some(uid) = &shell.metadata.uid {
+        annotations.insert(names::ANNOTATION_HOME_SHELL_UID.to_owned(), uid.clone());
+    }
     if let Some(owner) = &shell.spec.owner {
         annotations.insert(names::ANNOTATION_HOME_OWNER.to_owned(), owner.clone());
     }
@@ -40,14 +47,14 @@ fn owner_annotations(shell: &MyOwnShell) -> BTreeMap<String, String> {
 }
 
 /// The claim for `shell`'s home (which it must have): ReadWriteOnce, `spec.home.size`, its
-/// class (unset: the cluster's default class, which the apiserver fills in), controlled by the
-/// shell (so that Kubernetes' garbage collector takes it with the shell, and a foreground
-/// deletion of the shell waits for it).
+/// class (unset: the cluster's default class, which the apiserver fills in), marked as the
+/// shell's by annotation, with no ownerReference (see the module's documentation).
 pub fn desired(shell: &MyOwnShell) -> Result<PersistentVolumeClaim, BuildError> {
     let name = shell.metadata.name.clone().ok_or(BuildError::MissingMetadata("name"))?;
     let namespace = shell.metadata.namespace.clone().ok_or(BuildError::MissingMetadata("namespace"))?;
-    let mut owner = shell.controller_owner_ref(&()).ok_or(BuildError::MissingMetadata("uid"))?;
-    owner.block_owner_deletion = Some(true);
+    if shell.metadata.uid.is_none() {
+        return Err(BuildError::MissingMetadata("uid"));
+    }
     let home = shell.spec.home.clone().unwrap_or_default();
     Ok(PersistentVolumeClaim {
         metadata: ObjectMeta {
@@ -55,7 +62,6 @@ pub fn desired(shell: &MyOwnShell) -> Result<PersistentVolumeClaim, BuildError> 
             namespace: Some(namespace),
             labels: Some(labels::labels(&labels::instance_value(&name))),
             annotations: Some(owner_annotations(shell)),
-            owner_references: Some(vec![owner]),
             ..ObjectMeta::default()
         },
         spec: Some(PersistentVolumeClaimSpec {
@@ -75,8 +81,11 @@ pub fn desired(shell: &MyOwnShell) -> Result<PersistentVolumeClaim, BuildError> 
 /// How a claim of the shell's name relates to the shell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ownership {
-    /// Controlled by this shell.
+    /// This shell's home.
     Ours,
+    /// This shell's home, made before homes carried the shell's uid: still controlled by the
+    /// shell through an ownerReference, which is to be replaced by the annotation.
+    OursByReference,
     /// A home the controller kept from an earlier shell of this name and owner: taken up.
     Retained,
     /// Anything else: left alone, and the shell runs no pods while it is in the way.
@@ -97,9 +106,17 @@ pub struct ClaimMeta<'a> {
 /// Classify a claim against `shell` by the rule in this module's documentation.
 pub fn of(claim: &ClaimMeta<'_>, shell: &MyOwnShell) -> Ownership {
     let name = shell.name_any();
+    let shell_uid = claim.annotations.get(names::ANNOTATION_HOME_SHELL_UID).map(String::as_str);
     match claim.controller {
-        Some((kind, uid)) if kind == names::KIND && Some(uid) == shell.metadata.uid.as_deref() => Ownership::Ours,
+        Some((kind, uid)) if kind == names::KIND && Some(uid) == shell.metadata.uid.as_deref() => {
+            Ownership::OursByReference
+        }
         Some(_) => Ownership::Foreign,
+        None if shell_uid.is_some() => {
+            let ours = shell_uid == shell.metadata.uid.as_deref()
+                && labels::labels(&labels::instance_value(&name)).iter().all(|(k, v)| claim.labels.get(k) == Some(v));
+            if ours { Ownership::Ours } else { Ownership::Foreign }
+        }
         None => {
             let ours =
                 labels::labels(&labels::instance_value(&name)).iter().all(|(k, v)| claim.labels.get(k) == Some(v));
@@ -113,24 +130,27 @@ pub fn of(claim: &ClaimMeta<'_>, shell: &MyOwnShell) -> Ownership {
     }
 }
 
-/// The merge patch that makes a claim the shell's: its controller reference, its labels
-/// without the retained mark (for adopting a retained home).
+/// The merge patch that makes a claim the shell's: the shell's uid, no ownerReference, its
+/// labels without the retained mark (for adopting a retained home, and for a home made before
+/// homes carried the shell's uid).
 pub fn adopt_patch(shell: &MyOwnShell) -> Result<serde_json::Value, BuildError> {
-    let desired = desired(shell)?;
+    let uid = shell.metadata.uid.clone().ok_or(BuildError::MissingMetadata("uid"))?;
     Ok(serde_json::json!({
         "metadata": {
-            "ownerReferences": desired.metadata.owner_references,
+            "ownerReferences": null,
+            "annotations": { names::ANNOTATION_HOME_SHELL_UID: uid },
             "labels": { names::LABEL_RETAINED_HOME: null },
         }
     }))
 }
 
-/// The merge patch that keeps a claim when its shell is deleted (`onDelete: Retain`): no owner
-/// (so the garbage collector leaves it), the retained mark on.
+/// The merge patch that keeps a claim when its shell is deleted (`onDelete: Retain`): no
+/// shell's uid, the retained mark on.
 pub fn release_patch() -> serde_json::Value {
     serde_json::json!({
         "metadata": {
             "ownerReferences": null,
+            "annotations": { names::ANNOTATION_HOME_SHELL_UID: null },
             "labels": { names::LABEL_RETAINED_HOME: "true" },
         }
     })
@@ -172,9 +192,10 @@ mod tests {
         assert_eq!(spec.access_modes, Some(vec!["ReadWriteOnce".to_owned()]));
         assert_eq!(spec.storage_class_name, None, "unset means the default class, never \"\"");
         assert_eq!(spec.resources.unwrap().requests.unwrap()["storage"], Quantity("1536Mi".into()));
-        let owner = &claim.metadata.owner_references.unwrap()[0];
-        assert_eq!((owner.kind.as_str(), owner.uid.as_str(), owner.controller), ("MyOwnShell", "uid-1", Some(true)));
-        assert_eq!(claim.metadata.annotations.unwrap()[names::ANNOTATION_HOME_OWNER], "alice");
+        assert_eq!(claim.metadata.owner_references, None, "no garbage collector may take a home");
+        let annotations = claim.metadata.annotations.unwrap();
+        assert_eq!(annotations[names::ANNOTATION_HOME_OWNER], "alice");
+        assert_eq!(annotations[names::ANNOTATION_HOME_SHELL_UID], "uid-1");
         let with_class = Home { storage_class_name: Some("fast".into()), ..Home::default() };
         let claim = desired(&shell(Some("alice"), with_class)).unwrap();
         assert_eq!(claim.spec.unwrap().storage_class_name.as_deref(), Some("fast"));
@@ -188,12 +209,33 @@ mod tests {
         let mut retained = ours.clone();
         retained.insert(names::LABEL_RETAINED_HOME.into(), "true".into());
         let by = |owner: &str| BTreeMap::from([(names::ANNOTATION_HOME_OWNER.to_owned(), owner.to_owned())]);
+        let of_shell = |uid: &str| {
+            let mut a = by("alice");
+            a.insert(names::ANNOTATION_HOME_SHELL_UID.to_owned(), uid.to_owned());
+            a
+        };
         let none = BTreeMap::new();
         let alice = shell(Some("alice"), Home::default());
         type Row<'a> =
             (&'a str, Option<(&'a str, &'a str)>, &'a BTreeMap<String, String>, BTreeMap<String, String>, Ownership);
-        let rows: [Row<'_>; 8] = [
-            ("controlled by the shell", Some(("MyOwnShell", "uid-1")), &none, BTreeMap::new(), Ownership::Ours),
+        let rows: [Row<'_>; 12] = [
+            ("marked with the shell's uid", None, &ours, of_shell("uid-1"), Ownership::Ours),
+            ("marked with an earlier shell's uid", None, &ours, of_shell("uid-0"), Ownership::Foreign),
+            ("marked with the shell's uid, not labelled", None, &none, of_shell("uid-1"), Ownership::Foreign),
+            (
+                "marked, and controlled by something",
+                Some(("StatefulSet", "s")),
+                &ours,
+                of_shell("uid-1"),
+                Ownership::Foreign,
+            ),
+            (
+                "controlled by the shell (before the mark)",
+                Some(("MyOwnShell", "uid-1")),
+                &none,
+                BTreeMap::new(),
+                Ownership::OursByReference,
+            ),
             ("controlled by an earlier shell", Some(("MyOwnShell", "uid-0")), &ours, by("alice"), Ownership::Foreign),
             ("controlled by something else", Some(("StatefulSet", "uid-1")), &ours, by("alice"), Ownership::Foreign),
             ("kept for the same owner", None, &retained, by("alice"), Ownership::Retained),

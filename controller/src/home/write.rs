@@ -44,9 +44,13 @@ pub(crate) async fn ensure(shell: &MyOwnShell, ctx: &Context) -> Result<Option<F
             None => live(&api, &name).await?,
         },
     };
-    let ownership = claim::of(&found.meta(), shell);
+    let mut ownership = claim::of(&found.meta(), shell);
     let (claim, grow_error) = match ownership {
-        Ownership::Retained => (adopt(shell, &found, &api, ctx).await?, None),
+        Ownership::Retained | Ownership::OursByReference => {
+            let adopted = adopt(shell, &found, ownership, &api, ctx).await?;
+            ownership = Ownership::Ours;
+            (adopted, None)
+        }
         Ownership::Ours => match grow(shell, &found, &api, ctx).await {
             Ok(grown) => (grown.unwrap_or(found), None),
             Err(e) => (found, Some(e)),
@@ -80,10 +84,13 @@ async fn live(api: &Api<PersistentVolumeClaim>, name: &str) -> Result<Arc<Cached
     Ok(Arc::new(cached::from_typed(&claim).unwrap_or_default()))
 }
 
-/// Take up a home kept from an earlier shell of this name and owner.
+/// Take up a home kept from an earlier shell of this name and owner (`Retained`), or mark a home
+/// made before homes carried the shell's uid with it in place of its ownerReference
+/// (`OursByReference`).
 async fn adopt(
     shell: &MyOwnShell,
     found: &CachedClaim,
+    ownership: Ownership,
     api: &Api<PersistentVolumeClaim>,
     ctx: &Context,
 ) -> Result<Arc<CachedClaim>, Error> {
@@ -95,6 +102,10 @@ async fn adopt(
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|source| Error::WriteHome { what: "taking up", name: name.clone(), source })?;
+    if ownership == Ownership::OursByReference {
+        info!(shell = %name, "marked the home with its shell's uid in place of its ownerReference");
+        return Ok(remember(&adopted, ctx));
+    }
     let note = format!("Took up the home {name} kept from an earlier shell of this name and owner, files and all");
     info!(shell = %name, "{note}");
     events::publish(&ctx.recorder, &ctx.metrics, shell, EventType::Normal, reasons::HOME_REUSED, actions::HOME, note);
@@ -145,7 +156,8 @@ pub(crate) async fn release(shell: &MyOwnShell, ctx: &Context) -> Result<(), Err
     let read = |source| Error::WriteHome { what: "reading", name: name.clone(), source };
     let Some(live) = api.get_opt(&name).await.map_err(read)? else { return Ok(()) };
     let found = cached::from_typed(&live).unwrap_or_default();
-    if claim::of(&found.meta(), shell) != Ownership::Ours || found.deleting_since.is_some() {
+    let ours = matches!(claim::of(&found.meta(), shell), Ownership::Ours | Ownership::OursByReference);
+    if !ours || found.deleting_since.is_some() {
         return Ok(());
     }
     let (reason, note) = if home.on_delete == Some(HomeOnDelete::Retain) {
