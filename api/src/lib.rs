@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod class;
 pub mod connect;
 pub mod crd;

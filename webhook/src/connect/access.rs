@@ -179,51 +179,39 @@ impl ShellAccess {
     }
 }
 
-/// Why a user may connect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Grant {
-    /// The shell predates owners: anyone RBAC allows.
-    NoOwner,
-    /// The user is the owner.
-    Owner,
-    /// The user is in `sharedWith.users`.
-    SharedUser,
-    /// The user is in a group of `sharedWith.groups`.
-    SharedGroup,
-    /// The user is an administrator (a group of `--admin-groups`): a break-glass connection,
-    /// recorded under the administrator's own name.
-    Admin,
-}
+pub use myownshell_api::access::Grant;
+use myownshell_api::access::{Asker, Sharing};
 
 /// The administrators' groups of the webhook's `--admin-groups` default, which the admission
 /// policies of `config/policy` name too (keep them in step when the flag changes).
 pub const DEFAULT_ADMIN_GROUPS: &[&str] = &["system:masters"];
 
+impl ShellAccess {
+    /// Whom it lets in, for [`myownshell_api::access`].
+    fn sharing(&self) -> Sharing<'_> {
+        Sharing {
+            owner: self.owner.as_deref(),
+            owner_uid: self.owner_uid.as_deref(),
+            users: &self.users,
+            groups: &self.groups,
+        }
+    }
+}
+
+/// `user` as [`myownshell_api::access`] reads them.
+fn asker<'u>(user: &'u UserInfo<'_>) -> Asker<'u, std::borrow::Cow<'u, str>> {
+    Asker { name: &user.username, uid: user.uid(), groups: &user.groups }
+}
+
 /// Whether `user` is the owner of `shell`: the same name, and the same uid where both have one.
 fn is_owner(shell: &ShellAccess, user: &UserInfo<'_>) -> bool {
-    let same_uid = match (shell.owner_uid.as_deref(), user.uid()) {
-        (Some(recorded), Some(asking)) => recorded == asking,
-        _ => true,
-    };
-    shell.owner.as_deref() == Some(user.username.as_ref()) && same_uid
+    myownshell_api::access::is_owner(&shell.sharing(), &asker(user))
 }
 
 /// Whether `user` may connect to `shell`'s pods, and why: the owner and those the shell is
-/// shared with, and (break-glass) the members of `admin_groups`.
+/// shared with, and (break-glass) the members of `admin_groups` ([`myownshell_api::access`]).
 pub fn may_connect<G: AsRef<str>>(shell: &ShellAccess, user: &UserInfo<'_>, admin_groups: &[G]) -> Option<Grant> {
-    if shell.owner.is_none() {
-        Some(Grant::NoOwner)
-    } else if is_owner(shell, user) {
-        Some(Grant::Owner)
-    } else if shell.users.iter().any(|u| *u == user.username) {
-        Some(Grant::SharedUser)
-    } else if shell.groups.iter().any(|g| user.in_group(g)) {
-        Some(Grant::SharedGroup)
-    } else if admin_groups.iter().any(|g| user.in_group(g.as_ref())) {
-        Some(Grant::Admin)
-    } else {
-        None
-    }
+    myownshell_api::access::may_connect(&shell.sharing(), &asker(user), admin_groups)
 }
 
 /// Whether `user` may change the spec of a shell owned by `owner` (with `owner_uid`): the owner,
