@@ -23,6 +23,7 @@ use myownshell_api::names::conditions::STOPPING;
 use myownshell_api::{Connection, MyOwnShell, last_connection};
 use tokio_util::sync::CancellationToken;
 
+use crate::access::At;
 use crate::gateway::Gateway;
 use crate::terminal::session::Terminal;
 
@@ -87,12 +88,30 @@ async fn look_after(
     let api: Api<MyOwnShell> = Api::namespaced(gw.client.clone(), namespace);
     let current = match api.get_opt(name).await {
         Ok(Some(current)) if shell.uid.is_none() || current.metadata.uid == shell.uid => current,
-        Ok(_) => return None,
+        Ok(_) => {
+            for terminal in &shell.terminals {
+                terminal.close(format!("shell {namespace}/{name} was deleted"));
+            }
+            return None;
+        }
         Err(e) => {
             tracing::warn!(error = %e, %namespace, shell = %name, "could not read a shell with open terminals");
             return None;
         }
     };
+    // Access lost is access ended ([`crate::access`]).
+    let mut open = Vec::with_capacity(shell.terminals.len());
+    for terminal in shell.terminals {
+        let at = At { shell: &current, uid: terminal.place.uid.as_deref(), pod: &terminal.place.pod };
+        match gw.access.refusal(&gw.tokens, &terminal.credential, at).await {
+            Some(why) => {
+                tracing::info!(user = %terminal.user.name, %namespace, shell = %name, %why, "closed a terminal whose user lost access");
+                terminal.close(why);
+            }
+            None => open.push(terminal),
+        }
+    }
+    let shell = Shell { terminals: open, ..shell };
     let status = current.status.clone().unwrap_or_default();
     let stopping = status.conditions.iter().find(|c| c.type_ == STOPPING && c.status == "True");
     if let Some(stopping) = stopping {

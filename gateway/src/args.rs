@@ -69,6 +69,10 @@ pub struct Args {
     /// The most signed-in browsers at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_sessions: usize,
+    /// The most signed-in browsers one user may have at once: signing in once more ends their
+    /// oldest session (so one token cannot fill --max-sessions).
+    #[arg(long, default_value_t = 10)]
+    pub max_sessions_per_user: usize,
     /// How long a terminal whose page went away keeps running for the page to come back.
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub reattach_grace: Duration,
@@ -102,12 +106,27 @@ pub struct Args {
     /// Record every gateway session, whatever the shells ask.
     #[arg(long, requires = "recordings_dir")]
     pub record_all_sessions: bool,
-    /// The most one recording holds; then it says it stopped, and the session goes on.
+    /// The most one recording holds. A recorded session never goes on unrecorded: when its
+    /// recording is full (or any quota below is reached, or the disk fails) the recording says so
+    /// and the terminal ends, saying why.
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     pub recording_max_bytes: u64,
+    /// The most one shell's recordings hold in all: beyond it, its recorded sessions end and new
+    /// ones are refused until the retention sweep frees room.
+    #[arg(long, default_value_t = 1024 * 1024 * 1024)]
+    pub recordings_max_shell_bytes: u64,
+    /// The most all recordings hold in all (keep it below the volume's size): beyond it, every
+    /// recorded session ends and new ones are refused until the retention sweep frees room.
+    #[arg(long, default_value_t = 8 * 1024 * 1024 * 1024)]
+    pub recordings_max_total_bytes: u64,
     /// How long recordings are kept.
     #[arg(long, default_value = "720h", value_parser = parse_duration)]
     pub recording_retention: Duration,
+    /// The groups whose members may connect to every shell (break-glass, recorded under their own
+    /// name): keep them in step with the webhook's --admin-groups. An open terminal whose user
+    /// no longer may connect is closed within --activity-interval.
+    #[arg(long, value_delimiter = ',', default_value = "system:masters")]
+    pub admin_groups: Vec<String>,
     /// How often an idle page is pinged; one silent for three pings is treated as gone.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub ping_interval: Duration,

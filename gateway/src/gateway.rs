@@ -42,6 +42,8 @@ pub struct Gateway {
     pub impersonation: Mode,
     /// TokenReview, cached.
     pub tokens: TokenAuthenticator,
+    /// Whether the users of open terminals may still connect.
+    pub access: crate::access::AccessCheck,
     /// The signed-in browsers.
     pub sessions: Sessions,
     /// The open terminals.

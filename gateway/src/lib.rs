@@ -6,7 +6,7 @@
 //! record of connections names them and the audit log shows them, never the gateway. A terminal
 //! survives a closed tab or a network blip for a grace period, with its recent screen
 //! (`terminal`). A terminal in use counts as a connection to its shell, and a coming stop is
-//! shown in it (`activity`). Sessions are recorded where a shell or the gateway's flags ask
+//! shown in it (`activity`); a user who may no longer connect loses their terminals (`access`). Sessions are recorded where a shell or the gateway's flags ask
 //! (`recording`).
 //!
 //! The gateway's service account can impersonate users, so whoever controls the gateway's
@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod activity;
 pub mod args;
 pub mod exec;

@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::args::Args;
 use crate::gateway::{Gateway, TerminalSettings};
+use crate::recording::quota::Quota;
 use crate::recording::store::Store;
 use crate::signin::sessions::Sessions;
 use crate::terminal::registry::Terminals;
@@ -77,10 +78,11 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         Arc::new(ReviewCounters::default()),
     );
     let gw = Arc::new(Gateway {
+        access: crate::access::AccessCheck::new(client.clone(), args.admin_groups.clone()),
         client,
         impersonation: args.impersonation,
         tokens,
-        sessions: Sessions::new(args.session_max_age, args.max_sessions),
+        sessions: Sessions::new(args.session_max_age, args.max_sessions, args.max_sessions_per_user),
         terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),
         origins: AllowedOrigins::new(&args.allowed_origins),
         front_proxy: args.front_proxy(),
@@ -88,6 +90,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
             dir,
             max_bytes: args.recording_max_bytes,
             retention: args.recording_retention,
+            quota: Arc::new(Quota::new(args.recordings_max_shell_bytes, args.recordings_max_total_bytes)),
         }),
         record_all: args.record_all_sessions,
         assets,

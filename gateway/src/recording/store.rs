@@ -3,6 +3,7 @@
 //! `--recording-retention`. Every name from a request is checked before it touches a path.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::jiff::Timestamp;
@@ -17,6 +18,8 @@ pub struct Store {
     pub max_bytes: u64,
     /// How long recordings are kept.
     pub retention: Duration,
+    /// What all recordings, and each shell's, may hold.
+    pub quota: Arc<super::quota::Quota>,
 }
 
 /// One recording, listed.
@@ -89,9 +92,12 @@ impl Store {
         }
     }
 
-    /// Delete the recordings older than the retention; how many went.
+    /// Delete the recordings older than the retention, and count what is left against the
+    /// quotas; how many went.
     pub fn sweep(&self, now: SystemTime) -> usize {
-        sweep_dir(&self.dir, now, self.retention, 0)
+        let deleted = sweep_dir(&self.dir, now, self.retention, 0);
+        self.quota.recount(&self.dir);
+        deleted
     }
 }
 
@@ -147,7 +153,8 @@ mod tests {
     #[test]
     fn paths_and_the_sweep() {
         let dir = std::env::temp_dir().join(format!("recordings-{}", std::process::id()));
-        let store = Store { dir: dir.clone(), max_bytes: 1024, retention: Duration::from_secs(3600) };
+        let quota = Arc::new(super::super::quota::Quota::new(u64::MAX, u64::MAX));
+        let store = Store { dir: dir.clone(), max_bytes: 1024, retention: Duration::from_secs(3600), quota };
         let at = Timestamp::from_second(1_800_000_000).unwrap_or_default();
         let path = store.path_for("team", "web", at, "0123abcdef").expect("valid names");
         assert_eq!(path, dir.join("team/web/20270115T080000Z-0123abcd.cast"));

@@ -37,6 +37,9 @@ pub struct Caller {
     pub user: AuthenticatedUser,
     /// The browser session, when the cookie proved it.
     pub session: Option<(String, Arc<Session>)>,
+    /// The token the user proved themselves with (a bearer token, or the one the session was
+    /// opened with); none for an authenticating proxy's users.
+    pub token: Option<secrecy::SecretString>,
 }
 
 /// A refusal: the status and a message for the user (never naming a token).
@@ -103,14 +106,15 @@ pub async fn caller(
             if purpose != Purpose::Read && !from_own_page(gate.origins, headers) {
                 return Err(Refusal::new(StatusCode::FORBIDDEN, "this request did not come from the gateway's page"));
             }
-            return Ok(Caller { user, session: None });
+            return Ok(Caller { user, session: None, token: None });
         }
         Vouched::Refused(why) => return Err(Refusal::new(StatusCode::UNAUTHORIZED, why)),
         Vouched::No => {}
     }
     match bearer_token(headers) {
         BearerToken::Present(token) => {
-            return Ok(Caller { user: authenticate(gate.tokens, token).await?, session: None });
+            let user = authenticate(gate.tokens, token).await?;
+            return Ok(Caller { user, session: None, token: Some(secrecy::SecretString::from(token.to_owned())) });
         }
         BearerToken::Malformed => {
             return Err(Refusal::new(StatusCode::UNAUTHORIZED, "the Authorization header is not `Bearer <token>`"));
@@ -140,7 +144,8 @@ pub async fn caller(
         }
         return Err(Refusal::new(refusal.status, format!("{}; sign in again", refusal.message)));
     }
-    Ok(Caller { user: session.user.clone(), session: Some((id.to_owned(), session)) })
+    let token = session.token.clone();
+    Ok(Caller { user: session.user.clone(), session: Some((id.to_owned(), session)), token })
 }
 
 /// Whether the request's `Origin` is the page's.

@@ -31,6 +31,8 @@ pub struct Session {
     pub token: Option<SecretString>,
     /// When it ends.
     pub expires: Instant,
+    /// The order it was opened in (a user over their limit loses their oldest).
+    pub opened: u64,
 }
 
 /// Why no session was opened.
@@ -53,6 +55,8 @@ pub struct Sessions {
     open: Mutex<HashMap<String, Arc<Session>>>,
     max_age: Duration,
     capacity: usize,
+    per_user: usize,
+    opened: std::sync::atomic::AtomicU64,
 }
 
 /// How long a session lasts: `max_age`, cut short by the token's expiry; `None` if the token
@@ -65,9 +69,18 @@ pub fn lifetime(max_age: Duration, token_expiry: Option<SystemTime>, now: System
 }
 
 impl Sessions {
-    /// Sessions that last at most `max_age`, at most `capacity` at once.
-    pub fn new(max_age: Duration, capacity: usize) -> Self {
-        Self { open: Mutex::new(HashMap::new()), max_age, capacity }
+    /// Sessions that last at most `max_age`, at most `capacity` at once and `per_user` for one
+    /// user (name and uid): a user who signs in once more than that loses their oldest session,
+    /// so that one token cannot fill the gateway (10,000 sign-ins with one token once left every
+    /// other user a 503).
+    pub fn new(max_age: Duration, capacity: usize, per_user: usize) -> Self {
+        Self {
+            open: Mutex::new(HashMap::new()),
+            max_age,
+            capacity,
+            per_user: per_user.max(1),
+            opened: Default::default(),
+        }
     }
 
     /// Open a session for `user`: its id (for the cookie), the session, and how long it lasts.
@@ -81,8 +94,18 @@ impl Sessions {
         let id = ids::random().map_err(OpenError::Random)?;
         let csrf = ids::random().map_err(OpenError::Random)?;
         let now = Instant::now();
-        let session = Arc::new(Session { user, csrf, token, expires: now + lasts });
+        let opened = self.opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let session = Arc::new(Session { user, csrf, token, expires: now + lasts, opened });
         let mut open = self.open.lock();
+        let same = |s: &Session| s.user.name == session.user.name && s.user.uid == session.user.uid;
+        let mut theirs: Vec<(u64, String)> =
+            open.iter().filter(|(_, s)| same(s)).map(|(id, s)| (s.opened, id.clone())).collect();
+        if theirs.len() >= self.per_user {
+            theirs.sort();
+            for (_, id) in &theirs[..=theirs.len() - self.per_user] {
+                open.remove(id);
+            }
+        }
         if open.len() >= self.capacity {
             open.retain(|_, s| s.expires > now);
             if open.len() >= self.capacity {
@@ -145,16 +168,32 @@ mod tests {
     #[test]
     fn sessions_open_close_and_are_bounded() {
         let alice = AuthenticatedUser::new("alice", vec![], AuthMethod::BearerToken);
-        let sessions = Sessions::new(Duration::from_secs(60), 2);
+        let bob = AuthenticatedUser::new("bob", vec![], AuthMethod::BearerToken);
+        let sessions = Sessions::new(Duration::from_secs(60), 2, 5);
         let (a, session, _) = sessions.open(alice.clone(), None, None).expect("opens");
         assert_eq!(sessions.get(&a).map(|s| s.user.name.clone()), Some("alice".into()));
         assert_ne!(session.csrf, a, "the CSRF token is not the session id");
-        let (b, _, _) = sessions.open(alice.clone(), None, None).expect("opens");
-        assert_eq!(sessions.open(alice.clone(), None, None).map(|_| ()), Err(OpenError::Full(2)));
+        let (b, _, _) = sessions.open(bob.clone(), None, None).expect("opens");
+        assert_eq!(
+            sessions.open(AuthenticatedUser::new("carol", vec![], AuthMethod::BearerToken), None, None).map(|_| ()),
+            Err(OpenError::Full(2))
+        );
         sessions.close(&b);
         assert!(sessions.get(&b).is_none());
         assert!(sessions.get("not-an-id").is_none());
         let expired = SystemTime::now() - Duration::from_secs(1);
         assert_eq!(sessions.open(alice, None, Some(expired)).map(|_| ()), Err(OpenError::Expired));
+    }
+
+    #[test]
+    fn one_user_holds_at_most_their_share_and_loses_their_oldest() {
+        let user = |name: &str| AuthenticatedUser::new(name, vec![], AuthMethod::BearerToken);
+        let sessions = Sessions::new(Duration::from_secs(60), 100, 3);
+        let ids: Vec<String> = (0..10).map(|_| sessions.open(user("mallory"), None, None).expect("opens").0).collect();
+        assert_eq!(sessions.len(), 3, "one user's sign-ins never take more than their share");
+        assert!(ids[..7].iter().all(|id| sessions.get(id).is_none()), "the oldest went");
+        assert!(ids[7..].iter().all(|id| sessions.get(id).is_some()), "the newest stay");
+        let (alice, _, _) = sessions.open(user("alice"), None, None).expect("someone else still signs in");
+        assert!(sessions.get(&alice).is_some());
     }
 }

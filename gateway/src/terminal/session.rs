@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::scrollback::Scrollback;
 use crate::exec::channel::{self, FromPod};
 use crate::exec::upgrade::ExecSocket;
-use crate::recording::writer::Event;
+use crate::recording::writer::{Event, Recording};
 
 /// Who a terminal belongs to: only the same user (name and uid) may reattach.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -103,11 +103,13 @@ pub struct Terminal {
     pub id: String,
     /// Whose it is.
     pub user: UserKey,
+    /// Who opened it and with what, to ask again whether they still may ([`crate::access`]).
+    pub credential: crate::access::Credential,
     /// Where it runs.
     pub place: Place,
     to_pod: mpsc::Sender<Vec<u8>>,
     /// Where output and resizes are recorded, if the session is.
-    recording: Option<mpsc::Sender<Event>>,
+    recording: Option<Recording>,
     state: Mutex<State>,
     ended: CancellationToken,
     next_viewer: AtomicU64,
@@ -130,17 +132,19 @@ impl Terminal {
     /// A terminal over an open exec; `on_end` runs once when it ends (to forget it).
     pub fn start(
         id: String,
-        user: UserKey,
+        credential: crate::access::Credential,
         place: Place,
         exec: ExecSocket,
         scrollback: usize,
-        recording: Option<mpsc::Sender<Event>>,
+        recording: Option<Recording>,
         on_end: impl FnOnce(&Terminal) + Send + 'static,
     ) -> Arc<Self> {
         let (to_pod, frames) = mpsc::channel(QUEUE);
+        let user = UserKey { name: credential.user.name.clone(), uid: credential.user.uid.clone() };
         let terminal = Arc::new(Self {
             id,
             user,
+            credential,
             place,
             to_pod,
             recording,
@@ -192,8 +196,19 @@ impl Terminal {
             }
             Ending::Failed("the pod closed the connection".to_owned())
         };
+        // A recorded session never goes on unrecorded.
+        let unrecorded = async {
+            match &self.recording {
+                Some(recording) => {
+                    recording.stopped.cancelled().await;
+                    recording.why().unwrap_or_else(|| "the session's recording stopped".to_owned())
+                }
+                None => std::future::pending().await,
+            }
+        };
         let ending = tokio::select! {
             ending = read => ending,
+            why = unrecorded => Ending::Closed(format!("{why}: a recorded session does not go on unrecorded")),
             () = write => Ending::Failed("the connection to the pod broke".to_owned()),
             () = self.ended.cancelled() => self.state.lock().ending.clone().unwrap_or(Ending::Closed("closed".into())),
         };
@@ -203,7 +218,7 @@ impl Terminal {
 
     async fn output(&self, output: &[u8]) {
         if let Some(recording) = &self.recording {
-            let _ = recording.send(Event::Output(Bytes::copy_from_slice(output))).await;
+            let _ = recording.tx.send(Event::Output(Bytes::copy_from_slice(output))).await;
         }
         let tx = {
             let mut state = self.state.lock();
@@ -237,7 +252,7 @@ impl Terminal {
             state.size = Some((cols, rows));
         }
         if let Some(recording) = &self.recording {
-            let _ = recording.send(Event::Resize(cols, rows)).await;
+            let _ = recording.tx.send(Event::Resize(cols, rows)).await;
         }
         let _ = self.to_pod.send(channel::resize(cols, rows)).await;
     }

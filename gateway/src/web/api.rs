@@ -74,7 +74,7 @@ pub async fn sign_in(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Json(bo
     let Some(set_cookie) = cookie::set(&id, lasts.as_secs()) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let caller = Caller { user, session: Some((id, session)) };
+    let caller = Caller { user, session: Some((id, session)), token: None };
     ([(header::SET_COOKIE, set_cookie)], Json(whoami(&caller))).into_response()
 }
 

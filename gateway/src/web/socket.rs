@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::AttachParams;
+use myownshell_api::MyOwnShell;
 use myownshell_rbac_proxy::AuthenticatedUser;
 use myownshell_runtime::server::ConnectionInfo;
 use serde::Deserialize;
@@ -33,12 +34,13 @@ use tokio_tungstenite::tungstenite::Message;
 use super::api::refused;
 use super::control::{self, Control};
 use super::upgrade::{Socket, upgrade};
+use crate::access::{At, Credential};
 use crate::exec::as_user::AsUser;
 use crate::exec::target::{self, Found, TargetError};
 use crate::gateway::Gateway;
 use crate::ids;
 use crate::recording::asciicast;
-use crate::recording::writer::{self, Event};
+use crate::recording::writer::{self, Limits, Recording};
 use crate::signin::{self, Purpose, Refusal};
 use crate::terminal::session::{Ending, Place, Terminal, ToPage, UserKey};
 
@@ -83,9 +85,10 @@ pub async fn terminal(
         Err(e) => return refused(Refusal { status: StatusCode::BAD_REQUEST, message: e.to_string() }),
     };
     let tasks = gw.tasks.clone();
+    let credential = Credential { user: caller.user, token: caller.token };
     tasks.spawn(async move {
         if let Some(socket) = socket.await {
-            serve(gw, caller.user, Place { namespace, shell, pod: String::new(), uid: None }, query, socket).await;
+            serve(gw, credential, Place { namespace, shell, pod: String::new(), uid: None }, query, socket).await;
         }
     });
     response.into_response()
@@ -118,12 +121,22 @@ async fn close(socket: &mut Socket) {
 }
 
 /// One page's socket, from attaching to leaving.
-async fn serve(gw: Arc<Gateway>, user: AuthenticatedUser, place: Place, query: TerminalQuery, mut socket: Socket) {
+async fn serve(gw: Arc<Gateway>, credential: Credential, place: Place, query: TerminalQuery, mut socket: Socket) {
+    let user = credential.user.clone();
     let owner = key(&user);
     let resumed = query.terminal.as_deref().and_then(|id| gw.terminals.get(id, &owner));
+    let resumed = resumed.filter(|t| t.place.namespace == place.namespace && t.place.shell == place.shell);
+    if let Some(terminal) = &resumed
+        && let Some(why) = still_allowed(&gw, terminal, &credential).await
+    {
+        terminal.close(why.clone());
+        let _ = send_json(&mut socket, json!({ "type": "refused", "message": why })).await;
+        close(&mut socket).await;
+        return;
+    }
     let (terminal, was_resumed) = match resumed {
-        Some(t) if t.place.namespace == place.namespace && t.place.shell == place.shell => (t, true),
-        _ => match open(&gw, &user, place, &query, &mut socket).await {
+        Some(t) => (t, true),
+        _ => match open(&gw, &credential, place, &query, &mut socket).await {
             Ok(t) => (t, false),
             Err(message) => {
                 let _ = send_json(&mut socket, json!({ "type": "refused", "message": message })).await;
@@ -135,14 +148,37 @@ async fn serve(gw: Arc<Gateway>, user: AuthenticatedUser, place: Place, query: T
     bridge(&gw, &terminal, was_resumed, &mut socket).await;
 }
 
-/// A new terminal for `user` in a ready pod of the shell.
+/// Why the user reattaching to `terminal` (with `credential`, which may be newer than the one it
+/// was opened with) may no longer use it, if they may not: the shell read as them (RBAC's `get`),
+/// then [`crate::access`].
+async fn still_allowed(gw: &Gateway, terminal: &Terminal, credential: &Credential) -> Option<String> {
+    let as_user = match gw.as_user(&credential.user) {
+        Ok(as_user) => as_user,
+        Err(e) => return Some(e.to_string()),
+    };
+    let shells = kube::core::Request::new(MyOwnShell::url_path(&(), Some(&terminal.place.namespace)));
+    let get = match shells.get(&terminal.place.shell, &Default::default()) {
+        Ok(get) => get,
+        Err(e) => return Some(e.to_string()),
+    };
+    let shell: MyOwnShell = match as_user.request(get).await {
+        Ok(shell) => shell,
+        Err(kube::Error::Api(status)) => return Some(status.message),
+        Err(e) => return Some(format!("cannot tell whether you may still connect: {e}")),
+    };
+    let at = At { shell: &shell, uid: terminal.place.uid.as_deref(), pod: &terminal.place.pod };
+    gw.access.refusal(&gw.tokens, credential, at).await
+}
+
+/// A new terminal for the user of `credential` in a ready pod of the shell.
 async fn open(
     gw: &Arc<Gateway>,
-    user: &AuthenticatedUser,
+    credential: &Credential,
     mut place: Place,
     query: &TerminalQuery,
     socket: &mut Socket,
 ) -> Result<Arc<Terminal>, String> {
+    let user = &credential.user;
     let reservation = gw.terminals.reserve(&key(user)).map_err(|e| e.to_string())?;
     let as_user = gw.as_user(user).map_err(|e| e.to_string())?;
     let found = find_pod(gw, &as_user, &place, socket).await?;
@@ -165,11 +201,12 @@ async fn open(
         false => None,
     };
     let forget = Arc::downgrade(gw);
-    let terminal = Terminal::start(id, key(user), place, connection, gw.settings.scrollback, recording, move |t| {
-        if let Some(gw) = forget.upgrade() {
-            gw.terminals.remove(&t.id);
-        }
-    });
+    let terminal =
+        Terminal::start(id, credential.clone(), place, connection, gw.settings.scrollback, recording, move |t| {
+            if let Some(gw) = forget.upgrade() {
+                gw.terminals.remove(&t.id);
+            }
+        });
     gw.terminals.add(terminal.clone(), reservation);
     if let (Some(cols), Some(rows)) = (query.cols, query.rows)
         && size_ok(cols, rows)
@@ -207,14 +244,17 @@ async fn start_recording(
     user: &AuthenticatedUser,
     id: &str,
     query: &TerminalQuery,
-) -> Result<tokio::sync::mpsc::Sender<Event>, String> {
+) -> Result<Recording, String> {
     let store = gw.recordings.as_ref().ok_or("no --recordings-dir")?;
+    let shell = (place.namespace.clone(), place.shell.clone());
+    store.quota.room_for(&shell).map_err(|full| format!("the session cannot be recorded: {full}"))?;
     let now = Timestamp::now();
     let path = store.path_for(&place.namespace, &place.shell, now, id).ok_or("not a name a recording can have")?;
     let (cols, rows) = (query.cols.unwrap_or(80), query.rows.unwrap_or(24));
     let title = format!("{}/{} by {}", place.namespace, place.shell, user.name);
     let header = asciicast::header(cols, rows, now.as_second(), &title);
-    writer::start(path, header, store.max_bytes).await.map_err(|e| format!("the session cannot be recorded: {e}"))
+    let limits = Limits { max_bytes: store.max_bytes, quota: store.quota.clone(), shell };
+    writer::start(path, header, limits).await.map_err(|e| format!("the session cannot be recorded: {e}"))
 }
 
 fn ending_message(ending: &Ending) -> serde_json::Value {
