@@ -209,7 +209,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
         earlier_pods,
         draining,
         from_apiserver: true,
-        body_budget: crate::server::body_budget(),
+        body_budget: crate::server::BodyBudget::new(),
     };
     let apiserver_only = apiserver_ca.is_some();
     let serving = once_drained(&args, &client, &shutdown);

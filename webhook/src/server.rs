@@ -35,20 +35,45 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// An oversized body is read and thrown away up to this size, so the client gets its 400 on a
 /// connection that stays usable; beyond it the connection is closed after the answer.
 const DRAIN_BYTES: usize = 64 * 1024 * 1024;
-/// The most review bytes held at once, across every connection. An answer needs its whole body
-/// in memory: the apiserver's reviews are a few KiB (a shell's spec) and at most a few MiB (two
-/// objects of etcd's 1.5 MiB), so this lets several of the largest through at once while bodies
-/// no apiserver sends wait their turn (or their deadline) instead of filling the pod: 20
-/// announced 8 MiB bodies took the webhook from 30 to 197 MB, over its pod's 128 Mi limit.
-pub const BODY_BUDGET_BYTES: usize = 32 * 1024 * 1024;
+/// The most review bytes held at once, across every connection, in two pools. An answer needs
+/// its whole body in memory: the apiserver's reviews are a few KiB (a shell's spec, a
+/// connection), at most a few MiB (two objects of etcd's 1.5 MiB). Bodies up to [`SMALL_BODY`]
+/// share [`SMALL_BUDGET_BYTES`], bigger ones [`LARGE_BUDGET_BYTES`], so that bodies no apiserver
+/// sends wait their turn (or their deadline) instead of filling the pod (20 announced 8 MiB
+/// bodies once took the webhook from 30 to 197 MB, over its pod's 128 Mi limit), and never hold
+/// up the small reviews every exec and every shell waits on.
+pub const SMALL_BODY: usize = 64 * 1024;
+/// The small bodies' pool.
+pub const SMALL_BUDGET_BYTES: usize = 16 * 1024 * 1024;
+/// The large bodies' pool.
+pub const LARGE_BUDGET_BYTES: usize = 32 * 1024 * 1024;
 /// The budget's unit: a permit is a KiB.
 const BUDGET_UNIT: usize = 1024;
 
-/// The bytes a body may take of [`BODY_BUDGET_BYTES`]: its announced length, or the most a body
-/// may be when none is announced; in [`BUDGET_UNIT`]s.
-fn budget_units(content_length: Option<usize>) -> u32 {
-    let bytes = content_length.unwrap_or(MAX_BODY_BYTES).min(MAX_BODY_BYTES);
-    u32::try_from(bytes.div_ceil(BUDGET_UNIT).max(1)).unwrap_or(u32::MAX)
+/// What is left of the two pools of body bytes, shared by every connection.
+#[derive(Debug)]
+pub struct BodyBudget {
+    small: tokio::sync::Semaphore,
+    large: tokio::sync::Semaphore,
+}
+
+impl BodyBudget {
+    /// Both pools full.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            small: tokio::sync::Semaphore::new(SMALL_BUDGET_BYTES / BUDGET_UNIT),
+            large: tokio::sync::Semaphore::new(LARGE_BUDGET_BYTES / BUDGET_UNIT),
+        })
+    }
+
+    /// Hold room for a body that announces `content_length` (none: the most a body may be)
+    /// until the permit is dropped; `None` once the webhook is stopping.
+    pub async fn hold(&self, content_length: Option<usize>) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let bytes = content_length.unwrap_or(MAX_BODY_BYTES).min(MAX_BODY_BYTES);
+        let units = u32::try_from(bytes.div_ceil(BUDGET_UNIT).max(1)).unwrap_or(u32::MAX);
+        let pool = if bytes <= SMALL_BODY { &self.small } else { &self.large };
+        pool.acquire_many(units).await.ok()
+    }
 }
 
 /// What the admission handlers share.
@@ -82,8 +107,8 @@ pub struct AppState {
     /// of their body is read, on every path: the connect webhook's answers leave a record, and
     /// every path's body takes memory); anyone when it is not.
     pub from_apiserver: bool,
-    /// What is left of [`BODY_BUDGET_BYTES`], in KiB, shared by every connection.
-    pub body_budget: Arc<tokio::sync::Semaphore>,
+    /// What is left of the bytes bodies may hold ([`BodyBudget`]), shared by every connection.
+    pub body_budget: Arc<BodyBudget>,
 }
 
 impl AppState {
@@ -99,7 +124,7 @@ impl AppState {
             earlier_pods: None,
             draining: None,
             from_apiserver: true,
-            body_budget: body_budget(),
+            body_budget: BodyBudget::new(),
         }
     }
 
@@ -108,11 +133,6 @@ impl AppState {
     pub fn for_caller(&self, from_apiserver: bool) -> Self {
         Self { from_apiserver, ..self.clone() }
     }
-}
-
-/// A full [`AppState::body_budget`].
-pub fn body_budget() -> Arc<tokio::sync::Semaphore> {
-    Arc::new(tokio::sync::Semaphore::new(BODY_BUDGET_BYTES / BUDGET_UNIT))
 }
 
 /// An HTTP response of the admission port.
@@ -224,13 +244,19 @@ where
     B::Error: std::error::Error + Send + Sync + 'static,
 {
     let too_large = || format!("the request body is larger than {MAX_BODY_BYTES} bytes");
-    if content_length.is_some_and(|n| n <= MAX_BODY_BYTES) {
+    if let Some(length) = content_length.filter(|n| *n <= MAX_BODY_BYTES) {
         // The common case: the length is announced and small enough, and hyper never reads
-        // past an announced length, so one plain collect is bounded.
-        return match body.collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e) => Err(format!("cannot read the request body: {e}")),
-        };
+        // past an announced length. Read into one buffer of that size (collecting the frames
+        // and joining them would hold the body twice).
+        let mut buf = BytesMut::with_capacity(length);
+        let mut body = std::pin::pin!(body);
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("cannot read the request body: {e}"))?;
+            if let Ok(data) = frame.into_data() {
+                buf.extend_from_slice(&data);
+            }
+        }
+        return Ok(buf.freeze());
     }
     let mut body = std::pin::pin!(body);
     let mut buf = BytesMut::new();
@@ -290,7 +316,7 @@ where
         return bad_request(webhook, format!("the request body is larger than {MAX_BODY_BYTES} bytes"), state, started);
     }
     // Held until the answer is written: the body and the review borrowed from it live until then.
-    let Ok(_held) = state.body_budget.acquire_many(budget_units(content_length)).await else {
+    let Some(_held) = state.body_budget.hold(content_length).await else {
         return plain(StatusCode::SERVICE_UNAVAILABLE, "the webhook is stopping\n");
     };
     match read_body(request.into_body(), content_length).await {

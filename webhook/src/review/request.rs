@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use myownshell_api::{MyOwnShellSpec, names};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
+
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -250,10 +251,18 @@ pub fn decode(body: &[u8]) -> Result<Request<'_>, DecodeError> {
     review.request.ok_or_else(|| DecodeError::BadRequest("the AdmissionReview has no request".into()))
 }
 
+/// The largest undecodable body explained value by value ([`explain`]); a larger one is
+/// explained from its envelope alone ([`explain_large`]), whose every other value is skipped
+/// unread: a `serde_json::Value` of an 8 MiB array takes several times its size.
+const EXPLAINED_WHOLE: usize = 64 * 1024;
+
 /// Why a body that failed to decode did: not JSON, the wrong type, no request, or a request
 /// that is readable enough to carry a uid (then it is denied rather than refused). Only bad
-/// input comes here, so it may take its time.
+/// input comes here, so it may take its time, but never much more memory than the body's size.
 fn explain(body: &[u8], typed: &serde_json::Error) -> DecodeError {
+    if body.len() > EXPLAINED_WHOLE {
+        return explain_large(body, typed);
+    }
     let value: Value = match serde_json::from_slice(body) {
         Ok(value) => value,
         Err(e) => return DecodeError::BadRequest(format!("malformed JSON: {e}")),
@@ -271,4 +280,39 @@ fn explain(body: &[u8], typed: &serde_json::Error) -> DecodeError {
         return DecodeError::BadRequest(format!("invalid AdmissionReview: {typed}"));
     }
     DecodeError::Undecodable { uid, reason: format!("the request does not decode: {typed}") }
+}
+
+/// The envelope of a large body: its type and its request's uid, nothing else kept.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    request: Option<EnvelopeRequest>,
+}
+
+#[derive(Deserialize)]
+struct EnvelopeRequest {
+    #[serde(default)]
+    uid: Option<String>,
+}
+
+/// [`explain`] for a body over [`EXPLAINED_WHOLE`]: from its envelope, read without keeping
+/// anything else.
+fn explain_large(body: &[u8], typed: &serde_json::Error) -> DecodeError {
+    let envelope: Envelope = match serde_json::from_slice(body) {
+        Ok(envelope) => envelope,
+        Err(e) if e.is_data() => return DecodeError::BadRequest(format!("invalid AdmissionReview: {e}")),
+        Err(e) => return DecodeError::BadRequest(format!("malformed JSON: {e}")),
+    };
+    if let Err(e) = check_type(&envelope.api_version.unwrap_or_default(), &envelope.kind.unwrap_or_default()) {
+        return e;
+    }
+    match envelope.request.and_then(|r| r.uid).filter(|uid| !uid.is_empty()) {
+        None => DecodeError::BadRequest(format!("invalid AdmissionReview: {typed}")),
+        Some(uid) => DecodeError::Undecodable { uid, reason: format!("the request does not decode: {typed}") },
+    }
 }
