@@ -502,8 +502,14 @@ async fn only_the_owner_changes_a_shell_and_nobody_its_owner() {
     assert!(!command.success && command.stderr.contains("only the shell's owner alice"), "{}", command.stderr);
     let scale = w.as_user("bob", AUTH, &["scale", "mos/web", "--replicas=3"]).await;
     assert!(!scale.success && scale.stderr.contains("only the shell's owner alice"), "{}", scale.stderr);
+    // Nor its metadata (config/policy/shell_metadata.yaml).
     let labels = w.as_user("bob", AUTH, &["label", "mos/web", "team=a"]).await;
-    assert!(labels.success, "metadata stays with RBAC: {}", labels.stderr);
+    assert!(
+        !labels.success && labels.stderr.contains("ValidatingAdmissionPolicy 'shell-metadata'"),
+        "an editor's label on alice's shell: {}",
+        labels.stderr
+    );
+    assert!(w.as_user("alice", AUTH, &["label", "mos/web", "team=a"]).await.success, "the owner's own label");
 
     assert!(patch("alice", r#"{"spec":{"sharedWith":{"users":["bob"]}}}"#).await.success);
     assert!(w.as_user("alice", AUTH, &["scale", "mos/web", "--replicas=2"]).await.success);
@@ -645,7 +651,7 @@ async fn editors_cannot_plant_a_lookalike_or_change_a_shells_pods_and_deployment
     // Nor mount a shell's home into it, to read it from a pod of the shell's own making.
     let mount = r#"{"spec":{"template":{"spec":{"volumes":[{"name":"h","persistentVolumeClaim":{"claimName":"myownshell-home-web"}}]}}}}"#;
     let mounted = w.as_user("bob", AUTH, &["patch", "deployment", "planted", "--type=merge", "-p", mount]).await;
-    assert!(policy_refusal(&mounted), "{}", mounted.stderr);
+    assert!(!mounted.success && mounted.stderr.contains("ValidatingAdmissionPolicy 'shell-"), "{}", mounted.stderr);
     w.installed.remove().await.unwrap();
 }
 
@@ -865,10 +871,12 @@ async fn only_the_owner_ends_a_shell_and_nobody_orphans_it() {
         stripped.stderr
     );
     let orphan_finalizer = r#"{"metadata":{"finalizers":["myownshell.io/finalizer","orphan"]}}"#;
-    for user in ["bob", "alice"] {
-        let out = w.as_user(user, AUTH, &["patch", "mos", "web", "--type=merge", "-p", orphan_finalizer]).await;
-        assert!(refused(&out, "cannot take the 'orphan' finalizer"), "{user}: {}", out.stderr);
-    }
+    // (bob, no owner, is refused any change of the shell's metadata by shell-metadata first.)
+    let out = w.as_user("bob", AUTH, &["patch", "mos", "web", "--type=merge", "-p", orphan_finalizer]).await;
+    let by_metadata = out.stderr.contains("ValidatingAdmissionPolicy 'shell-metadata'");
+    assert!(refused(&out, "cannot take the 'orphan' finalizer") || by_metadata, "bob: {}", out.stderr);
+    let out = w.as_user("alice", AUTH, &["patch", "mos", "web", "--type=merge", "-p", orphan_finalizer]).await;
+    assert!(refused(&out, "cannot take the 'orphan' finalizer"), "alice: {}", out.stderr);
     // Orphaning: refused to the owner and to an administrator alike.
     let orphan = w.as_user("alice", AUTH, &["delete", "mos", "web", "--cascade=orphan", "--wait=false"]).await;
     assert!(refused(&orphan, "cannot be orphaned"), "{}", orphan.stderr);

@@ -95,6 +95,18 @@ async fn a_class_caps_the_shells_one_owner_runs_even_when_started_together() {
         }
     }
 
+    // Someone scales a waiting shell's Deployment up (an administrator: the shell-workloads
+    // policy refuses an editor): its pods are taken away again, and it takes no slot.
+    let scale = json!({"spec": {"replicas": 1}});
+    t.deployments.patch(waiting[0], &PatchParams::default(), &Patch::Merge(&scale)).await.unwrap();
+    eventually("the scaled-up waiting shell back at no pods", SETTLE, || async {
+        let got = replicas(&t, &names).await;
+        let (up_now, back) = (got.iter().filter(|r| **r == Some(1)).count(), replicas(&t, &[waiting[0]]).await[0]);
+        if (up_now, back) == (2, Some(0)) { Ok(()) } else { Err(format!("{got:?}")) }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
+
     // One stops: exactly one waiting shell takes its slot.
     let stop = PatchParams::default();
     t.shells.patch(up[0], &stop, &Patch::Merge(json!({"spec": {"stopped": true}}))).await.unwrap();

@@ -88,11 +88,10 @@ async fn a_home_is_a_claim_of_the_shell_mounted_as_home_and_told_in_the_status()
     };
     let created = t.shells.create(&PostParams::default(), &shell_with_home("notes", "alice", home)).await.unwrap();
     let claim = claim_where(&t, "myownshell-home-notes", "the claim made", |_| Ok(())).await;
-    let owner = &claim.owner_references()[0];
-    assert_eq!(
-        (owner.kind.as_str(), Some(owner.uid.as_str()), owner.controller),
-        ("MyOwnShell", created.meta().uid.as_deref(), Some(true))
-    );
+    // The shell's by its uid, not by an ownerReference (the garbage collector would take it
+    // ahead of the finalizer on a foreground deletion, onDelete: Retain or not).
+    assert!(claim.owner_references().is_empty(), "{:?}", claim.metadata);
+    assert_eq!(claim.annotations().get("myownshell.io/shell-uid").map(String::as_str), created.meta().uid.as_deref());
     assert_eq!(claim.annotations().get("myownshell.io/owner").map(String::as_str), Some("alice"));
     let spec = claim.spec.clone().unwrap();
     assert_eq!(spec.storage_class_name.as_deref(), Some("fast"));
@@ -174,6 +173,7 @@ async fn a_kept_home_goes_to_the_next_shell_of_its_owner_and_a_claim_of_someone_
     let released = claims(&t).get("myownshell-home-kept").await.unwrap();
     assert_eq!(released.uid(), first.uid(), "the same claim, kept");
     assert!(released.owner_references().is_empty(), "{:?}", released.metadata);
+    assert!(!released.annotations().contains_key("myownshell.io/shell-uid"), "{:?}", released.metadata);
     assert_eq!(released.labels().get("myownshell.io/retained-home").map(String::as_str), Some("true"));
 
     // Another owner's shell of the name does not get it, and runs nothing.
@@ -193,8 +193,8 @@ async fn a_kept_home_goes_to_the_next_shell_of_its_owner_and_a_claim_of_someone_
     // Its owner's next shell of the name takes it up.
     let again = t.shells.create(&PostParams::default(), &shell_with_home("kept", "alice", kept)).await.unwrap();
     let adopted = claim_where(&t, "myownshell-home-kept", "the claim taken up", |c| {
-        let owner = c.owner_references().first().map(|o| o.uid.clone());
-        if owner.as_deref() == again.meta().uid.as_deref() { Ok(()) } else { Err(format!("{:?}", c.metadata)) }
+        let shell = c.annotations().get("myownshell.io/shell-uid").cloned();
+        if shell.as_deref() == again.meta().uid.as_deref() { Ok(()) } else { Err(format!("{:?}", c.metadata)) }
     })
     .await;
     assert_eq!(adopted.uid(), first.uid());
@@ -307,4 +307,38 @@ async fn a_shell_deleted_after_a_long_stop_takes_its_home_and_says_so() {
         notes.iter().any(|n| n.contains("its home and the files in it go too")),
         "the Event says the files go: {notes:?}"
     );
+}
+
+/// A home the previous release made (controlled by its shell through an ownerReference) is
+/// moved to the shell's uid and loses the reference, so that a foreground deletion can no longer
+/// have the garbage collector take it ahead of the finalizer.
+#[tokio::test]
+async fn a_home_made_by_the_previous_release_loses_its_owner_reference() {
+    let t = ControllerTest::start("ctrl-home-legacy").await;
+    let home = Home { storage_class_name: Some("fast".into()), ..Home::default() };
+    // The shell without its home first, its claim as the previous release made it, then the home
+    // in its spec: the controller finds the claim already there.
+    let mut shell = shell_with_home("old", "alice", home.clone());
+    (shell.spec.size, shell.spec.home) = (Some(0), None);
+    let created = t.shells.create(&PostParams::default(), &shell).await.unwrap();
+    let uid = created.meta().uid.clone().unwrap();
+    let legacy: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "myownshell-home-old",
+                     "labels": {"app.kubernetes.io/name": "myownshell", "app.kubernetes.io/instance": "old",
+                                "app.kubernetes.io/managed-by": "myownshell-operator"},
+                     "annotations": {"myownshell.io/owner": "alice"},
+                     "ownerReferences": [{"apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "name": "old",
+                                          "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": "fast"}
+    }))
+    .unwrap();
+    let made = claims(&t).create(&PostParams::default(), &legacy).await.unwrap();
+    let with_home = json!({"spec": {"home": serde_json::to_value(&home).unwrap()}});
+    t.shells.patch("old", &PatchParams::default(), &Patch::Merge(with_home)).await.unwrap();
+    let moved = claim_where(&t, "myownshell-home-old", "the home moved to the shell's uid", |c| {
+        let marked = c.annotations().get("myownshell.io/shell-uid") == Some(&uid);
+        if marked && c.owner_references().is_empty() { Ok(()) } else { Err(format!("{:?}", c.metadata)) }
+    })
+    .await;
+    assert_eq!(moved.uid(), made.uid(), "the same claim, files and all");
 }

@@ -247,6 +247,34 @@ async fn sign_in_is_refused_to_bad_tokens_and_to_other_sites() {
     }
 }
 
+/// A body beyond 32 KiB is refused before anyone is authenticated (150 sign-ins announcing 2 MiB
+/// once took the gateway from 37 to 311 MB), and one user holds at most
+/// `--max-sessions-per-user` sessions: signing in once more ends their oldest, so one token
+/// cannot fill the gateway for everyone else.
+#[tokio::test]
+async fn sign_in_bodies_are_bounded_before_authentication_and_one_user_holds_their_share() {
+    let w = World::start("gw-limits", false, &["--max-sessions-per-user=3"]).await;
+    let origin = w.gateway.origin();
+    let huge = json!({ "token": "x".repeat(2 * 1024 * 1024) });
+    let (status, _, body) =
+        w.gateway.request(Method::POST, "/api/session", &[("origin", &origin)], Some(huge)).await.unwrap();
+    assert_eq!(status, 413, "a 2 MiB sign-in: {body}");
+    let token = w.token("alice").await;
+    let mut cookies = Vec::new();
+    for _ in 0..5 {
+        cookies.push(w.sign_in(&token).await.0);
+    }
+    for (i, cookie) in cookies.iter().enumerate() {
+        let (status, _, body) =
+            w.gateway.request(Method::GET, "/api/session", &[("cookie", cookie)], None).await.unwrap();
+        let want = if i < 2 { 401 } else { 200 };
+        assert_eq!(status, want, "alice's sign-in #{}: {body}", i + 1);
+    }
+    // Someone else still signs in.
+    let bob = w.token("bob").await;
+    w.sign_in(&bob).await;
+}
+
 #[tokio::test]
 async fn an_expired_token_signs_nobody_in_and_a_session_ends_with_its_token() {
     let w = World::start("gw-expiry", false, &[]).await;

@@ -258,6 +258,9 @@ where
         }
         return Ok(buf.freeze());
     }
+    // No length, or one beyond the bound: read what comes, keeping nothing once it is beyond
+    // the bound (an oversized body is drained, not held, so the client gets its 400 on a
+    // connection that stays usable).
     let mut body = std::pin::pin!(body);
     let mut buf = BytesMut::new();
     let mut total = 0usize;
@@ -269,6 +272,8 @@ where
                 buf.extend_from_slice(&data);
             } else if total > DRAIN_BYTES {
                 break;
+            } else if !buf.is_empty() {
+                buf = BytesMut::new();
             }
         }
     }
@@ -312,8 +317,11 @@ where
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if content_length.is_some_and(|n| n > MAX_BODY_BYTES) {
-        // Refused unread: an announced length beyond the bound takes no budget at all.
-        return bad_request(webhook, format!("the request body is larger than {MAX_BODY_BYTES} bytes"), state, started);
+        // An announced length beyond the bound: drained, never held, so it takes no budget.
+        return match read_body(request.into_body(), content_length).await {
+            Ok(_) => bad_request(webhook, "the request body is longer than announced".into(), state, started),
+            Err(reason) => bad_request(webhook, reason, state, started),
+        };
     }
     // Held until the answer is written: the body and the review borrowed from it live until then.
     let Some(_held) = state.body_budget.hold(content_length).await else {

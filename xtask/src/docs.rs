@@ -1,8 +1,8 @@
 //! `cargo xtask docs [--check]`: regenerate the README's flag reference from each binary's
-//! `--help`, and its table of reasons from `myownshell_api::names::reasons` (the tests below
-//! fail when either drifts).
+//! `--help`, its table of reasons from `myownshell_api::names::reasons`, and its table of doors
+//! from `docs/doors.yaml` (the tests below fail when any drifts).
 
-use crate::readme::{DOCUMENTED_BINARIES, help_text, with_flags, with_reasons};
+use crate::readme::{DOCUMENTED_BINARIES, help_text, with_doors, with_flags, with_reasons};
 use anyhow::{Context, bail};
 use myownshell_envtest::assets::{workspace_binary, workspace_root};
 
@@ -29,6 +29,8 @@ pub fn run(check: bool) -> anyhow::Result<()> {
             .with_context(|| format!("README.md has no <!-- flags:{binary}:start/end --> markers"))?;
     }
     updated = with_reasons(&updated).context("README.md has no <!-- reasons:start/end --> markers")?;
+    let doors = std::fs::read_to_string(workspace_root().join("docs/doors.yaml")).context("reading docs/doors.yaml")?;
+    updated = with_doors(&updated, &doors).map_err(anyhow::Error::msg)?;
     if updated == current {
         eprintln!("xtask: README flag reference and reasons are up to date");
     } else if check {
@@ -61,6 +63,17 @@ mod tests {
             Ok(())
         } else {
             Err(format!("README flags are stale for {stale:?}: run `cargo xtask docs`"))
+        }
+    }
+
+    #[test]
+    fn the_doors_table_is_the_files() -> Result<(), String> {
+        let current = std::fs::read_to_string(workspace_root().join("README.md")).map_err(|e| e.to_string())?;
+        let doors = std::fs::read_to_string(workspace_root().join("docs/doors.yaml")).map_err(|e| e.to_string())?;
+        if with_doors(&current, &doors)? == current {
+            Ok(())
+        } else {
+            Err("README's table of doors is stale: run `cargo xtask docs`".into())
         }
     }
 

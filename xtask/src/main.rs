@@ -9,6 +9,7 @@ mod certmanager;
 mod crdgen;
 mod dev;
 mod docs;
+mod doors;
 mod e2e;
 mod envtest;
 mod go;

@@ -30,6 +30,13 @@ pub fn with_reasons(readme: &str) -> Option<String> {
     with_block(readme, "reasons", &reasons_table())
 }
 
+/// `readme` with the table of doors (`<!-- doors:start/end -->`) made from `doors_yaml`
+/// (`docs/doors.yaml`); `Err` if the markers are missing or the file does not read.
+pub fn with_doors(readme: &str, doors_yaml: &str) -> Result<String, String> {
+    let table = crate::doors::table(doors_yaml)?;
+    with_block(readme, "doors", &table).ok_or_else(|| "README.md has no <!-- doors:start/end --> markers".to_owned())
+}
+
 /// Every reason as a Markdown table: the reason, where it appears, what it means.
 pub fn reasons_table() -> String {
     let mut table = String::from("| reason | where | meaning |\n| --- | --- | --- |\n");
