@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::protocol::{Hello, Size, VERSION, Which};
-use crate::{SOCKET_DIR, duration};
+use crate::duration;
+use myownshell_session::SOCKET_DIR;
+use myownshell_session::protocol::{Hello, Size, VERSION, Which};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -85,7 +85,7 @@ mod tests {
     fn durations_read_and_print_as_kubernetes_writes_them() {
         // (text, parsed or None, printed back)
         let cases = [
-            ("1h", Some(3600_000), "1h"),
+            ("1h", Some(3_600_000), "1h"),
             ("90s", Some(90_000), "1m30s"),
             ("1h30m", Some(5_400_000), "1h30m"),
             ("250ms", Some(250), "250ms"),

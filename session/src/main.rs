@@ -5,13 +5,13 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use myownshell_session::{SOCKET_DIR, SOCKET_NAME, protocol};
 
 mod args;
 mod client;
 mod duration;
 mod holder;
 mod install;
+mod log;
 mod procs;
 
 use args::{Cli, Command};
@@ -28,7 +28,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)),
         Err(error) => {
-            log(&error);
+            log::line(&error);
             ExitCode::FAILURE
         }
     }
@@ -48,7 +48,7 @@ async fn run(command: Command) -> Result<i32, String> {
 fn serve(args: args::ServeArgs) -> holder::serve::Serve {
     holder::serve::Serve {
         socket_dir: args.socket_dir,
-        config: holder::registry::Config {
+        config: holder::session::Config {
             max_sessions: usize::from(args.max_sessions),
             detached_ttl: args.detached_ttl,
             scrollback: args.scrollback as usize,
@@ -57,9 +57,4 @@ fn serve(args: args::ServeArgs) -> holder::serve::Serve {
         },
         command: args.command,
     }
-}
-
-/// A line on stderr, named for this binary (the holder's stderr is the container's log).
-fn log(line: &str) {
-    eprintln!("myownshell-session: {line}");
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::connect;
 use crate::duration;
-use crate::protocol::{Attendee, ClientMessage, HolderMessage, KillRequest, SessionInfo};
+use myownshell_session::protocol::{Attendee, ClientMessage, HolderMessage, KillRequest, SessionInfo};
 
 /// Print the sessions.
 pub async fn list(dir: &Path, json: bool) -> Result<i32, String> {

@@ -7,7 +7,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use crate::holder::socket;
-use crate::protocol::{ClientMessage, Decoder, HolderMessage};
+use myownshell_session::protocol::{ClientMessage, Decoder, HolderMessage};
 
 /// Open the socket in `dir`.
 pub async fn open(dir: &Path) -> Result<UnixStream, String> {
@@ -36,7 +36,7 @@ impl Incoming {
     /// The next message; `None` once the holder closed the connection.
     pub async fn next(&mut self) -> Result<Option<HolderMessage>, String> {
         loop {
-            if let Some(frame) = self.decoder.next().map_err(|e| format!("from the holder: {e}"))? {
+            if let Some(frame) = self.decoder.next_frame().map_err(|e| format!("from the holder: {e}"))? {
                 return HolderMessage::decode(frame).map(Some).map_err(|e| format!("from the holder: {e}"));
             }
             let n = self.read.read(&mut self.buf).await.map_err(|e| format!("reading from the holder: {e}"))?;

@@ -11,7 +11,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::{connect, stdin};
 use crate::args::AttachArgs;
-use crate::protocol::ClientMessage;
+use myownshell_session::protocol::ClientMessage;
 
 /// Relay until the holder closes.
 pub async fn run(args: &AttachArgs) -> Result<i32, String> {

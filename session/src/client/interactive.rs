@@ -12,7 +12,7 @@ use super::connect::{self, Incoming};
 use super::keys::{self, Detector};
 use super::{stdin, terminal};
 use crate::args::AttachArgs;
-use crate::protocol::{Attached, ClientMessage, HolderMessage};
+use myownshell_session::protocol::{Attached, ClientMessage, HolderMessage};
 
 /// How the attachment ended, for the exit code.
 enum Outcome {
@@ -65,32 +65,32 @@ async fn relay(
     write: &mut OwnedWriteHalf,
 ) -> Result<Outcome, String> {
     let mut input = stdin::chunks();
-    let mut stdin_open = true;
+    // Stops at stdin's end, or when the holder stops taking frames (its last word is still to
+    // be read: the session may have just exited).
+    let mut sending = true;
     let mut resized = signal(SignalKind::window_change()).map_err(|e| format!("listening for SIGWINCH: {e}"))?;
     let mut stdout = tokio::io::stdout();
     loop {
         tokio::select! {
-            chunk = input.recv(), if stdin_open => match chunk {
-                Some(chunk) => {
-                    let (passed, detach) = detector.feed(&chunk);
-                    if !passed.is_empty() {
-                        connect::send(write, &ClientMessage::Input(passed)).await?;
-                    }
-                    if detach {
-                        connect::send(write, &ClientMessage::Detach).await?;
-                        return Ok(Outcome::Detached);
-                    }
+            chunk = input.recv(), if sending => {
+                let (passed, detach) = match &chunk {
+                    Some(chunk) => detector.feed(chunk),
+                    None => (Vec::new(), false),
+                };
+                let mut sent = passed.is_empty() || connect::send(write, &ClientMessage::Input(passed)).await.is_ok();
+                if detach {
+                    connect::send(write, &ClientMessage::Detach).await?;
+                    return Ok(Outcome::Detached);
                 }
-                None => {
-                    stdin_open = false;
-                    if !tty {
-                        connect::send(write, &ClientMessage::Eof).await?;
-                    }
+                if chunk.is_none() {
+                    sent = tty || connect::send(write, &ClientMessage::Eof).await.is_ok();
+                    sending = false;
                 }
-            },
-            _ = resized.recv(), if tty => {
+                sending &= sent;
+            }
+            _ = resized.recv(), if tty && sending => {
                 if let Some(size) = terminal::window() {
-                    connect::send(write, &ClientMessage::Resize(size)).await?;
+                    sending = connect::send(write, &ClientMessage::Resize(size)).await.is_ok();
                 }
             }
             message = incoming.next() => {

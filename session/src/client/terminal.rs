@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 
 use rustix::termios::{OptionalActions, Termios, tcgetattr, tcgetwinsize, tcsetattr};
 
-use crate::protocol::Size;
+use myownshell_session::protocol::Size;
 
 /// The terminal on stdin in raw mode until dropped.
 pub struct Raw(Option<Termios>);

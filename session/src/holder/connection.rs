@@ -14,7 +14,7 @@ use super::hello;
 use super::members::{self, Shared};
 use super::registry::{Handle, Registry};
 use super::session::{Control, Join, Typed};
-use crate::protocol::{ClientMessage, Decoder, EndReason, Ended, Hello, HolderMessage};
+use myownshell_session::protocol::{ClientMessage, Decoder, EndReason, Ended, Hello, HolderMessage};
 
 /// How long a connection may take to say what it wants.
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
@@ -33,7 +33,7 @@ impl Incoming {
     /// The next message; `None` when the client closed its side.
     async fn next(&mut self) -> Result<Option<ClientMessage>, String> {
         loop {
-            if let Some(frame) = self.decoder.next().map_err(|e| e.to_string())? {
+            if let Some(frame) = self.decoder.next_frame().map_err(|e| e.to_string())? {
                 return ClientMessage::decode(frame).map(Some).map_err(|e| e.to_string());
             }
             let n = self.read.read(&mut self.buf).await.map_err(|e| format!("reading from the client: {e}"))?;

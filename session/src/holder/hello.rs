@@ -1,6 +1,6 @@
 //! A hello checked before anything is done for it: a pure function whose refusals name the rule.
 
-use crate::protocol::{Hello, MAX_COMMAND_JSON, MAX_USER, SIZE_RANGE, VERSION, Which};
+use myownshell_session::protocol::{Hello, MAX_COMMAND_JSON, MAX_USER, SIZE_RANGE, VERSION, Which};
 
 /// The longest session id a hello may name (ids the holder makes are 8 characters).
 const MAX_ID: usize = 64;
@@ -69,7 +69,7 @@ fn check_command(command: &[String]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Size;
+    use myownshell_session::protocol::Size;
 
     #[test]
     fn hellos_are_checked_with_named_rules() {

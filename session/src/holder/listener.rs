@@ -33,7 +33,7 @@ pub async fn accept(listener: UnixListener, registry: Arc<Registry>, max_connect
                 });
             }
             Err(error) => {
-                crate::log(&format!("accepting a connection: {error}"));
+                crate::log::line(&format!("accepting a connection: {error}"));
                 // Out of descriptors, typically: let one end before trying again.
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }

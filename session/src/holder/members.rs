@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::protocol::{Attendee, HolderMessage, Size};
+use myownshell_session::protocol::{Attendee, HolderMessage, Size};
 
 /// Output frames a client may have waiting. With 32 KiB frames, 128 KiB: some screens' worth,
 /// more than a socket's own buffer adds; 8 clients of 16 sessions stay under 16 MiB in all.

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::coalesce::{self, FRAME_MAX, Gathered, Next};
 use super::members::{CONTROL_SLACK, Members, Shared, frame};
 use super::pty::{Pty, Read};
-use crate::protocol::HolderMessage;
+use myownshell_session::protocol::HolderMessage;
 
 /// How long a client that is not driving may hold the shell's output back. A page in a
 /// background tab or a link that drops for a moment catches up within seconds; past this, the
@@ -133,9 +133,8 @@ impl Held {
     pub fn room(&self, members: &Members) -> impl Future<Output = ()> + use<> {
         let queue = self.waiting.first().and_then(|&id| members.queue(id));
         async move {
-            match queue {
-                Some(queue) => drop(queue.reserve_many(CONTROL_SLACK + 1).await),
-                None => {}
+            if let Some(queue) = queue {
+                drop(queue.reserve_many(CONTROL_SLACK + 1).await);
             }
         }
     }

@@ -20,7 +20,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use crate::procs::reaper::{Reaper, Status};
-use crate::protocol::Size;
+use myownshell_session::protocol::Size;
 
 /// The master side of a session's PTY.
 #[derive(Debug)]

@@ -5,26 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::pty;
-use super::session::{Control, Inbox, Session, Typed};
+use super::session::{Config, Control, Inbox, Session, Typed};
 use crate::procs::reaper::Reaper;
-use crate::protocol::{Ended, Hello, SessionInfo, Size, Which};
-
-/// How a holder runs its sessions (from `serve`'s flags).
-#[derive(Debug, Clone)]
-pub struct Config {
-    pub max_sessions: usize,
-    pub detached_ttl: Duration,
-    pub scrollback: usize,
-    /// A session's command when the hello names none.
-    pub shell: String,
-    /// From SIGHUP to SIGKILL when a session ends.
-    pub grace: Duration,
-}
+use myownshell_session::protocol::{Ended, Hello, SessionInfo, Size, Which};
 
 /// How to reach a session.
 #[derive(Debug, Clone)]
@@ -121,10 +108,13 @@ impl Registry {
         let (typed, typed_rx) = mpsc::channel(TYPED_QUEUE);
         let handle = Handle { info: info.clone(), control, typed };
         inner.sessions.insert(id.clone(), handle.clone());
-        let session =
-            Session::new(id, user.to_owned(), spawned.pid, spawned.pty, info, self.clone(), self.config.clone());
+        let session = Session::new(id.clone(), user.to_owned(), spawned.pid, spawned.pty, info, self.config.clone());
         let inbox = Inbox { control: control_rx, typed: typed_rx, exit: spawned.exit };
-        tokio::spawn(session.run(inbox));
+        let registry = self.clone();
+        tokio::spawn(async move {
+            session.run(inbox).await;
+            registry.remove(&id);
+        });
         Ok(handle)
     }
 

@@ -11,10 +11,11 @@ use rustix::process::{Pid, Signal, kill_process};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::time::Instant;
 
-use super::registry::{Config, Registry};
+use super::registry::Registry;
+use super::session::Config;
 use super::{listener, socket};
 use crate::procs::reaper::Reaper;
-use crate::protocol::{EndReason, Ended};
+use myownshell_session::protocol::{EndReason, Ended};
 
 /// How long the holder waits for its sessions to end before it exits anyway: every session's
 /// SIGHUP grace and SIGKILL, with room, inside a pod's default 30 s termination grace.

@@ -15,13 +15,24 @@ use tokio::time::{Instant, sleep_until};
 use super::members::{MAX_CLIENTS, Members, Outlet, frame};
 use super::output::{self, Gather, Held, Outcome};
 use super::pty::Pty;
-use super::registry::{Config, Registry};
 use super::roles::{self, Act, Standing};
 use super::scrollback::Scrollback;
 use crate::procs::reaper::Status;
-use crate::protocol::{
+use myownshell_session::protocol::{
     Attached, EndReason, Ended, Exited, HolderMessage, MAX_DATA, Presence, SessionInfo, Size, VERSION,
 };
+
+/// How a holder runs its sessions (from `serve`'s flags).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub max_sessions: usize,
+    pub detached_ttl: std::time::Duration,
+    pub scrollback: usize,
+    /// A session's command when the hello names none.
+    pub shell: String,
+    /// From SIGHUP to SIGKILL when a session ends.
+    pub grace: std::time::Duration,
+}
 
 /// Input waiting for the terminal beyond which no more is taken from clients.
 pub const MAX_PENDING_INPUT: usize = 64 * 1024;
@@ -82,7 +93,6 @@ pub struct Session {
     pub pid: i32,
     pub pty: Arc<Pty>,
     pub info: Arc<Mutex<SessionInfo>>,
-    pub registry: Arc<Registry>,
     pub config: Arc<Config>,
     members: Members,
     scrollback: Scrollback,
@@ -110,7 +120,6 @@ impl Session {
         pid: i32,
         pty: Pty,
         info: Arc<Mutex<SessionInfo>>,
-        registry: Arc<Registry>,
         config: Arc<Config>,
     ) -> Self {
         Session {
@@ -119,7 +128,6 @@ impl Session {
             pid,
             pty: Arc::new(pty),
             info,
-            registry,
             scrollback: Scrollback::new(config.scrollback),
             config,
             members: Members::default(),
@@ -254,10 +262,10 @@ impl Session {
         let mut frames = vec![HolderMessage::Attached(attached)];
         frames.extend(self.scrollback.replay().chunks(MAX_DATA).map(|c| HolderMessage::Output(c.to_vec())));
         for message in frames {
-            if let Some(frame) = frame(&message) {
-                if !self.members.send(id, &frame) {
-                    return;
-                }
+            if let Some(frame) = frame(&message)
+                && !self.members.send(id, &frame)
+            {
+                return;
             }
         }
     }
@@ -372,11 +380,11 @@ impl Session {
         self.info.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// End what is left of the session, tell its clients why, and leave the registry.
+    /// End what is left of the session and tell its clients why.
     async fn finish(mut self, end: End, exit: oneshot::Receiver<Status>) {
         let result = crate::procs::end::session(self.pid, self.config.grace).await;
         if let Err(error) = &result {
-            crate::log(&format!("session {}: {error}", self.id));
+            crate::log::line(&format!("session {}: {error}", self.id));
         }
         let word = match end {
             End::Exited(status) => {
@@ -391,7 +399,6 @@ impl Session {
             }
         };
         self.members.close_all(frame(&word));
-        self.registry.remove(&self.id);
     }
 
     /// Send what the session's processes wrote before they went, within a second.

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
 
-use crate::SOCKET_NAME;
+use myownshell_session::SOCKET_NAME;
 
 /// The socket's path in `dir`.
 pub fn path(dir: &Path) -> PathBuf {

@@ -154,7 +154,7 @@ mod tests {
         let bytes = message.encode().unwrap();
         let mut decoder = Decoder::new();
         decoder.feed(&bytes);
-        let frame = decoder.next().unwrap().unwrap();
+        let frame = decoder.next_frame().unwrap().unwrap();
         assert_eq!(ClientMessage::decode(frame).unwrap(), message);
     }
 

@@ -200,7 +200,7 @@ pub fn encode(kind: Kind, payload: &[u8]) -> Result<Vec<u8>, FrameError> {
 }
 
 /// Frames from a stream of chunks. Holds at most one frame's header and payload plus the chunk
-/// last fed: call [`Decoder::next`] until it yields `None` after each [`Decoder::feed`].
+/// last fed: call [`Decoder::next_frame`] until it yields `None` after each [`Decoder::feed`].
 #[derive(Debug, Default)]
 pub struct Decoder {
     buf: Vec<u8>,
@@ -224,7 +224,7 @@ impl Decoder {
 
     /// The next whole frame, `None` until one is complete, or the error that makes the stream
     /// unreadable (the decoder should then be dropped with its connection).
-    pub fn next(&mut self) -> Result<Option<Frame>, FrameError> {
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
         let unread = &self.buf[self.start..];
         let Some(header) = unread.get(..HEADER) else { return Ok(None) };
         let kind = Kind::from_byte(header[0]).ok_or(FrameError::UnknownType(header[0]))?;
@@ -253,7 +253,7 @@ mod tests {
         let mut frames = Vec::new();
         for chunk in chunks {
             decoder.feed(chunk);
-            while let Some(frame) = decoder.next()? {
+            while let Some(frame) = decoder.next_frame()? {
                 frames.push(frame);
             }
         }
@@ -331,9 +331,9 @@ mod tests {
     fn a_partial_frame_waits_and_holds_only_what_came() {
         let mut decoder = Decoder::new();
         decoder.feed(&[0x82, 0, 0, 0x10, 0]);
-        assert_eq!(decoder.next(), Ok(None));
+        assert_eq!(decoder.next_frame(), Ok(None));
         decoder.feed(&[1; 100]);
-        assert_eq!(decoder.next(), Ok(None));
+        assert_eq!(decoder.next_frame(), Ok(None));
         assert_eq!(decoder.buffered(), 105);
     }
 }

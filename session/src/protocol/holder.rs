@@ -179,7 +179,7 @@ mod tests {
         ] {
             let mut decoder = Decoder::new();
             decoder.feed(&message.encode().unwrap());
-            assert_eq!(HolderMessage::decode(decoder.next().unwrap().unwrap()).unwrap(), message);
+            assert_eq!(HolderMessage::decode(decoder.next_frame().unwrap().unwrap()).unwrap(), message);
         }
     }
 

@@ -19,7 +19,7 @@
 //! let bytes = ClientMessage::Hello(hello.clone()).encode()?;
 //! let mut decoder = Decoder::new();
 //! decoder.feed(&bytes);
-//! while let Some(frame) = decoder.next()? {
+//! while let Some(frame) = decoder.next_frame()? {
 //!     assert_eq!(ClientMessage::decode(frame)?, ClientMessage::Hello(hello.clone()));
 //! }
 //! # let _: Option<HolderMessage> = None;
