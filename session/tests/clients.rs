@@ -94,19 +94,24 @@ fn attach_at_a_tty_detaches_with_the_keys_and_restores_the_terminal() {
 #[test]
 fn attach_through_a_pipe_exits_with_the_shells_code() {
     let holder = Holder::start(&[], &["sleep", "600"]);
-    let mut child = Command::new(BINARY)
-        .arg("attach")
-        .arg("--socket-dir")
-        .arg(holder.socket_dir())
-        .args(["--user", "alice", "--new"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(b"echo piped-$((1+2))\nexit 4\n").unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert_eq!(output.status.code(), Some(4), "{output:?}");
-    assert!(String::from_utf8_lossy(&output.stdout).contains("piped-3"), "{output:?}");
+    // (stdin, exit code, output)
+    let cases: &[(&[u8], i32, &str)] =
+        &[(b"echo piped-$((1+2))\nexit 4\n", 4, "piped-3"), (b"echo until-the-end-$((2+2))\n", 0, "until-the-end-4")];
+    for (input, code, shown) in cases {
+        let mut child = Command::new(BINARY)
+            .arg("attach")
+            .arg("--socket-dir")
+            .arg(holder.socket_dir())
+            .args(["--user", "alice", "--new"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(*code), "{output:?}");
+        assert!(String::from_utf8_lossy(&output.stdout).contains(shown), "{output:?}");
+    }
 }
 
 /// `--framed`, as the gateway runs it: its own hello from the flags, then frames relayed both

@@ -247,7 +247,7 @@ fn exit_codes_arrive_and_orphans_are_reaped() {
         });
         (!zombies).then_some(())
     });
-    assert!(holder.list().is_empty());
+    wait_for("every session gone", DEADLINE, || holder.list().is_empty().then_some(()));
 }
 
 /// A million short lines do not travel one line per frame.
@@ -301,4 +301,87 @@ fn replays_start_clean_within_the_bound_and_programs_redraw() {
     screen.send(&ClientMessage::Detach);
     let (mut back, _) = holder.attach("alice", &program.id, false);
     back.until_output("redrawn");
+}
+
+/// A watcher whose queue stays full while the driver reads is detached with a notice after the
+/// stall bound, rather than holding the shell.
+#[test]
+fn a_watcher_that_stays_blocked_is_detached_with_a_notice() {
+    let holder = Holder::start(&[], &["sleep", "600"]);
+    let (mut driver, attached) = holder.new_session("alice", &["yes", "output nobody keeps up with"], SIZE);
+    let (mut watcher, _) = holder.attach("alice", &attached.id, true);
+    let started = Instant::now();
+    // The driver reads (and drops) everything until the watcher has come and gone.
+    let deadline = started + Duration::from_secs(20);
+    let mut present = 0;
+    loop {
+        assert!(Instant::now() < deadline, "the blocked watcher was never detached");
+        match driver.recv() {
+            Some(HolderMessage::Presence(p)) if p.attached.len() == 2 => present = 2,
+            Some(HolderMessage::Presence(p)) if p.attached.len() == 1 && present == 2 => break,
+            Some(_) => {}
+            None => panic!("the holder closed the driver"),
+        }
+    }
+    assert!(started.elapsed() >= Duration::from_secs(5), "detached before the stall bound");
+    let mut last_notice = None;
+    loop {
+        match watcher.recv() {
+            Some(HolderMessage::Notice(text)) => last_notice = Some(text),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    let notice = last_notice.expect("no notice for the detached watcher");
+    assert!(notice.contains("fell 5s behind"), "{notice}");
+    // The shell goes on for the driver.
+    assert!(matches!(driver.recv(), Some(HolderMessage::Output(_))));
+}
+
+/// At most 8 clients per session; the ninth is refused, naming the bound.
+#[test]
+fn the_ninth_client_of_a_session_is_refused() {
+    let holder = Holder::start(&[], &["sleep", "600"]);
+    let (_first, attached) = holder.new_session("alice", &[], SIZE);
+    let others: Vec<_> = (0..7).map(|_| holder.attach("alice", &attached.id, true)).collect();
+    assert_eq!(others.last().map(|(_, a)| a.attached.len()), Some(8));
+    let mut ninth = holder.client();
+    ninth.send(&ClientMessage::Hello(hello("alice", Which::Attach { id: attached.id.clone() }, true, None)));
+    match ninth.recv() {
+        Some(HolderMessage::Refused(text)) => assert!(text.contains("8 clients"), "{text}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Bad frames and hellos are refused with what failed named, and the holder goes on serving.
+#[test]
+fn malformed_frames_are_refused_naming_what_failed() {
+    let holder = Holder::start(&[], &["sleep", "600"]);
+    let json = |text: &str| {
+        let mut frame = vec![0x01];
+        frame.extend((text.len() as u32).to_be_bytes());
+        frame.extend(text.as_bytes());
+        frame
+    };
+    // (what, bytes, words of the refusal)
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("an unknown type", vec![0x42, 0, 0, 0, 0], "unknown frame type 0x42"),
+        ("a 1 MiB hello announced", vec![0x01, 0, 0x10, 0, 0], "over its limit of 4096"),
+        ("input before a hello", ClientMessage::Input(b"ls".to_vec()).encode().unwrap(), "must be a Hello"),
+        ("a holder's frame", vec![0x82, 0, 0, 0, 0], "only the holder sends"),
+        ("not JSON", json("{nope"), "Hello frame whose JSON"),
+        ("an unknown field", json(r#"{"version":1,"user":"a","root":true}"#), "unknown field `root`"),
+        ("a later version", json(r#"{"version":2,"user":"a"}"#), "protocol version 2"),
+        ("a zero size", json(r#"{"version":1,"user":"a","size":{"cols":0,"rows":1}}"#), "0x1"),
+    ];
+    for (what, bytes, words) in cases {
+        let mut client = holder.client();
+        std::io::Write::write_all(&mut client.stream, &bytes).unwrap();
+        match client.recv() {
+            Some(HolderMessage::Refused(text)) => assert!(text.contains(words), "{what}: {text}"),
+            other => panic!("{what}: {other:?}"),
+        }
+        assert!(client.closed_within(DEADLINE), "{what}: not closed");
+    }
+    assert!(holder.list().is_empty());
 }

@@ -63,6 +63,8 @@ pub struct Members {
     list: Vec<Member>,
     /// The one whose size the terminal has: the last to type or resize.
     pub driver: Option<u64>,
+    /// Someone was dropped for being too far behind (or gone): the others must hear of it.
+    lost: bool,
 }
 
 /// A frame for a client, or `None` if it cannot be encoded (never for what the holder builds).
@@ -107,9 +109,14 @@ impl Members {
         let sent =
             self.list.iter().find(|m| m.id == id).is_some_and(|m| m.outlet.frames.try_send(frame.clone()).is_ok());
         if !sent {
-            self.close(id, None);
+            self.lost |= self.close(id, None);
         }
         sent
+    }
+
+    /// Whether someone was dropped since the last call.
+    pub fn take_lost(&mut self) -> bool {
+        std::mem::take(&mut self.lost)
     }
 
     /// Queue a control frame for everyone.
@@ -144,23 +151,23 @@ impl Members {
         self.list.iter().find(|m| m.id == id).map(|m| m.outlet.frames.clone())
     }
 
-    /// Detach `id`, with `word` as its last frame.
-    pub fn close(&mut self, id: u64, word: Option<Shared>) {
-        if let Some(at) = self.list.iter().position(|m| m.id == id) {
-            let member = self.list.remove(at);
-            if let Some(word) = word {
-                let _ = member.outlet.last_word.send(word);
-            }
-        }
+    /// Detach `id`, with `word` as its last frame; whether it was attached.
+    pub fn close(&mut self, id: u64, word: Option<Shared>) -> bool {
         if self.driver == Some(id) {
             self.driver = None;
         }
+        let Some(at) = self.list.iter().position(|m| m.id == id) else { return false };
+        let member = self.list.remove(at);
+        if let Some(word) = word {
+            let _ = member.outlet.last_word.send(word);
+        }
+        true
     }
 
     /// Detach everyone, with `word` as each one's last frame.
     pub fn close_all(&mut self, word: Option<Shared>) {
         for id in self.ids() {
-            self.close(id, word.clone());
+            let _ = self.close(id, word.clone());
         }
     }
 }

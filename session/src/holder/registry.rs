@@ -171,12 +171,17 @@ fn newest_detached(inner: &Inner, user: &str) -> Option<Handle> {
 }
 
 /// A short id no session has: 8 hexadecimal characters, easy to type after `attach --id`. Not a
-/// secret: whoever reaches the socket may list the sessions anyway.
+/// secret (whoever reaches the socket may list the sessions anyway), only unlikely to repeat:
+/// drawn from std's per-process random hash keys (seeded by the OS), without a dependency or a
+/// file to open (a static binary in a bare image may have neither `/dev/urandom` nor a libc
+/// `getrandom` to find).
 fn new_id(inner: &Inner) -> Result<String, String> {
-    for _ in 0..16 {
-        let mut bytes = [0u8; 4];
-        getrandom::fill(&mut bytes).map_err(|e| format!("the OS gave no random bytes for a session id: {e}"))?;
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    use std::hash::{BuildHasher, Hasher};
+    let keys = std::collections::hash_map::RandomState::new();
+    for attempt in 0..16u64 {
+        let mut hasher = keys.build_hasher();
+        hasher.write_u64(crate::duration::now_nanos() ^ attempt);
+        let id = format!("{:08x}", hasher.finish() as u32);
         if !inner.sessions.contains_key(&id) {
             return Ok(id);
         }

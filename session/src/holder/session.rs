@@ -144,6 +144,11 @@ impl Session {
     /// Run until the command exits or the session is ended; then end what is left of it.
     pub async fn run(mut self, mut inbox: Inbox) {
         let end = loop {
+            // A client too far behind for even a notice (or gone) is dropped wherever that is
+            // found; the others hear of it here. Each round drops someone, so this ends.
+            while self.members.take_lost() {
+                self.presence();
+            }
             let pty = self.pty.clone();
             let waiting = self.held.is_some();
             let room = self.held.as_ref().map(|h| h.room(&self.members));
@@ -271,9 +276,10 @@ impl Session {
     }
 
     fn leave(&mut self, member: u64, word: Option<HolderMessage>) {
-        self.members.close(member, word.as_ref().and_then(frame));
         self.held = self.held.take().and_then(|h| h.forget(member));
-        self.presence();
+        if self.members.close(member, word.as_ref().and_then(frame)) {
+            self.presence();
+        }
     }
 
     /// Tell everyone who is attached, and keep `list`'s copy.
@@ -369,7 +375,7 @@ impl Session {
         );
         let mut held = Some(held);
         for id in stalled {
-            self.members.close(id, frame(&HolderMessage::Notice(notice.clone())));
+            let _ = self.members.close(id, frame(&HolderMessage::Notice(notice.clone())));
             held = held.and_then(|h| h.forget(id));
         }
         self.held = held;
