@@ -186,6 +186,7 @@ fn a_client_that_never_reads_blocks_the_shell_not_the_holders_memory() {
         (written() == before).then_some(before)
     });
     let rss = rss_kib(holder.pid());
+    eprintln!("blocked after {blocked_at} bytes written; the holder's RSS is {rss} KiB");
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(written(), blocked_at, "the writer went on");
     assert!(blocked_at < 16 * 1024 * 1024, "{blocked_at} bytes were taken from a client that reads nothing");
@@ -273,7 +274,8 @@ fn a_million_short_lines_travel_in_few_frames() {
             None => panic!("closed without Exited"),
         }
     }
-    // 6.9 MB of "N\r\n": one frame per line would be a million frames.
+    eprintln!("a million lines: {bytes} bytes in {frames} frames");
+    // 7.9 MB of "N\r\n": one frame per line would be a million frames.
     assert!(bytes >= 7_888_896, "{bytes} bytes");
     assert!(frames <= 10_000, "{frames} frames for a million lines");
 }
@@ -384,4 +386,36 @@ fn malformed_frames_are_refused_naming_what_failed() {
         assert!(client.closed_within(DEADLINE), "{what}: not closed");
     }
     assert!(holder.list().is_empty());
+}
+
+/// A hello without an id reattaches to the user's newest detached session, else starts one;
+/// `End` from its creator ends it for everyone attached.
+#[test]
+fn attach_or_new_finds_the_users_detached_session_and_end_ends_it() {
+    let holder = Holder::start(&[], &["sleep", "600"]);
+    let (mut first, older) = holder.new_session("alice", &[], SIZE);
+    first.send(&ClientMessage::Detach);
+    assert!(first.closed_within(DEADLINE));
+    let (mut second, newer) = holder.new_session("alice", &[], SIZE);
+    second.send(&ClientMessage::Detach);
+    assert!(second.closed_within(DEADLINE));
+    wait_for("both detached", DEADLINE, || holder.list().iter().all(|s| s.attached.is_empty()).then_some(()));
+    let mut alice = holder.client();
+    let again = alice.hello(hello("alice", Which::default(), false, None));
+    assert_eq!((again.id.as_str(), again.resumed), (newer.id.as_str(), true), "not the newest detached one");
+    let mut bob = holder.client();
+    let bobs = bob.hello(hello("bob", Which::default(), false, None));
+    assert!(!bobs.resumed && bobs.id != older.id && bobs.id != newer.id, "{bobs:?}");
+    let (mut watcher, _) = holder.attach("carol", &newer.id, true);
+    alice.send(&ClientMessage::End);
+    for client in [&mut alice, &mut watcher] {
+        let ended = client.until("Ended", |m| match m {
+            HolderMessage::Ended(ended) => Some(ended.clone()),
+            _ => None,
+        });
+        assert_eq!((ended.reason, ended.message.as_str()), (EndReason::Killed, "ended by alice"));
+    }
+    assert_eq!(session_processes(newer.pid as i32), Vec::<i32>::new());
+    let ids: Vec<String> = holder.list().into_iter().map(|s| s.id).collect();
+    assert!(ids.contains(&older.id) && ids.contains(&bobs.id) && !ids.contains(&newer.id), "{ids:?}");
 }

@@ -16,6 +16,8 @@ use myownshell_session::protocol::{Ended, Hello, SessionInfo, Size, Which};
 /// How to reach a session.
 #[derive(Debug, Clone)]
 pub struct Handle {
+    /// The how-manieth session this holder started: which is newer, within the same second.
+    pub order: u64,
     pub info: Arc<Mutex<SessionInfo>>,
     pub control: mpsc::Sender<Control>,
     pub typed: mpsc::Sender<Typed>,
@@ -35,6 +37,8 @@ struct Inner {
     sessions: BTreeMap<String, Handle>,
     /// Why no session starts or attaches any more (the pod is stopping).
     closing: Option<String>,
+    /// Sessions started so far.
+    started: u64,
 }
 
 /// Every session of the holder.
@@ -106,7 +110,8 @@ impl Registry {
         let info = Arc::new(Mutex::new(info));
         let (control, control_rx) = mpsc::channel(CONTROL_QUEUE);
         let (typed, typed_rx) = mpsc::channel(TYPED_QUEUE);
-        let handle = Handle { info: info.clone(), control, typed };
+        inner.started += 1;
+        let handle = Handle { order: inner.started, info: info.clone(), control, typed };
         inner.sessions.insert(id.clone(), handle.clone());
         let session = Session::new(id.clone(), user.to_owned(), spawned.pid, spawned.pty, info, self.config.clone());
         let inbox = Inbox { control: control_rx, typed: typed_rx, exit: spawned.exit };
@@ -125,14 +130,9 @@ impl Registry {
 
     /// Every session, oldest first.
     pub fn list(&self) -> Vec<SessionInfo> {
-        let mut list: Vec<SessionInfo> = self
-            .inner()
-            .sessions
-            .values()
-            .map(|h| h.info.lock().unwrap_or_else(PoisonError::into_inner).clone())
-            .collect();
-        list.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
-        list
+        let mut handles: Vec<Handle> = self.inner().sessions.values().cloned().collect();
+        handles.sort_by_key(|h| h.order);
+        handles.iter().map(|h| h.info.lock().unwrap_or_else(PoisonError::into_inner).clone()).collect()
     }
 
     /// A session's task is over.
@@ -162,12 +162,12 @@ fn newest_detached(inner: &Inner, user: &str) -> Option<Handle> {
     inner
         .sessions
         .values()
-        .filter_map(|h| {
+        .filter(|h| {
             let info = h.info.lock().unwrap_or_else(PoisonError::into_inner);
-            (info.user == user && info.attached.is_empty()).then(|| (info.created, info.id.clone(), h.clone()))
+            info.user == user && info.attached.is_empty()
         })
-        .max_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)))
-        .map(|(_, _, handle)| handle)
+        .max_by_key(|h| h.order)
+        .cloned()
 }
 
 /// A short id no session has: 8 hexadecimal characters, easy to type after `attach --id`. Not a
