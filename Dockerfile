@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
-# One image, four binaries: myownshell-controller, myownshell-webhook, myownshell-gateway,
-# myownshell-rbac-proxy; and the gateway page's JavaScript (xterm.js), installed by npm from
+# One image, five binaries: myownshell-controller, myownshell-webhook, myownshell-gateway,
+# myownshell-rbac-proxy, and myownshell-session (the session holder every shell pod copies from
+# this image and runs in its own, which may have no libc: static, as all of them are here); and
+# the gateway page's JavaScript (xterm.js), installed by npm from
 # gateway/web/package-lock.json (never copied into the repository).
 # Build:  docker build -t ghcr.io/myownshell/myownshell:0.1.0 .
 # Then point kustomize at it: cd config/default && kustomize edit set image ghcr.io/myownshell/myownshell=…
@@ -20,11 +22,13 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --target x86_64-unknown-linux-musl \
       -p myownshell-controller -p myownshell-webhook -p myownshell-gateway -p myownshell-rbac-proxy \
+      -p myownshell-session \
  && mkdir /out \
  && cp target/x86_64-unknown-linux-musl/release/myownshell-controller \
        target/x86_64-unknown-linux-musl/release/myownshell-webhook \
        target/x86_64-unknown-linux-musl/release/myownshell-gateway \
-       target/x86_64-unknown-linux-musl/release/myownshell-rbac-proxy /out/
+       target/x86_64-unknown-linux-musl/release/myownshell-rbac-proxy \
+       target/x86_64-unknown-linux-musl/release/myownshell-session /out/
 
 # distroless/static: no shell, no package manager; "nonroot" is uid 65532.
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -90,6 +90,10 @@ pub struct MyOwnShellClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home: Option<ClassHome>,
 
+    /// Terminals of these shells: how long one nobody is attached to lives on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<ClassSessions>,
+
     /// Session recording through the gateway.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recording: Option<ClassRecording>,
@@ -185,6 +189,18 @@ pub struct ClassHome {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), inner(length(min = 1, max = 253)))]
     pub storage_class_names: Option<Vec<String>>,
+}
+
+/// Terminals of a class's shells, which the session holder in each pod keeps.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassSessions {
+    /// How long a terminal with nobody attached lives on before it ends with its processes (a
+    /// build left running, an editor with unsaved work): reattach within it to pick it up again.
+    /// Unset: the controller's `--session-detached-timeout` (1h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub detached_timeout: Option<String>,
 }
 
 /// Recording of a class's shells.

@@ -17,7 +17,8 @@ pub mod quantity;
 mod types;
 
 pub use class::{
-    ClassHome, ClassImages, ClassLifetime, ClassRecording, ClassResources, MyOwnShellClass, MyOwnShellClassSpec,
+    ClassHome, ClassImages, ClassLifetime, ClassRecording, ClassResources, ClassSessions, MyOwnShellClass,
+    MyOwnShellClassSpec,
 };
 pub use types::{
     Connection, Home, HomeOnDelete, HomeStatus, Lifetime, MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, NextStop,

@@ -67,12 +67,14 @@ pub fn desired_with(shell: &MyOwnShell, live: Option<&Deployment>, replicas: i32
     desired_for(shell, live, replicas, &TemplateSettings::default())
 }
 
-/// What the operator adds to every shell pod (`--pod-annotations`): a change of it changes the
-/// pod template as an upgrade does, and rolls out as one (`crate::life::rollout`).
+/// What the operator adds to every shell pod (`--pod-annotations`, the session holder): a change
+/// of it changes the pod template as an upgrade does, and rolls out as one (`crate::life::rollout`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TemplateSettings {
     /// Annotations on every shell pod (for a service mesh, log shipping, a cost centre).
     pub pod_annotations: BTreeMap<String, String>,
+    /// The session holder (`crate::holder`), unless the operator runs without one.
+    pub session: Option<crate::holder::SessionSettings>,
 }
 
 /// [`desired_with`] with the operator's `settings`; the Deployment carries the hash of its pod
@@ -137,6 +139,11 @@ pub fn desired_mounting(
         } else {
             spec.strategy = crate::home::mount::recreate();
         }
+    }
+    if let (Some(session), Some(pod)) =
+        (&settings.session, deployment.spec.as_mut().and_then(|s| s.template.spec.as_mut()))
+    {
+        crate::holder::add(pod, session, class.map(|c| &c.spec));
     }
     let template = deployment.spec.as_ref().map(|s| template_hash(&s.template)).unwrap_or_default();
     deployment.annotations_mut().insert(TEMPLATE_HASH_ANNOTATION.to_owned(), template);

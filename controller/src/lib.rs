@@ -3,8 +3,8 @@
 //!
 //! The folders read like the controller's architecture (ARCHITECTURE.md has the map):
 //! - at the root, one reconcile of one shell ([`reconcile`]) with what it shares ([`context`])
-//!   and its one error type ([`error`]); the Deployment a shell asks for ([`deployment`]), its
-//!   labels ([`labels`]) and the rule of what is ours to write ([`ownership`]); the Events
+//!   and its one error type ([`error`]); the Deployment a shell asks for ([`deployment`]), the
+//!   session holder in its pods ([`holder`]), its labels ([`labels`]) and the rule of what is ours to write ([`ownership`]); the Events
 //!   publisher ([`events`]) and [`metrics`];
 //! - [`cache`]: the watches and what they keep, the read-your-writes memos;
 //! - [`life`]: lifetime and rollout decisions (pure);
@@ -26,6 +26,7 @@ pub mod deployment;
 pub mod error;
 pub mod events;
 pub mod health;
+pub mod holder;
 pub mod home;
 pub mod labels;
 pub mod life;

@@ -21,6 +21,7 @@ mod previous;
 mod progress;
 mod prometheus;
 mod readme;
+mod session;
 mod test;
 mod web;
 

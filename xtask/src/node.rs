@@ -194,14 +194,15 @@ fn build_operator(profile: ImageProfile, locked: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Build the operator's four binaries in `profile` and the operator image from them and the
-/// gateway page's JavaScript (`cargo xtask web`); return the archive's path
+/// Build the operator's four binaries in `profile`, the static session holder, and the operator
+/// image from them and the gateway page's JavaScript (`cargo xtask web`); return the archive's path
 /// (`target/images/<debug|release>/operator.tar`, one per profile, so that one never passes for
 /// the other). Built again only when a binary or the JavaScript is newer than the archive.
 pub fn operator_image(profile: ImageProfile, locked: bool) -> anyhow::Result<PathBuf> {
     build_operator(profile, locked)?;
     let built = assets::target_dir().join(profile.dir());
-    let binaries: Vec<PathBuf> = OPERATOR_BINARIES.iter().map(|b| built.join(b)).collect();
+    let mut binaries: Vec<PathBuf> = OPERATOR_BINARIES.iter().map(|b| built.join(b)).collect();
+    binaries.push(crate::session::static_binary(profile == ImageProfile::Release, locked)?);
     let web = crate::web::ensure()?;
     let out_dir = assets::target_dir().join("images").join(profile.dir());
     let archive = out_dir.join(images::OPERATOR_ARCHIVE);

@@ -66,7 +66,7 @@ pub fn mount(spec: &mut DeploymentSpec, claim: &str) {
     seed.args = None;
     seed.env = Some(vec![EnvVar { name: "HOME".to_owned(), value: Some("/tmp".to_owned()), value_from: None }]);
     seed.volume_mounts = Some(vec![mount(SEED_MOUNT)]);
-    pod.init_containers = Some(vec![seed]);
+    pod.init_containers.get_or_insert_with(Vec::new).push(seed);
 }
 
 #[cfg(test)]

@@ -278,7 +278,10 @@ mod tests {
     /// The Deployment of `image` built with pod annotation `release=<release>`, as it would be
     /// stored: made at T0, with or without the template annotations (made before they existed).
     fn built(image: &str, release: &str, replicas: i32, annotated: bool) -> Deployment {
-        let settings = TemplateSettings { pod_annotations: BTreeMap::from([("release".into(), release.into())]) };
+        let settings = TemplateSettings {
+            pod_annotations: BTreeMap::from([("release".into(), release.into())]),
+            ..TemplateSettings::default()
+        };
         let mut d = desired_for(&shell(image), None, replicas, &settings).unwrap();
         d.metadata.creation_timestamp = Some(Time(at(0)));
         if let Some(a) = d.metadata.annotations.as_mut() {
@@ -436,7 +439,10 @@ mod shape_tests {
         let mut s = MyOwnShell::new("web", MyOwnShellSpec::default());
         s.metadata.namespace = Some("team".into());
         s.metadata.uid = Some("uid-1".into());
-        let settings = TemplateSettings { pod_annotations: BTreeMap::from([("release".into(), release.into())]) };
+        let settings = TemplateSettings {
+            pod_annotations: BTreeMap::from([("release".into(), release.into())]),
+            ..TemplateSettings::default()
+        };
         desired_for(&s, None, replicas, &settings).unwrap()
     }
 

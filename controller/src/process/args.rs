@@ -68,6 +68,23 @@ pub struct Args {
     #[arg(long, value_delimiter = ',', value_parser = parse_annotation)]
     pub pod_annotations: Vec<(String, String)>,
 
+    /// The image holding `myownshell-session`, the session holder every shell pod runs as its
+    /// container's pid 1 (durable terminals: a closed tab, a gateway restart or a dropped
+    /// `kubectl exec` leaves the session running). Unset: the image of the controller's own pod
+    /// (the operator's image has it), read at start; `none`: no holder (terminals end with their
+    /// connection, as before).
+    #[arg(long)]
+    pub session_image: Option<String>,
+
+    /// How long a terminal nobody is attached to lives on before it ends with its processes,
+    /// unless its shell's class says (`spec.sessions.detachedTimeout`).
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub session_detached_timeout: Duration,
+
+    /// The most terminals one shell pod keeps.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_sessions_per_pod: u32,
+
     /// How a pod template that changed with the operator (an upgrade, `--pod-annotations`) reaches
     /// running shells: `when-quiet` waits until a shell has no pods, nobody has connected for
     /// `--template-update-quiet-after`, or its owner runs `kubectl myownshell update` (shells show
@@ -108,11 +125,18 @@ fn parse_annotation(text: &str) -> Result<(String, String), String> {
 }
 
 impl Args {
-    /// What the flags ask of every shell.
-    pub fn settings(&self) -> crate::context::Settings {
+    /// What the flags ask of every shell, the session holder from `session_image` (the flag's, or
+    /// the controller's own: [`crate::process::own_image`]).
+    pub fn settings(&self, session_image: Option<String>) -> crate::context::Settings {
+        let session = session_image.map(|image| crate::holder::SessionSettings {
+            image,
+            detached_timeout: self.session_detached_timeout,
+            max_sessions: self.max_sessions_per_pod,
+        });
         crate::context::Settings {
             template: crate::deployment::TemplateSettings {
                 pod_annotations: self.pod_annotations.iter().cloned().collect(),
+                session,
             },
             rollout: crate::life::rollout::Policy {
                 mode: self.template_updates,

@@ -61,6 +61,10 @@ pub enum RunError {
     /// The metrics endpoint could not start (port, certificate files).
     #[error("metrics endpoint: {0}")]
     Metrics(#[from] myownshell_rbac_proxy::ServeError),
+    /// The controller's own pod could not be read for the session holder's image (give
+    /// `--session-image`, or let it `get` its pod).
+    #[error("reading this pod for the session holder's image (or set --session-image): {0}")]
+    SessionImage(kube::Error),
 }
 
 /// Run until `shutdown` is cancelled (then finish in-flight reconciles, release the lease and
@@ -103,7 +107,11 @@ pub async fn run_with_client(args: Args, client: Client, shutdown: CancellationT
         tasks.push(task);
     }
 
-    let result = elect_and_reconcile(&args, client, metrics, readiness, shutdown).await;
+    let session_image = crate::process::own_image::session_image(args.session_image.as_deref(), &client)
+        .await
+        .map_err(RunError::SessionImage)?;
+    let settings = args.settings(session_image);
+    let result = elect_and_reconcile(&args, &settings, client, metrics, readiness, shutdown).await;
 
     servers.cancel();
     for task in tasks {
@@ -115,6 +123,7 @@ pub async fn run_with_client(args: Args, client: Client, shutdown: CancellationT
 
 async fn elect_and_reconcile(
     args: &Args,
+    settings: &crate::context::Settings,
     client: Client,
     metrics: Metrics,
     readiness: ReadyFlag,
@@ -122,7 +131,7 @@ async fn elect_and_reconcile(
 ) -> Result<(), RunError> {
     if !args.leader_elect {
         metrics.leader.set(1);
-        reconcile_until(args, client, metrics, readiness, shutdown.clone().cancelled_owned()).await;
+        reconcile_until(args, settings, client, metrics, readiness, shutdown.clone().cancelled_owned()).await;
         return Ok(());
     }
     let config = leader_config(args)?;
@@ -149,7 +158,7 @@ async fn elect_and_reconcile(
     };
     let graceful = shutdown.clone().cancelled_owned();
     tokio::select! {
-        () = reconcile_until(args, client, metrics.clone(), readiness.clone(), graceful) => {}
+        () = reconcile_until(args, settings, client, metrics.clone(), readiness.clone(), graceful) => {}
         // A leader that cannot renew must stop before its lease can expire: in-flight
         // reconciles are dropped, not awaited.
         () = lost.cancelled() => {}
@@ -176,6 +185,7 @@ async fn elect_and_reconcile(
 /// Run the Controller until `stop` resolves; in-flight reconciles finish first.
 async fn reconcile_until(
     args: &Args,
+    settings: &crate::context::Settings,
     client: Client,
     metrics: Metrics,
     readiness: ReadyFlag,
@@ -206,7 +216,7 @@ async fn reconcile_until(
     let ctx = Arc::new(Context::new(
         client,
         caches,
-        args.settings(),
+        settings.clone(),
         recorder,
         metrics,
         statuses.clone(),

@@ -6,8 +6,9 @@
 //! - the shell image: Debian's `busybox-static` with its applets linked, under the default image
 //!   name of a `MyOwnShell` (`busybox:1.37.0`, see `myownshell_api::defaults::IMAGE`);
 //! - the operator image: the workspace's binaries (the dev build for the e2e suite, the release
-//!   build for the node bench) with the shared libraries they link, user and entrypoint as in
-//!   the Dockerfile (see ARCHITECTURE.md).
+//!   build for the node bench) with the shared libraries they link, and the static session
+//!   holder every shell pod copies from it, user and entrypoint as in the Dockerfile (see
+//!   ARCHITECTURE.md).
 
 use std::path::{Path, PathBuf};
 
@@ -242,6 +243,29 @@ pub fn build_seeded(out: &Path, work: &Path) -> Result<(), String> {
     mkdir(&rootfs.join("home/shell"), 0o755)?;
     write(&rootfs.join("home/shell/.profile"), SEEDED_PROFILE)?;
     let result = build_archive(&shell_spec(SEEDED_IMAGE), &rootfs, out, &work.join("seeded-build"));
+    let _ = std::fs::remove_dir_all(&rootfs);
+    result
+}
+
+/// An image holding only the session holder (`cargo xtask dev`, whose operator runs as processes
+/// on this machine, not from an image): the static `myownshell-session` at `/myownshell-session`,
+/// as the operator image holds it.
+pub const SESSION_IMAGE: &str = "localhost/myownshell-session:local";
+
+/// Build the session holder's image (see [`SESSION_IMAGE`]) from the static `binary` into `out`.
+pub fn build_session(binary: &Path, out: &Path, work: &Path) -> Result<(), String> {
+    let rootfs = work.join("session-rootfs");
+    let _ = std::fs::remove_dir_all(&rootfs);
+    mkdir(&rootfs, 0o755)?;
+    add_binary(&rootfs, binary, "/myownshell-session")?;
+    let spec = ImageSpec {
+        name: SESSION_IMAGE.into(),
+        user: "65532:65532".into(),
+        entrypoint: vec!["/myownshell-session".into()],
+        cmd: Vec::new(),
+        env: Vec::new(),
+    };
+    let result = build_archive(&spec, &rootfs, out, &work.join("session-build"));
     let _ = std::fs::remove_dir_all(&rootfs);
     result
 }

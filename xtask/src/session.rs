@@ -1,0 +1,37 @@
+//! The session holder's binary, static: every shell pod copies it from the operator's image and
+//! runs it in the shell's own image, which may have no libc at all (the default, busybox, has
+//! none). The host's glibc target with `+crt-static` (the musl target cannot be installed here
+//! without the Rust distribution server): the holder resolves no names and loads nothing, so
+//! static glibc's limits (NSS, `dlopen`) never apply. Built for its own `--target`, so the flag
+//! reaches this binary and its dependencies only, never the host's build of the workspace.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use myownshell_envtest::assets;
+
+use crate::progress::Step;
+
+/// The target the static build is for.
+pub const TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// Build the static `myownshell-session` (`release` for the release profile); its path.
+pub fn static_binary(release: bool, locked: bool) -> anyhow::Result<PathBuf> {
+    let profile = if release { "release" } else { "debug" };
+    let step = Step::start(format!("cargo build (myownshell-session, static, {profile})"));
+    let mut build = crate::cargo::cargo();
+    build.args(["build", "-p", "myownshell-session", "--bin", "myownshell-session", "--target", TARGET]);
+    if release {
+        build.arg("--release");
+    }
+    if locked {
+        build.arg("--locked");
+    }
+    build.env("RUSTFLAGS", "-C target-feature=+crt-static");
+    let status = build.status().context("running cargo build for myownshell-session")?;
+    if !status.success() {
+        bail!("cargo build of the static myownshell-session failed ({status})");
+    }
+    step.done();
+    Ok(assets::target_dir().join(TARGET).join(profile).join("myownshell-session"))
+}
