@@ -63,6 +63,12 @@ pub struct Args {
     /// How long a browser stays signed in (never past its token's expiry).
     #[arg(long, default_value = "8h", value_parser = parse_duration)]
     pub session_max_age: Duration,
+    /// The Secret (in the gateway's namespace) holding the key browser sessions are sealed
+    /// with, shared by every replica so that a page stays signed in when its replica goes; made
+    /// with a random key by the first replica that finds none. Unreadable: a key of this
+    /// replica's own (sessions then end with it).
+    #[arg(long, default_value = "myownshell-gateway-session-key")]
+    pub session_key_secret: String,
     /// How long an accepted token is trusted without asking TokenReview again.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub auth_cache_ttl: Duration,

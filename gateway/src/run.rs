@@ -19,6 +19,8 @@ use crate::args::Args;
 use crate::gateway::{Gateway, TerminalSettings};
 use crate::recording::quota::Quota;
 use crate::recording::store::Store;
+use crate::signin::key;
+use crate::signin::seal::Sealer;
 use crate::signin::sessions::Sessions;
 use crate::terminal::registry::Terminals;
 use crate::web::origin::AllowedOrigins;
@@ -43,6 +45,9 @@ pub enum RunError {
     /// `--health-probe-bind-address` could not be bound.
     #[error(transparent)]
     Health(#[from] BindError),
+    /// No key to seal sessions with.
+    #[error("session key: {0}")]
+    SessionKey(String),
 }
 
 /// How long pages get to hear that the gateway stops.
@@ -66,6 +71,19 @@ async fn sweep(store: Store, shutdown: CancellationToken) {
     }
 }
 
+/// What seals browser sessions: the key every replica shares, else one of this replica's own.
+async fn session_sealer(client: &kube::Client, secret: &str) -> Result<Sealer, RunError> {
+    let namespace = myownshell_runtime::pod::namespace();
+    let key = match key::shared(client, &namespace, secret).await {
+        Ok(key) => key,
+        Err(e) => {
+            tracing::warn!(error = %e, "no shared session key: sessions end with this replica");
+            key::random().map_err(RunError::SessionKey)?
+        }
+    };
+    Sealer::new(&key).map_err(RunError::SessionKey)
+}
+
 /// Run until `shutdown`.
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
     let client = args.client.client().await?;
@@ -77,12 +95,13 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         authn,
         Arc::new(ReviewCounters::default()),
     );
+    let sealer = session_sealer(&client, &args.session_key_secret).await?;
     let gw = Arc::new(Gateway {
         access: crate::access::AccessCheck::new(client.clone(), args.admin_groups.clone()),
         client,
         impersonation: args.impersonation,
         tokens,
-        sessions: Sessions::new(args.session_max_age, args.max_sessions, args.max_sessions_per_user),
+        sessions: Sessions::new(sealer, args.session_max_age, args.max_sessions, args.max_sessions_per_user),
         terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),
         origins: AllowedOrigins::new(&args.allowed_origins),
         front_proxy: args.front_proxy(),

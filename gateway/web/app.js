@@ -6,9 +6,11 @@ const $ = (id) => document.getElementById(id);
 const state = { user: null, csrf: null, term: null, fit: null, socket: null, target: null, ended: false, retry: 0 };
 // A paste larger than this is sent in pieces (the gateway refuses messages above 1 MiB).
 const CHUNK = 64 * 1024;
-// How long the page keeps trying to reattach after the connection dropped (the gateway keeps
-// the terminal for its reattach grace, 60 s by default).
-const REATTACH_FOR_MS = 60000;
+// How long the page keeps trying to reattach after the connection dropped: a held session stays
+// in the shell's pod (its holder's detached timeout, an hour by default) and any replica of the
+// gateway reattaches it, so this only bounds how long a page waits for a gateway to answer; a
+// plain terminal (a pod without the holder) is kept by its gateway for its reattach grace, 60 s.
+const REATTACH_FOR_MS = 120000;
 
 async function api(method, path, body) {
   const headers = { "Accept": "application/json" };
@@ -93,11 +95,14 @@ function line(text, color) {
   state.term.write(`\r\n\x1b[${color}m${text}\x1b[0m\r\n`);
 }
 
-function openTerminal(namespace, name) {
+function openTerminal(namespace, name, options) {
   closeTerminal();
   show("terminal-view");
   $("terminal-title").textContent = `${namespace}/${name}`;
-  state.target = { namespace, name, key: `terminal:${namespace}/${name}` };
+  state.target = { namespace, name, key: `terminal:${namespace}/${name}`, readOnly: !!options.readOnly };
+  // Joining a session by its id (the sessions list's Join or Watch) reattaches to it.
+  if (options.session) sessionStorage.setItem(state.target.key, JSON.stringify({ held: true, session: options.session }));
+  $("sessions-panel").hidden = true;
   state.ended = false;
   state.retry = 0;
   $("stopping").hidden = true;
@@ -122,25 +127,47 @@ function send(data) {
   if (state.socket && state.socket.readyState === WebSocket.OPEN) state.socket.send(data);
 }
 
+function known() {
+  try { return JSON.parse(sessionStorage.getItem(state.target.key) || "null"); } catch (_) { return null; }
+}
+
+function presence(attached, allowDrive) {
+  // Who is attached, shown to everyone attached.
+  const who = (attached || []).map((a) => `${a.user}${a.readOnly ? " (watching)" : a.driving ? " (typing)" : ""}`);
+  $("presence").textContent = who.length ? `attached: ${who.join(", ")}` : "";
+  $("allow-drive").checked = !!allowDrive;
+}
+
 function connect(droppedAt) {
-  const { namespace, name, key } = state.target;
+  const { namespace, name } = state.target;
   const params = new URLSearchParams({ cols: state.term.cols, rows: state.term.rows });
-  const known = sessionStorage.getItem(key);
-  if (known) params.set("terminal", known);
+  const remembered = known();
+  if (remembered && remembered.held) params.set("session", remembered.session);
+  else if (remembered) params.set("terminal", remembered.terminal);
+  if (state.target.readOnly) params.set("readOnly", "1");
   const url = `wss://${location.host}/api/terminal/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}?${params}`;
   const socket = new WebSocket(url);
   socket.binaryType = "arraybuffer";
   state.socket = socket;
-  status(known ? "reattaching…" : "connecting…");
+  status(remembered ? "reattaching…" : "connecting…");
   socket.onmessage = (event) => {
     if (typeof event.data !== "string") { state.term.write(new Uint8Array(event.data)); return; }
     const message = JSON.parse(event.data);
     switch (message.type) {
       case "attached":
-        sessionStorage.setItem(key, message.terminal);
+        sessionStorage.setItem(state.target.key, JSON.stringify(message.held
+          ? { held: true, session: message.session } : { held: false, terminal: message.terminal }));
         state.retry = 0;
-        status(`${message.resumed ? "reattached to" : "connected to"} pod ${message.pod}`);
+        state.creator = message.creator === state.user;
+        $("allow-drive-label").hidden = !message.held || !state.creator;
+        $("detach").hidden = !message.held;
+        status(message.held
+          ? `${message.resumed ? "reattached to" : "started"} session ${message.session} in pod ${message.pod}${message.readOnly ? " (watching)" : ""}`
+          : `${message.resumed ? "reattached to" : "connected to"} pod ${message.pod}`);
+        presence(message.attached, message.allowDrive);
         break;
+      case "presence": presence(message.attached, message.allowDrive); break;
+      case "detached": end("detached: the session goes on in the pod; open the shell again to come back"); break;
       case "notice": line(message.message, "33"); status(message.message); break;
       case "error": line(message.message, "31"); status(message.message); break;
       case "refused": end(message.message); break;
@@ -181,7 +208,8 @@ async function extend() {
 
 function end(why) {
   state.ended = true;
-  if (state.target) sessionStorage.removeItem(state.target.key);
+  // A detached session is still there to come back to; anything else is over.
+  if (state.target && !why.startsWith("detached")) sessionStorage.removeItem(state.target.key);
   line(`[${why}]`, "31");
   status(why);
 }
@@ -194,10 +222,51 @@ function closeTerminal() {
   $("terminal").replaceChildren();
 }
 
+async function listSessions() {
+  const { namespace, name } = state.target;
+  const rows = $("session-rows");
+  rows.replaceChildren();
+  $("sessions-panel").hidden = false;
+  try {
+    const { sessions } = await api("GET", `/api/sessions/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`);
+    for (const s of sessions) {
+      const tr = document.createElement("tr");
+      const since = new Date(s.created * 1000).toLocaleString();
+      const who = s.attached.map((a) => a.user).join(", ") || "nobody";
+      for (const text of [s.id, s.user, since, who, s.command.join(" ")]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.append(td);
+      }
+      const td = document.createElement("td");
+      for (const [label, readOnly] of [["Join", false], ["Watch", true]]) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = label;
+        b.onclick = () => {
+          const q = new URLSearchParams({ session: s.id });
+          if (readOnly) q.set("readOnly", "1");
+          location.hash = `#/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}?${q}`;
+        };
+        td.append(b);
+      }
+      tr.append(td);
+      rows.append(tr);
+    }
+    $("sessions-error").textContent = sessions.length ? "" : "No terminals run in this shell.";
+  } catch (e) {
+    $("sessions-error").textContent = e.message;
+  }
+}
+
 function route() {
   if (!state.user) { show("sign-in"); return; }
-  const m = location.hash.match(/^#\/([^/]+)\/([^/]+)$/);
-  if (m) { openTerminal(decodeURIComponent(m[1]), decodeURIComponent(m[2])); return; }
+  const m = location.hash.match(/^#\/([^/?]+)\/([^/?]+)(?:\?(.*))?$/);
+  if (m) {
+    const q = new URLSearchParams(m[3] || "");
+    openTerminal(decodeURIComponent(m[1]), decodeURIComponent(m[2]), { session: q.get("session"), readOnly: q.get("readOnly") === "1" });
+    return;
+  }
   closeTerminal();
   show("shells");
   listShells();
@@ -214,7 +283,8 @@ window.myownshell = {
   },
   status: () => $("terminal-status").textContent,
   stopping: () => $("stopping").hidden ? null : $("stopping-message").textContent,
-  terminal: () => state.target ? sessionStorage.getItem(state.target.key) : null,
+  terminal: () => { const k = state.target ? known() : null; return k ? (k.session || k.terminal) : null; },
+  presence: () => $("presence").textContent,
 };
 
 window.addEventListener("resize", () => { if (state.fit) state.fit.fit(); });
@@ -224,6 +294,9 @@ $("sign-out").onclick = signOut;
 $("list").onclick = listShells;
 $("extend").onclick = extend;
 $("back").onclick = () => { location.hash = ""; };
+$("sessions").onclick = listSessions;
+$("detach").onclick = () => send(JSON.stringify({ type: "detach" }));
+$("allow-drive").onchange = (e) => send(JSON.stringify({ type: "allowDrive", allow: e.target.checked }));
 $("namespace").value = localStorage.getItem("namespace") || "";
 
 api("GET", "/api/session").then(signedIn, () => show("sign-in"));

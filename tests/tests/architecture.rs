@@ -14,7 +14,8 @@ use syn::visit::{self, Visit};
 use syn::{Attribute, Item, ItemMod, UseTree};
 
 /// The crates that ship; envtest, tests and xtask are tooling.
-const SHIPPED: [&str; 9] = ["api", "runtime", "certs", "rbac-proxy", "webhook", "controller", "gateway", "plugin", "session"];
+const SHIPPED: [&str; 9] =
+    ["api", "runtime", "certs", "rbac-proxy", "webhook", "controller", "gateway", "plugin", "session"];
 
 /// More files than this in one folder, and the folder wants sub-folders.
 const MAX_FILES_PER_FOLDER: usize = 16;

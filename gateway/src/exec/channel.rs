@@ -25,8 +25,10 @@ pub const CLOSE: u8 = 255;
 /// One frame from the apiserver, read.
 #[derive(Debug, PartialEq, Eq)]
 pub enum FromPod<'a> {
-    /// Output to show.
+    /// What the program wrote to stdout (with a TTY, its stderr too).
     Output(&'a [u8]),
+    /// What the program wrote to stderr (only without a TTY).
+    Stderr(&'a [u8]),
     /// The program ended with this code (0 on success).
     Exited(i32),
     /// The exec failed before or around the program (the Status's message).
@@ -84,7 +86,8 @@ struct Cause {
 /// Read one frame from the apiserver.
 pub fn from_pod(frame: &[u8]) -> FromPod<'_> {
     match frame.split_first() {
-        Some((&(STDOUT | STDERR), output)) if !output.is_empty() => FromPod::Output(output),
+        Some((&STDOUT, output)) if !output.is_empty() => FromPod::Output(output),
+        Some((&STDERR, output)) if !output.is_empty() => FromPod::Stderr(output),
         Some((&ERROR, status)) => exit_of(status),
         _ => FromPod::Ignored,
     }
@@ -117,7 +120,7 @@ mod tests {
         let nonzero = br#"{"status":"Failure","reason":"NonZeroExitCode","message":"command terminated with non-zero exit code: 3","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}"#;
         let cases: &[(&str, Vec<u8>, FromPod<'_>)] = &[
             ("stdout", b"\x01hi".to_vec(), FromPod::Output(b"hi")),
-            ("stderr", b"\x02oops".to_vec(), FromPod::Output(b"oops")),
+            ("stderr", b"\x02oops".to_vec(), FromPod::Stderr(b"oops")),
             ("empty stdout", b"\x01".to_vec(), FromPod::Ignored),
             ("empty frame", Vec::new(), FromPod::Ignored),
             ("resize echoed", b"\x04{}".to_vec(), FromPod::Ignored),

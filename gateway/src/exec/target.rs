@@ -43,10 +43,15 @@ pub struct Found {
     pub uid: Option<String>,
     /// Whether the shell asks for its sessions to be recorded (`spec.recordSessions`).
     pub record: bool,
+    /// The shell's owner (whose held sessions those it is shared with may join).
+    pub owner: Option<String>,
 }
 
-/// One look: the shell and its pods now, and the shell's uid and recording wish.
-async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<(Wait, Option<String>, bool), TargetError> {
+/// What one look found: where it waits, and the shell's uid, recording wish and owner.
+type Look = (Wait, Option<String>, bool, Option<String>);
+
+/// One look: the shell and its pods now, and the shell's uid, recording wish and owner.
+async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<Look, TargetError> {
     let shells = Request::new(MyOwnShell::url_path(&(), Some(namespace)));
     let get = shells.get(name, &Default::default()).map_err(|e| TargetError::Api(e.to_string()))?;
     let shell: MyOwnShell = user.request(get).await.map_err(api_error)?;
@@ -59,7 +64,8 @@ async fn look(user: &AsUser, namespace: &str, name: &str) -> Result<(Wait, Optio
             .map_err(|e| TargetError::Api(e.to_string()))?;
         user.request::<ObjectList<Pod>>(list).await.map_err(api_error)?.items
     };
-    Ok((wait_for(&shell, &pods), shell.metadata.uid.clone(), shell.spec.record_sessions == Some(true)))
+    let record = shell.spec.record_sessions == Some(true);
+    Ok((wait_for(&shell, &pods), shell.metadata.uid.clone(), record, shell.spec.owner.clone()))
 }
 
 /// The pod to open a terminal in, waiting up to `timeout` for a ready pod; `waiting` is sent
@@ -74,9 +80,9 @@ pub async fn find(
     let started = Instant::now();
     let mut last = String::new();
     loop {
-        let (wait, uid, record) = look(user, namespace, name).await?;
+        let (wait, uid, record, owner) = look(user, namespace, name).await?;
         match wait {
-            Wait::Ready(pod) => return Ok(Found { pod, uid, record }),
+            Wait::Ready(pod) => return Ok(Found { pod, uid, record, owner }),
             Wait::Stopped(why) => return Err(TargetError::Stopped(why)),
             Wait::Waiting(line) => {
                 if line != last {

@@ -28,9 +28,10 @@ pub type ExecSocket = WebSocketStream<TokioIo<hyper::upgrade::Upgraded>>;
 /// Why no exec was opened.
 #[derive(Debug, thiserror::Error)]
 pub enum UpgradeError {
-    /// The apiserver, or an admission webhook (the connect gate), refused it: their words.
-    #[error("{0}")]
-    Refused(String),
+    /// The apiserver, or an admission webhook (the connect gate), refused it: its status code and
+    /// their words.
+    #[error("{1}")]
+    Refused(StatusCode, String),
     /// Anything else.
     #[error("could not open the exec: {0}")]
     Failed(String),
@@ -63,7 +64,7 @@ pub async fn open(client: &Client, request: Request<Vec<u8>>) -> Result<ExecSock
 /// The refusal in an answer that is not an upgrade: a `metav1.Status`'s message, else the text.
 fn refusal(code: StatusCode, body: &[u8]) -> UpgradeError {
     match serde_json::from_slice::<Status>(body) {
-        Ok(status) if !status.message.is_empty() => UpgradeError::Refused(status.message),
+        Ok(status) if !status.message.is_empty() => UpgradeError::Refused(code, status.message),
         _ => UpgradeError::Failed(format!("{code}: {}", String::from_utf8_lossy(body).trim())),
     }
 }

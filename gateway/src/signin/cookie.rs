@@ -10,10 +10,12 @@ use http::{HeaderMap, HeaderValue, header};
 /// The cookie's name.
 pub const NAME: &str = "__Host-myownshell-session";
 
-/// `Set-Cookie` for a new session that lasts `max_age_seconds`.
-pub fn set(id: &str, max_age_seconds: u64) -> Option<HeaderValue> {
-    HeaderValue::from_str(&format!("{NAME}={id}; Path=/; Max-Age={max_age_seconds}; HttpOnly; Secure; SameSite=Strict"))
-        .ok()
+/// `Set-Cookie` for a new session (its sealed value) that lasts `max_age_seconds`.
+pub fn set(sealed: &str, max_age_seconds: u64) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!(
+        "{NAME}={sealed}; Path=/; Max-Age={max_age_seconds}; HttpOnly; Secure; SameSite=Strict"
+    ))
+    .ok()
 }
 
 /// `Set-Cookie` that removes the session cookie.
@@ -21,7 +23,7 @@ pub fn clear() -> HeaderValue {
     HeaderValue::from_static("__Host-myownshell-session=; Path=/; Max-Age=0; HttpOnly; Secure; SameSite=Strict")
 }
 
-/// The session id the request's `Cookie` headers carry, if any.
+/// The sealed session the request's `Cookie` headers carry, if any.
 pub fn read(headers: &HeaderMap) -> Option<&str> {
     headers
         .get_all(header::COOKIE)

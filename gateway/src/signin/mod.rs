@@ -13,6 +13,8 @@
 
 pub mod cookie;
 pub mod front_proxy;
+pub mod key;
+pub mod seal;
 pub mod sessions;
 
 use std::sync::Arc;
@@ -36,7 +38,7 @@ pub struct Caller {
     /// The user, as the cluster authenticated them.
     pub user: AuthenticatedUser,
     /// The browser session, when the cookie proved it.
-    pub session: Option<(String, Arc<Session>)>,
+    pub session: Option<Arc<Session>>,
     /// The token the user proved themselves with (a bearer token, or the one the session was
     /// opened with); none for an authenticating proxy's users.
     pub token: Option<secrecy::SecretString>,
@@ -140,12 +142,12 @@ pub async fn caller(
         && let Err(refusal) = authenticate(gate.tokens, token.expose_secret()).await
     {
         if refusal.status == StatusCode::UNAUTHORIZED {
-            gate.sessions.close(id);
+            gate.sessions.close(&session.id);
         }
         return Err(Refusal::new(refusal.status, format!("{}; sign in again", refusal.message)));
     }
     let token = session.token.clone();
-    Ok(Caller { user: session.user.clone(), session: Some((id.to_owned(), session)), token })
+    Ok(Caller { user: session.user.clone(), session: Some(session), token })
 }
 
 /// Whether the request's `Origin` is the page's.

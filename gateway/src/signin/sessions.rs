@@ -1,28 +1,35 @@
-//! Who is signed in: the browser sessions the cookie names, kept in memory.
+//! Who is signed in: the browser sessions the cookie names.
 //!
 //! A session holds the user exactly as the cluster authenticated them, a CSRF token for
 //! requests that change something, and when it ends: after `--session-max-age`, or when the
-//! token it was opened with expires (its `exp`), whichever is first. The token itself is kept (in
-//! memory only, never logged) so that each new terminal asks TokenReview again: a token revoked
-//! or a service account deleted opens no new terminal after the authentication cache's lifetime.
+//! token it was opened with expires (its `exp`), whichever is first. The token itself is kept
+//! (never logged) so that each new terminal asks TokenReview again: a token revoked or a service
+//! account deleted opens no new terminal after the authentication cache's lifetime.
 //!
-//! Sessions are not shared between replicas: a user whose replica goes away signs in again.
-//! (Shared sessions would need a store, and a store of live credentials is a worse target than
-//! a second sign-in.)
+//! The cookie carries the session sealed ([`super::seal`], under the key every replica shares),
+//! so that a page whose replica goes away (a rollout, a node drain) is still signed in on the
+//! next one, which takes the session up from the cookie. Each replica keeps the sessions it has
+//! seen, at most `per_user` for one user (signing in once more ends their oldest) and
+//! `capacity` in all, and the ids it has ended (signed out, or ended for a newer one), which it
+//! never takes up again. A sign-out on one replica does not reach the others' memory.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use myownshell_rbac_proxy::AuthenticatedUser;
 use parking_lot::Mutex;
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 
+use super::seal::{Sealed, SealedUser, Sealer};
 use crate::ids;
 
 /// One signed-in browser.
 #[derive(Debug)]
 pub struct Session {
+    /// Its id (inside its cookie).
+    pub id: String,
     /// Who signed in.
     pub user: AuthenticatedUser,
     /// Sent back in `X-CSRF-Token` with every request that changes something.
@@ -31,7 +38,7 @@ pub struct Session {
     pub token: Option<SecretString>,
     /// When it ends.
     pub expires: Instant,
-    /// The order it was opened in (a user over their limit loses their oldest).
+    /// The order this replica took it in (a user over their limit loses their oldest).
     pub opened: u64,
 }
 
@@ -44,19 +51,24 @@ pub enum OpenError {
     /// As many sessions are open as allowed.
     #[error("too many signed-in sessions ({0}); try again later")]
     Full(usize),
-    /// The operating system gave no random bytes.
-    #[error("no randomness for a session id: {0}")]
+    /// The operating system gave no random bytes, or the session could not be sealed.
+    #[error("no session could be made: {0}")]
     Random(String),
 }
+
+/// The most ended ids a replica remembers (each until its session would have ended).
+const MAX_ENDED: usize = 100_000;
 
 /// The open sessions.
 #[derive(Debug)]
 pub struct Sessions {
     open: Mutex<HashMap<String, Arc<Session>>>,
+    ended: Mutex<HashMap<String, Instant>>,
+    sealer: Sealer,
     max_age: Duration,
     capacity: usize,
     per_user: usize,
-    opened: std::sync::atomic::AtomicU64,
+    opened: AtomicU64,
 }
 
 /// How long a session lasts: `max_age`, cut short by the token's expiry; `None` if the token
@@ -69,21 +81,23 @@ pub fn lifetime(max_age: Duration, token_expiry: Option<SystemTime>, now: System
 }
 
 impl Sessions {
-    /// Sessions that last at most `max_age`, at most `capacity` at once and `per_user` for one
-    /// user (name and uid): a user who signs in once more than that loses their oldest session,
-    /// so that one token cannot fill the gateway (10,000 sign-ins with one token once left every
-    /// other user a 503).
-    pub fn new(max_age: Duration, capacity: usize, per_user: usize) -> Self {
+    /// Sessions sealed by `sealer` that last at most `max_age`, at most `capacity` at once and
+    /// `per_user` for one user (name and uid): a user who signs in once more than that loses
+    /// their oldest session, so that one token cannot fill the gateway (10,000 sign-ins with one
+    /// token once left every other user a 503).
+    pub fn new(sealer: Sealer, max_age: Duration, capacity: usize, per_user: usize) -> Self {
         Self {
             open: Mutex::new(HashMap::new()),
+            ended: Mutex::new(HashMap::new()),
+            sealer,
             max_age,
             capacity,
             per_user: per_user.max(1),
-            opened: Default::default(),
+            opened: AtomicU64::new(0),
         }
     }
 
-    /// Open a session for `user`: its id (for the cookie), the session, and how long it lasts.
+    /// Open a session for `user`: its cookie's value, the session, and how long it lasts.
     pub fn open(
         &self,
         user: AuthenticatedUser,
@@ -93,9 +107,31 @@ impl Sessions {
         let lasts = lifetime(self.max_age, token_expiry, SystemTime::now()).ok_or(OpenError::Expired)?;
         let id = ids::random().map_err(OpenError::Random)?;
         let csrf = ids::random().map_err(OpenError::Random)?;
+        let ends_at = SystemTime::now() + lasts;
+        let sealed = Sealed {
+            id: id.clone(),
+            csrf: csrf.clone(),
+            user: SealedUser::of(&user),
+            token: token.as_ref().map(|t| t.expose_secret().to_owned()),
+            expires: ends_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        };
+        let cookie = self.sealer.seal(&sealed).map_err(OpenError::Random)?;
+        let session = self.keep(id, user, csrf, token, lasts)?;
+        Ok((cookie, session, lasts))
+    }
+
+    /// Keep a session this replica opened or takes up, within the limits.
+    fn keep(
+        &self,
+        id: String,
+        user: AuthenticatedUser,
+        csrf: String,
+        token: Option<SecretString>,
+        lasts: Duration,
+    ) -> Result<Arc<Session>, OpenError> {
         let now = Instant::now();
-        let opened = self.opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let session = Arc::new(Session { user, csrf, token, expires: now + lasts, opened });
+        let opened = self.opened.fetch_add(1, Ordering::Relaxed);
+        let session = Arc::new(Session { id: id.clone(), user, csrf, token, expires: now + lasts, opened });
         let mut open = self.open.lock();
         let same = |s: &Session| s.user.name == session.user.name && s.user.uid == session.user.uid;
         let mut theirs: Vec<(u64, String)> =
@@ -103,7 +139,9 @@ impl Sessions {
         if theirs.len() >= self.per_user {
             theirs.sort();
             for (_, id) in &theirs[..=theirs.len() - self.per_user] {
-                open.remove(id);
+                if let Some(gone) = open.remove(id) {
+                    self.end(id, gone.expires);
+                }
             }
         }
         if open.len() >= self.capacity {
@@ -112,24 +150,50 @@ impl Sessions {
                 return Err(OpenError::Full(self.capacity));
             }
         }
-        open.insert(id.clone(), session.clone());
-        Ok((id, session, lasts))
+        open.insert(id, session.clone());
+        Ok(session)
     }
 
-    /// The session `id` names, unless it has ended.
-    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
-        let mut open = self.open.lock();
-        let session = open.get(id)?.clone();
-        if session.expires <= Instant::now() {
-            open.remove(id);
+    /// Remember that `id` ended, until `until`.
+    fn end(&self, id: &str, until: Instant) {
+        let mut ended = self.ended.lock();
+        if ended.len() >= MAX_ENDED {
+            let now = Instant::now();
+            ended.retain(|_, t| *t > now);
+        }
+        if ended.len() < MAX_ENDED {
+            ended.insert(id.to_owned(), until);
+        }
+    }
+
+    /// The session `cookie` holds, unless it has ended: this replica's, or taken up from the
+    /// cookie (another replica opened it).
+    pub fn get(&self, cookie: &str) -> Option<Arc<Session>> {
+        let sealed = self.sealer.open(cookie)?;
+        let now = SystemTime::now();
+        let left = (SystemTime::UNIX_EPOCH + Duration::from_secs(sealed.expires)).duration_since(now).ok()?;
+        if self.ended.lock().contains_key(&sealed.id) {
             return None;
         }
-        Some(session)
+        let known = self.open.lock().get(&sealed.id).cloned();
+        match known {
+            Some(session) if session.expires > Instant::now() => Some(session),
+            Some(_) => {
+                self.open.lock().remove(&sealed.id);
+                None
+            }
+            None => {
+                let token = sealed.token.map(SecretString::from);
+                self.keep(sealed.id, sealed.user.user(), sealed.csrf, token, left).ok()
+            }
+        }
     }
 
-    /// Sign out.
+    /// Sign out (this replica forgets it, and never takes it up again).
     pub fn close(&self, id: &str) {
-        self.open.lock().remove(id);
+        let gone = self.open.lock().remove(id);
+        let until = gone.map_or_else(|| Instant::now() + self.max_age, |s| s.expires);
+        self.end(id, until);
     }
 
     /// How many sessions are open (ended ones included until they are looked at).
@@ -165,20 +229,42 @@ mod tests {
         }
     }
 
+    fn sealer() -> Sealer {
+        Sealer::new(&[3; 32]).expect("a key")
+    }
+
+    #[test]
+    fn another_replica_takes_a_session_up_from_its_cookie_and_a_signed_out_one_never() {
+        let alice = AuthenticatedUser::new("alice", vec!["devs".into()], AuthMethod::BearerToken);
+        let (first, second) = (
+            Sessions::new(sealer(), Duration::from_secs(60), 10, 5),
+            Sessions::new(sealer(), Duration::from_secs(60), 10, 5),
+        );
+        let (cookie, session, _) = first.open(alice, Some(SecretString::from("tok")), None).expect("opens");
+        let taken = second.get(&cookie).expect("the other replica takes it up");
+        assert_eq!((taken.id.as_str(), taken.csrf.as_str()), (session.id.as_str(), session.csrf.as_str()));
+        assert_eq!(taken.user.groups, ["devs"]);
+        assert_eq!(taken.token.as_ref().map(|t| t.expose_secret().to_owned()), Some("tok".into()));
+        second.close(&taken.id);
+        assert!(second.get(&cookie).is_none(), "signed out here: never taken up again");
+        let elsewhere = Sessions::new(Sealer::new(&[4; 32]).expect("a key"), Duration::from_secs(60), 10, 5);
+        assert!(elsewhere.get(&cookie).is_none(), "another key: no session");
+    }
+
     #[test]
     fn sessions_open_close_and_are_bounded() {
         let alice = AuthenticatedUser::new("alice", vec![], AuthMethod::BearerToken);
         let bob = AuthenticatedUser::new("bob", vec![], AuthMethod::BearerToken);
-        let sessions = Sessions::new(Duration::from_secs(60), 2, 5);
+        let sessions = Sessions::new(sealer(), Duration::from_secs(60), 2, 5);
         let (a, session, _) = sessions.open(alice.clone(), None, None).expect("opens");
         assert_eq!(sessions.get(&a).map(|s| s.user.name.clone()), Some("alice".into()));
-        assert_ne!(session.csrf, a, "the CSRF token is not the session id");
-        let (b, _, _) = sessions.open(bob.clone(), None, None).expect("opens");
+        assert_ne!(session.csrf, session.id, "the CSRF token is not the session id");
+        let (b, bobs, _) = sessions.open(bob.clone(), None, None).expect("opens");
         assert_eq!(
             sessions.open(AuthenticatedUser::new("carol", vec![], AuthMethod::BearerToken), None, None).map(|_| ()),
             Err(OpenError::Full(2))
         );
-        sessions.close(&b);
+        sessions.close(&bobs.id);
         assert!(sessions.get(&b).is_none());
         assert!(sessions.get("not-an-id").is_none());
         let expired = SystemTime::now() - Duration::from_secs(1);
@@ -188,7 +274,7 @@ mod tests {
     #[test]
     fn one_user_holds_at_most_their_share_and_loses_their_oldest() {
         let user = |name: &str| AuthenticatedUser::new(name, vec![], AuthMethod::BearerToken);
-        let sessions = Sessions::new(Duration::from_secs(60), 100, 3);
+        let sessions = Sessions::new(sealer(), Duration::from_secs(60), 100, 3);
         let ids: Vec<String> = (0..10).map(|_| sessions.open(user("mallory"), None, None).expect("opens").0).collect();
         assert_eq!(sessions.len(), 3, "one user's sign-ins never take more than their share");
         assert!(ids[..7].iter().all(|id| sessions.get(id).is_none()), "the oldest went");

@@ -1,10 +1,16 @@
-//! One terminal: a `sh` running in a shell's pod through one exec, which outlives the browser
-//! tab that opened it by the grace period.
+//! One terminal: one exec into a shell's pod, of one of two kinds ([`Kind`]).
+//!
+//! - **Held**: `myownshell-session attach --framed` without a TTY, speaking the holder's frames
+//!   ([`super::held`]): the session lives in the pod, so when the page goes the exec goes at once
+//!   (the session stays, for any replica to reattach), and the recent screen comes from the
+//!   holder when a page attaches.
+//! - **Plain**: `sh` with a TTY, for a pod from before the holder: the exec outlives the browser
+//!   tab that opened it by the grace period, with its own scrollback.
 //!
 //! The exec's output goes to the page watching (at most one; a second tab takes over) and into
-//! the scrollback; with no page watching it goes only to the scrollback, and if no page comes
-//! back within the grace period the exec is closed. The page's keystrokes and resizes go to the
-//! exec unchanged. Output waits for a slow page (backpressure reaches the pod), never piles up.
+//! the scrollback; with no page watching it goes only to the scrollback. The page's keystrokes
+//! and resizes go to the exec. Output waits for a slow page (backpressure reaches the pod),
+//! never piles up.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +24,9 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
+use myownshell_session::protocol::{Attached as HeldSession, Presence};
+
+use super::held::{self, Told};
 use super::scrollback::Scrollback;
 use crate::exec::channel::{self, FromPod};
 use crate::exec::upgrade::ExecSocket;
@@ -41,6 +50,21 @@ pub enum Ending {
     Failed(String),
     /// The gateway closed it: why.
     Closed(String),
+    /// The holder ended the session: the reason (the page protocol's name) and why in words.
+    Ended(&'static str, String),
+    /// The holder would not attach (an unknown session, the pod's cap): why.
+    Refused(String),
+    /// The page left a held session running (the exec went, the session did not).
+    Detached,
+}
+
+/// How a terminal's exec speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Through the session holder in the pod.
+    Held,
+    /// A plain `sh` with a TTY (a pod from before the holder).
+    Plain,
 }
 
 /// What the page watching a terminal is sent.
@@ -54,6 +78,8 @@ pub enum ToPage {
     Ended(Ending),
     /// Another page took the terminal over.
     Replaced,
+    /// Who is attached to the held session now.
+    Presence(Presence),
     /// The shell's lifetime will stop it soon (the `Stopping` condition's message), and whether
     /// this user may extend it (they own it).
     Stopping {
@@ -95,6 +121,10 @@ struct State {
     told: Option<String>,
     /// The size last sent to the pod.
     size: Option<(u16, u16)>,
+    /// The held session, once the holder said which it is.
+    session: Option<HeldSession>,
+    /// Who is attached to it, as the holder last said.
+    presence: Option<Presence>,
 }
 
 /// One terminal.
@@ -107,11 +137,15 @@ pub struct Terminal {
     pub credential: crate::access::Credential,
     /// Where it runs.
     pub place: Place,
+    /// How its exec speaks.
+    pub kind: Kind,
     to_pod: mpsc::Sender<Vec<u8>>,
     /// Where output and resizes are recorded, if the session is.
     recording: Option<Recording>,
     state: Mutex<State>,
     ended: CancellationToken,
+    /// Cancelled once the holder said which session this is (or the terminal ended first).
+    started: CancellationToken,
     next_viewer: AtomicU64,
 }
 
@@ -133,7 +167,7 @@ impl Terminal {
     pub fn start(
         id: String,
         credential: crate::access::Credential,
-        place: Place,
+        (place, kind): (Place, Kind),
         exec: ExecSocket,
         scrollback: usize,
         recording: Option<Recording>,
@@ -146,6 +180,7 @@ impl Terminal {
             user,
             credential,
             place,
+            kind,
             to_pod,
             recording,
             state: Mutex::new(State {
@@ -156,8 +191,11 @@ impl Terminal {
                 last_activity: Timestamp::now(),
                 told: None,
                 size: None,
+                session: None,
+                presence: None,
             }),
             ended: CancellationToken::new(),
+            started: CancellationToken::new(),
             next_viewer: AtomicU64::new(1),
         });
         let pumping = terminal.clone();
@@ -180,6 +218,8 @@ impl Terminal {
             }
         };
         let read = async {
+            let mut reader = held::Reader::default();
+            let mut stderr = String::new();
             while let Some(message) = source.next().await {
                 let frame = match message {
                     Ok(Message::Binary(frame)) => frame,
@@ -187,14 +227,29 @@ impl Terminal {
                     Ok(_) => continue,
                     Err(e) => return Ending::Failed(format!("the connection to the pod broke: {e}")),
                 };
-                match channel::from_pod(&frame) {
-                    FromPod::Output(output) => self.output(output).await,
-                    FromPod::Exited(code) => return Ending::Exited(code),
-                    FromPod::Failed(why) => return Ending::Failed(why),
-                    FromPod::Ignored => {}
+                let said = match (self.kind, channel::from_pod(&frame)) {
+                    (Kind::Plain, FromPod::Output(output) | FromPod::Stderr(output)) => {
+                        self.output(output).await;
+                        None
+                    }
+                    (Kind::Held, FromPod::Output(frames)) => match reader.feed(frames) {
+                        Ok(told) => self.hear(told).await,
+                        Err(why) => Some(Ending::Failed(why)),
+                    },
+                    (Kind::Held, FromPod::Stderr(text)) => {
+                        keep_some(&mut stderr, text);
+                        None
+                    }
+                    (Kind::Plain, FromPod::Exited(code)) => Some(Ending::Exited(code)),
+                    (Kind::Held, FromPod::Exited(_)) => Some(Ending::Failed(held_client_ended(&stderr))),
+                    (_, FromPod::Failed(why)) => Some(Ending::Failed(with_stderr(why, &stderr))),
+                    (_, FromPod::Ignored) => None,
+                };
+                if let Some(ending) = said {
+                    return ending;
                 }
             }
-            Ending::Failed("the pod closed the connection".to_owned())
+            Ending::Failed(with_stderr("the pod closed the connection".to_owned(), &stderr))
         };
         // A recorded session never goes on unrecorded.
         let unrecorded = async {
@@ -214,6 +269,34 @@ impl Terminal {
         };
         let _ = sink.close().await;
         ending
+    }
+
+    /// What the holder told: an ending, if it ends the terminal.
+    async fn hear(&self, told: Vec<Told>) -> Option<Ending> {
+        for told in told {
+            match told {
+                Told::Attached(attached) => {
+                    self.state.lock().session = Some(attached);
+                    self.started.cancel();
+                }
+                Told::Output(bytes) => self.output(&bytes).await,
+                Told::Presence(presence) => {
+                    let viewer = {
+                        let mut state = self.state.lock();
+                        state.presence = Some(presence.clone());
+                        state.viewer.as_ref().map(|v| v.tx.clone())
+                    };
+                    if let Some(tx) = viewer {
+                        let _ = tx.send(ToPage::Presence(presence)).await;
+                    }
+                }
+                Told::Notice(line) => self.notice(line),
+                Told::Exited(code) => return Some(Ending::Exited(code)),
+                Told::Ended(reason, why) => return Some(Ending::Ended(reason, why)),
+                Told::Refused(why) => return Some(Ending::Refused(why)),
+            }
+        }
+        None
     }
 
     async fn output(&self, output: &[u8]) {
@@ -238,7 +321,57 @@ impl Terminal {
     /// Type `bytes`.
     pub async fn input(&self, bytes: &[u8]) {
         self.state.lock().last_activity = Timestamp::now();
-        let _ = self.to_pod.send(channel::stdin(bytes)).await;
+        match self.kind {
+            Kind::Plain => {
+                let _ = self.to_pod.send(channel::stdin(bytes)).await;
+            }
+            Kind::Held => {
+                for frame in held::input(bytes) {
+                    let _ = self.to_pod.send(channel::stdin(&frame)).await;
+                }
+            }
+        }
+    }
+
+    /// Tell the holder something (held terminals only; a plain one has no holder).
+    async fn to_holder(&self, frame: Vec<u8>) {
+        if self.kind == Kind::Held {
+            let _ = self.to_pod.send(channel::stdin(&frame)).await;
+        }
+    }
+
+    /// End the held session, its processes with it (`End`; the holder lets its creator).
+    pub async fn end_session(&self) {
+        self.to_holder(held::end()).await;
+    }
+
+    /// Let others type in the held session, or stop them (its creator's to say).
+    pub async fn allow_drive(&self, allow: bool) {
+        self.to_holder(held::allow_drive(allow)).await;
+    }
+
+    /// The held session, once the holder said which, and who is attached to it.
+    pub fn session(&self) -> (Option<HeldSession>, Option<Presence>) {
+        let state = self.state.lock();
+        (state.session.clone(), state.presence.clone())
+    }
+
+    /// Until the holder has said which session this is; its answer, or how the terminal ended
+    /// first (a plain terminal starts at once).
+    pub async fn started(&self) -> Result<Option<HeldSession>, Ending> {
+        if self.kind == Kind::Plain {
+            return Ok(None);
+        }
+        tokio::select! {
+            () = self.started.cancelled() => {}
+            () = self.ended.cancelled() => {}
+        }
+        let state = self.state.lock();
+        match (&state.session, &state.ending) {
+            (Some(session), _) => Ok(Some(session.clone())),
+            (None, Some(ending)) => Err(ending.clone()),
+            (None, None) => Err(Ending::Failed("the session holder said nothing".into())),
+        }
     }
 
     /// Set the terminal's size. The same size again is not sent (a page that floods resizes
@@ -254,12 +387,20 @@ impl Terminal {
         if let Some(recording) = &self.recording {
             let _ = recording.tx.send(Event::Resize(cols, rows)).await;
         }
-        let _ = self.to_pod.send(channel::resize(cols, rows)).await;
+        let frame = match self.kind {
+            Kind::Plain => channel::resize(cols, rows),
+            Kind::Held => channel::stdin(&held::resize(cols, rows)),
+        };
+        let _ = self.to_pod.send(frame).await;
     }
 
-    /// Close the program's stdin: it reads end of file (v5's close frame).
+    /// Close the program's stdin: it reads end of file (v5's close frame; the holder's `Eof`).
     pub async fn close_stdin(&self) {
-        let _ = self.to_pod.send(channel::close_stdin()).await;
+        let frame = match self.kind {
+            Kind::Plain => channel::close_stdin(),
+            Kind::Held => channel::stdin(&held::eof()),
+        };
+        let _ = self.to_pod.send(frame).await;
     }
 
     /// A page starts watching; the page watching before is told it was replaced.
@@ -277,8 +418,9 @@ impl Terminal {
         Attached { viewer, rx, replay: state.scrollback.contents() }
     }
 
-    /// The page `viewer` went away: start the grace period, after which, if no page came back,
-    /// the exec is closed.
+    /// The page `viewer` went away. A held terminal's exec goes at once (the session stays in
+    /// the pod, for any replica to reattach); a plain one starts the grace period, after which,
+    /// if no page came back, the exec is closed.
     pub fn detach(self: &Arc<Self>, viewer: u64, grace: Duration) {
         let since = {
             let mut state = self.state.lock();
@@ -290,6 +432,14 @@ impl Terminal {
             state.detached_since = Some(now);
             now
         };
+        if self.kind == Kind::Held {
+            let terminal = self.clone();
+            tokio::spawn(async move {
+                terminal.to_holder(held::detach()).await;
+                terminal.end(Ending::Detached);
+            });
+            return;
+        }
         let terminal = self.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -361,6 +511,26 @@ impl Terminal {
     pub fn is_watched(&self) -> bool {
         self.state.lock().viewer.is_some()
     }
+}
+
+/// Keep at most 4 KiB of what a held terminal's client wrote to stderr, for the message of a
+/// failure.
+fn keep_some(kept: &mut String, text: &[u8]) {
+    if kept.len() < 4096 {
+        kept.push_str(&String::from_utf8_lossy(&text[..text.len().min(4096 - kept.len())]));
+    }
+}
+
+fn with_stderr(why: String, stderr: &str) -> String {
+    match stderr.trim() {
+        "" => why,
+        said => format!("{why}: {said}"),
+    }
+}
+
+/// Why a held terminal's client ended before the holder told how the session did.
+fn held_client_ended(stderr: &str) -> String {
+    with_stderr("the connection to the session holder ended".to_owned(), stderr)
 }
 
 impl Terminal {

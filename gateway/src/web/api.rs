@@ -49,7 +49,7 @@ fn whoami(caller: &Caller) -> serde_json::Value {
     json!({
         "user": caller.user.name,
         "groups": caller.user.groups,
-        "csrf": caller.session.as_ref().map(|(_, s)| s.csrf.clone()),
+        "csrf": caller.session.as_ref().map(|s| s.csrf.clone()),
     })
 }
 
@@ -66,15 +66,15 @@ pub async fn sign_in(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Json(bo
     };
     let expiry = jwt_expiry(token);
     let token = SecretString::from(token.to_owned());
-    let (id, session, lasts) = match gw.sessions.open(user.clone(), Some(token), expiry) {
+    let (sealed, session, lasts) = match gw.sessions.open(user.clone(), Some(token), expiry) {
         Ok(opened) => opened,
         Err(e) => return refused(Refusal { status: StatusCode::SERVICE_UNAVAILABLE, message: e.to_string() }),
     };
     tracing::info!(user = %user.name, "signed in");
-    let Some(set_cookie) = cookie::set(&id, lasts.as_secs()) else {
+    let Some(set_cookie) = cookie::set(&sealed, lasts.as_secs()) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let caller = Caller { user, session: Some((id, session)), token: None };
+    let caller = Caller { user, session: Some(session), token: None };
     ([(header::SET_COOKIE, set_cookie)], Json(whoami(&caller))).into_response()
 }
 
@@ -89,8 +89,8 @@ pub async fn session(State(gw): State<Arc<Gateway>>, info: Peer, headers: Header
 /// `DELETE /api/session`: sign out (the page's terminals keep running until their grace ends).
 pub async fn sign_out(State(gw): State<Arc<Gateway>>, info: Peer, headers: HeaderMap) -> Response {
     match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Change).await {
-        Ok(Caller { session: Some((id, _)), .. }) => {
-            gw.sessions.close(&id);
+        Ok(Caller { session: Some(session), .. }) => {
+            gw.sessions.close(&session.id);
             ([(header::SET_COOKIE, cookie::clear())], StatusCode::NO_CONTENT).into_response()
         }
         Ok(_) => StatusCode::NO_CONTENT.into_response(),

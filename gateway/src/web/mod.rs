@@ -1,6 +1,7 @@
 //! The HTTP side: the routes (`router`), the page's files (`page`), its JSON API (`api`), the
 //! terminal's WebSocket (`socket`, over the handshake of `upgrade`, its control messages read
-//! by `control`), the recordings' list and downloads (`recordings`), and the `Origin` rule
+//! by `control`), a terminal's opening (`opening`), a shell's held sessions (`sessions`), the
+//! recordings' list and downloads (`recordings`), and the `Origin` rule
 //! (`origin`). Every answer carries headers that keep the page from being framed, sniffed or
 //! given scripts from anywhere else.
 //!
@@ -9,9 +10,11 @@
 
 pub mod api;
 pub mod control;
+pub mod opening;
 pub mod origin;
 pub mod page;
 pub mod recordings;
+pub mod sessions;
 pub mod socket;
 pub mod upgrade;
 
@@ -73,6 +76,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/api/shells", get(api::shells))
         .route("/api/shells/{namespace}/{shell}/extend", post(api::extend))
         .route("/api/terminal/{namespace}/{shell}", get(socket::terminal))
+        .route("/api/sessions/{namespace}/{shell}", get(sessions::list))
         .route("/api/recordings/{namespace}/{shell}", get(recordings::list))
         .route("/api/recordings/{namespace}/{shell}/{file}", get(recordings::download))
         .fallback(file)

@@ -1,16 +1,21 @@
 //! `GET /api/terminal/{namespace}/{shell}`: the page's WebSocket to a terminal.
 //!
-//! With `?terminal=ID` (the id the page was given) it reattaches to the user's own terminal if
-//! it still runs (the same `sh`, the recent screen drawn again); otherwise it opens a new one:
-//! the pod is found as the user, and the exec is made as the user, so the connect gate's
-//! refusal, the record of connections and the audit log all name the person typing.
+//! The terminal is held in the shell's pod by its session holder: with `?session=ID` the page
+//! reattaches to that session (the same `sh`, the recent screen drawn again by the holder),
+//! through whichever replica of the gateway it reaches; with `?new=1` it opens a new one;
+//! otherwise it takes up the user's newest detached session, or opens a new one
+//! ([`super::opening`]). `?readOnly=1` watches without typing. A pod from before the holder gets
+//! a plain terminal, which this replica keeps for `--reattach-grace` (`?terminal=ID` reattaches
+//! it). Either way the pod is found as the user and the exec is made as the user, so the connect
+//! gate's refusal, the record of connections and the audit log all name the person typing.
 //!
 //! On the socket, binary messages are keystrokes one way and output the other; text messages
-//! are JSON: from the page `{"type":"resize","cols":…,"rows":…}`; to the page `attached`,
+//! are JSON: from the page `resize`, `eof`, `detach` (leave the session running), `end` (end
+//! it), `allowDrive` ([`super::control`]); to the page `attached`, `presence` (who is attached),
 //! `notice`, `stopping` (the shell's lifetime stops it soon: the `Stopping` condition's words),
-//! `error` (a message the page sent was not understood), `refused` (no terminal was
-//! opened: the apiserver's or the gate's words, or what a shell waited for), `exit`, `closed` and
-//! `replaced`.
+//! `error` (a message the page sent was not understood), `refused` (no terminal was opened: the
+//! apiserver's, the gate's or the holder's words), `exit`, `closed` (with a `reason`),
+//! `detached` and `replaced`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,12 +25,6 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use http::{Request, StatusCode};
-use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::jiff::Timestamp;
-use kube::Resource;
-use kube::api::AttachParams;
-use myownshell_api::MyOwnShell;
-use myownshell_rbac_proxy::AuthenticatedUser;
 use myownshell_runtime::server::ConnectionInfo;
 use serde::Deserialize;
 use serde_json::json;
@@ -33,38 +32,42 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::api::refused;
 use super::control::{self, Control};
-use super::upgrade::{Socket, upgrade};
-use crate::access::{At, Credential};
-use crate::exec::as_user::AsUser;
-use crate::exec::target::{self, Found, TargetError};
+use super::opening::{key, open, still_allowed};
+use crate::access::Credential;
 use crate::gateway::Gateway;
-use crate::ids;
-use crate::recording::asciicast;
-use crate::recording::writer::{self, Limits, Recording};
 use crate::signin::{self, Purpose, Refusal};
-use crate::terminal::session::{Ending, Place, Terminal, ToPage, UserKey};
+use crate::terminal::session::{Ending, Kind, Place, Terminal, ToPage};
 
-/// The container a shell's pods run the user's programs in (the controller names it).
-const SHELL_CONTAINER: &str = "shell";
+pub use super::upgrade::Socket;
+use super::upgrade::upgrade;
 
 /// The query of the terminal socket.
 #[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 pub struct TerminalQuery {
+    /// A plain terminal of this replica to reattach.
     #[serde(default)]
-    terminal: Option<String>,
+    pub terminal: Option<String>,
+    /// A held session to reattach.
     #[serde(default)]
-    cols: Option<u16>,
+    pub session: Option<String>,
+    /// A new held session, whatever is detached.
     #[serde(default)]
-    rows: Option<u16>,
+    pub new: Option<String>,
+    /// Watch without typing.
+    #[serde(default)]
+    pub read_only: Option<String>,
+    /// The page's terminal's size.
+    #[serde(default)]
+    pub cols: Option<u16>,
+    /// The page's terminal's size.
+    #[serde(default)]
+    pub rows: Option<u16>,
 }
 
 /// The terminal size a page may ask for when it opens one.
-fn size_ok(cols: u16, rows: u16) -> bool {
+pub fn size_ok(cols: u16, rows: u16) -> bool {
     (1..=control::MAX_SIZE).contains(&cols) && (1..=control::MAX_SIZE).contains(&rows)
-}
-
-fn key(user: &AuthenticatedUser) -> UserKey {
-    UserKey { name: user.name.clone(), uid: user.uid.clone() }
 }
 
 /// The handler: authenticate, then take the connection over.
@@ -94,7 +97,8 @@ pub async fn terminal(
     response.into_response()
 }
 
-async fn send_json(socket: &mut Socket, value: serde_json::Value) -> bool {
+/// Send `value` as a text message; whether it went.
+pub async fn send_json(socket: &mut Socket, value: serde_json::Value) -> bool {
     socket.send(Message::text(value.to_string())).await.is_ok()
 }
 
@@ -122,8 +126,7 @@ async fn close(socket: &mut Socket) {
 
 /// One page's socket, from attaching to leaving.
 async fn serve(gw: Arc<Gateway>, credential: Credential, place: Place, query: TerminalQuery, mut socket: Socket) {
-    let user = credential.user.clone();
-    let owner = key(&user);
+    let owner = key(&credential.user);
     let resumed = query.terminal.as_deref().and_then(|id| gw.terminals.get(id, &owner));
     let resumed = resumed.filter(|t| t.place.namespace == place.namespace && t.place.shell == place.shell);
     if let Some(terminal) = &resumed
@@ -148,127 +151,41 @@ async fn serve(gw: Arc<Gateway>, credential: Credential, place: Place, query: Te
     bridge(&gw, &terminal, was_resumed, &mut socket).await;
 }
 
-/// Why the user reattaching to `terminal` (with `credential`, which may be newer than the one it
-/// was opened with) may no longer use it, if they may not: the shell read as them (RBAC's `get`),
-/// then [`crate::access`].
-async fn still_allowed(gw: &Gateway, terminal: &Terminal, credential: &Credential) -> Option<String> {
-    let as_user = match gw.as_user(&credential.user) {
-        Ok(as_user) => as_user,
-        Err(e) => return Some(e.to_string()),
-    };
-    let shells = kube::core::Request::new(MyOwnShell::url_path(&(), Some(&terminal.place.namespace)));
-    let get = match shells.get(&terminal.place.shell, &Default::default()) {
-        Ok(get) => get,
-        Err(e) => return Some(e.to_string()),
-    };
-    let shell: MyOwnShell = match as_user.request(get).await {
-        Ok(shell) => shell,
-        Err(kube::Error::Api(status)) => return Some(status.message),
-        Err(e) => return Some(format!("cannot tell whether you may still connect: {e}")),
-    };
-    let at = At { shell: &shell, uid: terminal.place.uid.as_deref(), pod: &terminal.place.pod };
-    gw.access.refusal(&gw.tokens, credential, at).await
-}
-
-/// A new terminal for the user of `credential` in a ready pod of the shell.
-async fn open(
-    gw: &Arc<Gateway>,
-    credential: &Credential,
-    mut place: Place,
-    query: &TerminalQuery,
-    socket: &mut Socket,
-) -> Result<Arc<Terminal>, String> {
-    let user = &credential.user;
-    let reservation = gw.terminals.reserve(&key(user)).map_err(|e| e.to_string())?;
-    let as_user = gw.as_user(user).map_err(|e| e.to_string())?;
-    let found = find_pod(gw, &as_user, &place, socket).await?;
-    let record = found.record || gw.record_all;
-    (place.pod, place.uid) = (found.pod, found.uid);
-    if record && gw.recordings.is_none() {
-        return Err(format!(
-            "shell {}/{} asks for its sessions to be recorded, and this gateway keeps no recordings (--recordings-dir); ask an administrator",
-            place.namespace, place.shell
-        ));
-    }
-    let params = AttachParams::interactive_tty().container(SHELL_CONTAINER);
-    let exec = kube::core::Request::new(Pod::url_path(&(), Some(&place.namespace)))
-        .exec(&place.pod, gw.settings.command.clone(), &params)
-        .map_err(|e| e.to_string())?;
-    let connection = as_user.connect(exec).await.map_err(|e| e.to_string())?;
-    let id = ids::random()?;
-    let recording = match record {
-        true => Some(start_recording(gw, &place, user, &id, query).await?),
-        false => None,
-    };
-    let forget = Arc::downgrade(gw);
-    let terminal =
-        Terminal::start(id, credential.clone(), place, connection, gw.settings.scrollback, recording, move |t| {
-            if let Some(gw) = forget.upgrade() {
-                gw.terminals.remove(&t.id);
-            }
-        });
-    gw.terminals.add(terminal.clone(), reservation);
-    if let (Some(cols), Some(rows)) = (query.cols, query.rows)
-        && size_ok(cols, rows)
-    {
-        terminal.resize(cols, rows).await;
-    }
-    tracing::info!(user = %user.name, namespace = %terminal.place.namespace, shell = %terminal.place.shell, pod = %terminal.place.pod, terminal = %&terminal.id[..8], recorded = terminal.is_recorded(), "terminal opened");
-    Ok(terminal)
-}
-
-/// The shell's ready pod, read as the user, telling the page what it waits for meanwhile.
-async fn find_pod(gw: &Gateway, as_user: &AsUser, place: &Place, socket: &mut Socket) -> Result<Found, String> {
-    let (waiting, mut lines) = tokio::sync::mpsc::unbounded_channel();
-    let finding = target::find(as_user, &place.namespace, &place.shell, gw.settings.connect_timeout, waiting);
-    let mut finding = std::pin::pin!(finding);
-    let found = loop {
-        tokio::select! {
-            found = &mut finding => break found,
-            Some(line) = lines.recv() => {
-                let _ = send_json(socket, json!({ "type": "notice", "message": line })).await;
-            }
-        }
-    };
-    found.map_err(|e| match e {
-        TargetError::Api(m) | TargetError::Stopped(m) => m,
-        timeout @ TargetError::Timeout(..) => timeout.to_string(),
-    })
-}
-
-/// The recording of a new terminal: its file and writer. A recording that cannot be made
-/// refuses the terminal (a shell that asks for recording is never opened unrecorded).
-async fn start_recording(
-    gw: &Gateway,
-    place: &Place,
-    user: &AuthenticatedUser,
-    id: &str,
-    query: &TerminalQuery,
-) -> Result<Recording, String> {
-    let store = gw.recordings.as_ref().ok_or("no --recordings-dir")?;
-    let shell = (place.namespace.clone(), place.shell.clone());
-    store.quota.room_for(&shell).map_err(|full| format!("the session cannot be recorded: {full}"))?;
-    let now = Timestamp::now();
-    let path = store.path_for(&place.namespace, &place.shell, now, id).ok_or("not a name a recording can have")?;
-    let (cols, rows) = (query.cols.unwrap_or(80), query.rows.unwrap_or(24));
-    let title = format!("{}/{} by {}", place.namespace, place.shell, user.name);
-    let header = asciicast::header(cols, rows, now.as_second(), &title);
-    let limits = Limits { max_bytes: store.max_bytes, quota: store.quota.clone(), shell };
-    writer::start(path, header, limits).await.map_err(|e| format!("the session cannot be recorded: {e}"))
-}
-
+/// What the page is told of how its terminal ended.
 fn ending_message(ending: &Ending) -> serde_json::Value {
     match ending {
         Ending::Exited(code) => json!({ "type": "exit", "code": code }),
-        Ending::Failed(message) | Ending::Closed(message) => json!({ "type": "closed", "message": message }),
+        Ending::Failed(message) | Ending::Closed(message) => {
+            json!({ "type": "closed", "message": message, "reason": "gateway" })
+        }
+        Ending::Ended(reason, message) => json!({ "type": "closed", "message": message, "reason": reason }),
+        Ending::Refused(message) => json!({ "type": "refused", "message": message }),
+        Ending::Detached => json!({ "type": "detached" }),
+    }
+}
+
+/// The page's first message: which terminal (and for a held one, which session and who is in it).
+fn hello(terminal: &Terminal, resumed: bool) -> serde_json::Value {
+    let (session, presence) = terminal.session();
+    match (terminal.kind, session) {
+        (Kind::Held, Some(s)) => {
+            let attached = presence.as_ref().map_or(&s.attached, |p| &p.attached);
+            json!({
+                "type": "attached", "held": true, "terminal": terminal.id, "session": s.id, "pod": terminal.place.pod,
+                "resumed": s.resumed, "readOnly": s.read_only, "creator": s.user,
+                "allowDrive": presence.as_ref().map_or(s.allow_drive, |p| p.allow_drive), "attached": attached,
+            })
+        }
+        _ => json!({
+            "type": "attached", "held": false, "terminal": terminal.id, "pod": terminal.place.pod, "resumed": resumed,
+        }),
     }
 }
 
 /// Relay between the page and the terminal until either goes.
 async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &mut Socket) {
     let mut attached = terminal.attach();
-    let hello = json!({ "type": "attached", "terminal": terminal.id, "pod": terminal.place.pod, "resumed": resumed });
-    if !send_json(socket, hello).await {
+    if !send_json(socket, hello(terminal, resumed)).await {
         terminal.detach(attached.viewer, gw.settings.grace);
         return;
     }
@@ -290,29 +207,19 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
                 heard = Instant::now();
                 match message {
                     Some(Ok(Message::Binary(keys))) => terminal.input(&keys).await,
-                    Some(Ok(Message::Text(text))) => control(terminal, socket, text.as_str()).await,
+                    Some(Ok(Message::Text(text))) => {
+                        if control(terminal, socket, text.as_str()).await {
+                            terminal.detach(attached.viewer, gw.settings.grace);
+                            let _ = send_json(socket, json!({ "type": "detached" })).await;
+                            close(socket).await;
+                            return;
+                        }
+                    }
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                     Some(Ok(_)) => {}
                 }
             }
-            out = attached.rx.recv() => match out {
-                Some(ToPage::Output(bytes)) => if socket.send(Message::binary(bytes)).await.is_err() { break },
-                Some(ToPage::Notice(line)) => if !send_json(socket, json!({ "type": "notice", "message": line })).await { break },
-                Some(ToPage::Stopping { line, can_extend }) => {
-                    let warning = json!({ "type": "stopping", "message": line, "canExtend": can_extend });
-                    if !send_json(socket, warning).await { break }
-                }
-                Some(ToPage::Ended(ending)) => {
-                    let _ = send_json(socket, ending_message(&ending)).await;
-                    close(socket).await;
-                    return;
-                }
-                Some(ToPage::Replaced) | None => {
-                    let _ = send_json(socket, json!({ "type": "replaced" })).await;
-                    close(socket).await;
-                    return;
-                }
-            },
+            out = attached.rx.recv() => if !to_page(socket, out).await { return },
             () = terminal.wait_ended() => {
                 // Ended while this page's queue was full: say how, once the queue is read.
                 let ending = terminal.ending().unwrap_or(Ending::Closed("closed".into()));
@@ -329,10 +236,7 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
                 }
             }
             () = gw.shutdown.cancelled() => {
-                let line = "the gateway is restarting: reconnect to open a new terminal";
-                let _ = send_json(socket, json!({ "type": "closed", "message": line })).await;
-                close(socket).await;
-                terminal.close(line.to_owned());
+                goodbye(terminal, attached.viewer, gw, socket).await;
                 return;
             }
         }
@@ -340,14 +244,59 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
     terminal.detach(attached.viewer, gw.settings.grace);
 }
 
-async fn control(terminal: &Terminal, socket: &mut Socket, text: &str) {
+/// Send the page what the terminal has for it; whether the page is still there.
+async fn to_page(socket: &mut Socket, out: Option<ToPage>) -> bool {
+    match out {
+        Some(ToPage::Output(bytes)) => socket.send(Message::binary(bytes)).await.is_ok(),
+        Some(ToPage::Notice(line)) => send_json(socket, json!({ "type": "notice", "message": line })).await,
+        Some(ToPage::Presence(p)) => {
+            send_json(socket, json!({ "type": "presence", "attached": p.attached, "allowDrive": p.allow_drive })).await
+        }
+        Some(ToPage::Stopping { line, can_extend }) => {
+            send_json(socket, json!({ "type": "stopping", "message": line, "canExtend": can_extend })).await
+        }
+        Some(ToPage::Ended(ending)) => {
+            let _ = send_json(socket, ending_message(&ending)).await;
+            close(socket).await;
+            false
+        }
+        Some(ToPage::Replaced) | None => {
+            let _ = send_json(socket, json!({ "type": "replaced" })).await;
+            close(socket).await;
+            false
+        }
+    }
+}
+
+/// The gateway stops: a held terminal's page is told to reattach (its session stays in the pod,
+/// for the next replica); a plain terminal ends here.
+async fn goodbye(terminal: &Arc<Terminal>, viewer: u64, gw: &Gateway, socket: &mut Socket) {
+    if terminal.kind == Kind::Held {
+        let line = "the gateway is restarting: reattaching";
+        let _ = send_json(socket, json!({ "type": "notice", "message": line })).await;
+        close(socket).await;
+        terminal.detach(viewer, gw.settings.grace);
+        return;
+    }
+    let line = "the gateway is restarting: reconnect to open a new terminal";
+    let _ = send_json(socket, json!({ "type": "closed", "message": line, "reason": "gateway" })).await;
+    close(socket).await;
+    terminal.close(line.to_owned());
+}
+
+/// Act on one control message; whether the page asked to detach.
+async fn control(terminal: &Terminal, socket: &mut Socket, text: &str) -> bool {
     match control::read(text) {
         Ok(Control::Resize(cols, rows)) => terminal.resize(cols, rows).await,
         Ok(Control::Eof) => terminal.close_stdin().await,
+        Ok(Control::Detach) => return true,
+        Ok(Control::End) => terminal.end_session().await,
+        Ok(Control::AllowDrive(allow)) => terminal.allow_drive(allow).await,
         Err(message) => {
             let _ = send_json(socket, json!({ "type": "error", "message": message })).await;
         }
     }
+    false
 }
 
 /// Close every terminal: the gateway stops.

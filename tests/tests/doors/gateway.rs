@@ -69,9 +69,8 @@ pub async fn walk(w: &World, door: &str, person: Person) -> Option<Outcome> {
             let (status, _, body) = w.gateway.request(Method::GET, "/", &[], None).await.unwrap_or_default();
             return Some(by_status(status, &body));
         }
-        "gateway-sign-in" | "gateway-shells" | "gateway-terminal" | "gateway-extend" | "gateway-recordings" => {
-            sign_in(w, person).await
-        }
+        "gateway-sign-in" | "gateway-shells" | "gateway-terminal" | "gateway-extend" | "gateway-recordings"
+        | "gateway-sessions" => sign_in(w, person).await,
         _ => return None,
     };
     let (cookie, csrf) = match signed_in {
@@ -90,6 +89,13 @@ pub async fn walk(w: &World, door: &str, person: Person) -> Option<Outcome> {
     Some(match door {
         "gateway-sign-in" => Outcome::Through,
         "gateway-shells" => get(format!("/api/shells?namespace={}", w.ns)).await,
+        "gateway-sessions" => {
+            let path = format!("/api/sessions/{}/{SHELL}", w.ns);
+            let (status, _, body) =
+                w.gateway.request(Method::GET, &path, &[("cookie", &cookie)], None).await.unwrap_or_default();
+            // Through the gate, the exec then ends at the apiserver for want of a node.
+            if status == 502 && body.contains("host assigned") { Outcome::Through } else { by_status(status, &body) }
+        }
         "gateway-terminal" => match terminal(w, &cookie).await {
             Ok(messages) => admitted(&messages),
             Err(refused) => Outcome::Refused(refused),

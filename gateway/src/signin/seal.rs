@@ -1,0 +1,150 @@
+//! A browser session sealed into its own cookie, so that any replica of the gateway can take it:
+//! AES-256-GCM (ring) under a key every replica shares ([`super::key`]), over the session's id,
+//! CSRF token, user, token and end. Sealed, not signed: the token inside is a credential, and
+//! the cookie travels with every request of the page. A cookie that does not open (another key,
+//! a changed byte, another kind of cookie) is no session.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+
+use myownshell_rbac_proxy::AuthenticatedUser;
+
+/// What is bound to every sealed cookie besides its contents: a cookie of another format or
+/// purpose never opens as a session.
+const AAD: &[u8] = b"myownshell-gateway-session-v1";
+/// The longest cookie the gateway reads (browsers keep 4 KiB per cookie).
+pub const MAX_SEALED: usize = 4096;
+
+/// A session as its cookie carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sealed {
+    /// The session's id (what a sign-out names).
+    pub id: String,
+    /// The CSRF token of its requests that change something.
+    pub csrf: String,
+    /// The user, as the cluster authenticated them.
+    pub user: SealedUser,
+    /// The token they signed in with (asked of TokenReview again).
+    pub token: Option<String>,
+    /// When it ends, in seconds since the epoch.
+    pub expires: u64,
+}
+
+/// The user inside a sealed session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SealedUser {
+    /// The name.
+    pub name: String,
+    /// The uid.
+    pub uid: Option<String>,
+    /// The groups.
+    pub groups: Vec<String>,
+    /// The extras.
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+impl SealedUser {
+    /// `user` as sealed.
+    pub fn of(user: &AuthenticatedUser) -> Self {
+        Self { name: user.name.clone(), uid: user.uid.clone(), groups: user.groups.clone(), extra: user.extra.clone() }
+    }
+
+    /// The user again (authenticated by a token, as a session always is).
+    pub fn user(&self) -> AuthenticatedUser {
+        let mut user =
+            AuthenticatedUser::new(&self.name, self.groups.clone(), myownshell_rbac_proxy::AuthMethod::BearerToken);
+        user.uid = self.uid.clone();
+        user.extra = self.extra.clone();
+        user
+    }
+}
+
+/// Seals and opens sessions under one key.
+pub struct Sealer {
+    key: LessSafeKey,
+    random: SystemRandom,
+}
+
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sealer")
+    }
+}
+
+impl Sealer {
+    /// Under `key` (32 bytes).
+    pub fn new(key: &[u8; 32]) -> Result<Self, String> {
+        let unbound = UnboundKey::new(&AES_256_GCM, key).map_err(|_| "not an AES-256 key".to_owned())?;
+        Ok(Self { key: LessSafeKey::new(unbound), random: SystemRandom::new() })
+    }
+
+    /// `session` as a cookie's value.
+    pub fn seal(&self, session: &Sealed) -> Result<String, String> {
+        let mut nonce = [0u8; NONCE_LEN];
+        self.random.fill(&mut nonce).map_err(|_| "no randomness for a nonce".to_owned())?;
+        let mut data = serde_json::to_vec(session).map_err(|e| e.to_string())?;
+        self.key
+            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(AAD), &mut data)
+            .map_err(|_| "sealing failed".to_owned())?;
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&data);
+        Ok(B64.encode(out))
+    }
+
+    /// The session a cookie's value holds, if it opens under this key.
+    pub fn open(&self, cookie: &str) -> Option<Sealed> {
+        if cookie.len() > MAX_SEALED {
+            return None;
+        }
+        let bytes = B64.decode(cookie).ok()?;
+        if bytes.len() < NONCE_LEN {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+        let mut sealed = sealed.to_vec();
+        let plain = self.key.open_in_place(nonce, Aad::from(AAD), &mut sealed).ok()?;
+        serde_json::from_slice(plain).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Sealed {
+        Sealed {
+            id: "id-1".into(),
+            csrf: "c".repeat(64),
+            user: SealedUser {
+                name: "alice".into(),
+                uid: Some("u-1".into()),
+                groups: vec!["devs".into()],
+                extra: Default::default(),
+            },
+            token: Some("a-token".into()),
+            expires: 1_800_000_000,
+        }
+    }
+
+    #[test]
+    fn a_sealed_session_opens_under_its_key_only_and_hides_its_token() {
+        let sealer = Sealer::new(&[7; 32]).expect("a key");
+        let cookie = sealer.seal(&session()).expect("sealed");
+        assert_eq!(sealer.open(&cookie), Some(session()));
+        assert!(!cookie.contains("a-token") && !B64.decode(&cookie).unwrap().windows(7).any(|w| w == b"a-token"));
+        assert_ne!(sealer.seal(&session()).unwrap(), cookie, "a fresh nonce each time");
+        let other = Sealer::new(&[8; 32]).expect("a key");
+        assert_eq!(other.open(&cookie), None, "another key");
+        let mut bytes = B64.decode(&cookie).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        assert_eq!(sealer.open(&B64.encode(&bytes)), None, "a changed byte");
+        for junk in ["", "abc", "%%%", &"A".repeat(MAX_SEALED + 1)] {
+            assert_eq!(sealer.open(junk), None, "{junk:.8}");
+        }
+    }
+}
