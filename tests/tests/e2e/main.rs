@@ -233,9 +233,11 @@ async fn install(e2e: &E2e) {
     assert_eq!(e2e.operator_pods().await, operator_pods());
 }
 
-/// What `operator_pods` lists for one replica of each Deployment on the local image.
-fn operator_pods() -> [String; 3] {
-    ["controller", "gateway", "webhook"].map(|c| format!("myownshell-{c} {LOCAL_IMAGE} true"))
+/// What `operator_pods` lists for the local overlay on the local image: one controller, one
+/// webhook, and the gateway's two replicas (it runs two wherever it runs: pages reattach
+/// through either).
+fn operator_pods() -> [String; 4] {
+    ["controller", "gateway", "gateway", "webhook"].map(|c| format!("myownshell-{c} {LOCAL_IMAGE} true"))
 }
 
 /// The webhook made its certificate, stored it, injected its CA into both configurations
@@ -598,7 +600,7 @@ async fn uninstall(e2e: &E2e) {
 async fn production_overlay(e2e: &E2e) {
     e2e.apply_overlay(&E2e::overlay("production"), RELEASE_IMAGE, LOCAL_IMAGE).await;
     e2e.rollout_operator().await;
-    for component in ["controller", "webhook"] {
+    for component in ["controller", "webhook", "gateway"] {
         let selector = format!("app.kubernetes.io/component={component}");
         let nodes = e2e
             .wait_for(
@@ -637,8 +639,8 @@ async fn production_overlay(e2e: &E2e) {
         .await;
     assert_eq!(
         budgets.trim(),
-        format!("{CONTROLLER}=1 {WEBHOOK}=1"),
-        "both budgets in place, each allowing one disruption with both replicas up"
+        format!("{CONTROLLER}=1 {GATEWAY}=1 {WEBHOOK}=1"),
+        "the three budgets in place, each allowing one disruption with both replicas up"
     );
     let ns = e2e.namespace("e2e-production").await;
     let denied = e2e.apply(&ns, &shell("too-big", 500)).await.unwrap_err();
