@@ -80,6 +80,22 @@ pub fn add(pod: &mut PodSpec, settings: &SessionSettings, class: Option<&MyOwnSh
 /// The init container: the shell container's security (non-root, no capabilities, read-only
 /// root), the operator's image, `myownshell-session install` into the emptyDir; small and
 /// brief (a copy of a few MiB).
+/// The shell's own command, the holder's wrapping taken off: what the user (or the class)
+/// asked to run, for telling a user's change from the operator's.
+pub fn own_command(shell: &Container) -> Option<&[String]> {
+    let command = shell.command.as_deref()?;
+    if command.first().map(String::as_str) != Some(BINARY) {
+        return Some(command);
+    }
+    let after = command.iter().position(|a| a == "--").map_or(command.len(), |i| i + 1);
+    Some(&command[after..])
+}
+
+/// The shell's mounts that are not the holder's: what the user (or the class) mounts.
+pub fn own_mounts(shell: &Container) -> Vec<&VolumeMount> {
+    shell.volume_mounts.iter().flatten().filter(|m| m.name != BIN_VOLUME && m.name != RUN_VOLUME).collect()
+}
+
 fn install_container(shell: &Container, settings: &SessionSettings) -> Container {
     let quantity = |q: &str| Quantity(q.to_owned());
     let small = [("cpu".to_owned(), quantity("50m")), ("memory".to_owned(), quantity("32Mi"))];

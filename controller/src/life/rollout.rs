@@ -25,6 +25,7 @@ use serde_json::Value;
 use crate::deployment::{CLASS_TEMPLATE_ANNOTATION, OWN_SPEC_ANNOTATION};
 use crate::deployment::{SHELL_CONTAINER, is_subset};
 pub use crate::deployment::{TEMPLATE_APPLIED_ANNOTATION, TEMPLATE_HASH_ANNOTATION, template_hash};
+use crate::holder::{own_command, own_mounts};
 
 /// `--template-updates`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -145,13 +146,16 @@ fn shell_container(d: &Deployment) -> Option<&Container> {
     template_of(d)?.spec.as_ref()?.containers.iter().find(|c| c.name == SHELL_CONTAINER)
 }
 
-/// Whether what the user decides of the pod (image, command, resources, a home) differs. For a
+/// Whether what the user decides of the pod (image, command, resources, a home) differs (the
+/// session holder's wrapping of the command and its mounts are the operator's: a holder added or
+/// upgraded waits as an upgrade does). For a
 /// shell with a class, the shell's own spec is compared (its hash on both): a new default image
 /// of its class is not the user's change, and waits as an upgrade does.
 fn spec_changed(desired: &Deployment, live: &Deployment) -> bool {
     if let (Some(want), Some(have)) = (annotation(desired, OWN_SPEC_ANNOTATION), annotation(live, OWN_SPEC_ANNOTATION))
     {
-        let mounts = |d: &Deployment| shell_container(d).map(|c| c.volume_mounts.clone());
+        let mounts =
+            |d: &'_ Deployment| shell_container(d).map(|c| own_mounts(c).into_iter().cloned().collect::<Vec<_>>());
         return want != have || mounts(desired) != mounts(live);
     }
     container_changed(desired, live)
@@ -168,9 +172,9 @@ fn container_changed(desired: &Deployment, live: &Deployment) -> bool {
     let (Some(want), Some(have)) = (shell_container(desired), shell_container(live)) else { return true };
     let json = |v: &Option<_>| serde_json::to_value(v).unwrap_or(Value::Null);
     want.image != have.image
-        || want.command != have.command
+        || own_command(want) != own_command(have)
         || json(&want.resources) != json(&have.resources)
-        || want.volume_mounts != have.volume_mounts
+        || own_mounts(want) != own_mounts(have)
 }
 
 /// When the live template was applied: its annotation, else when the Deployment was made.
@@ -292,6 +296,56 @@ mod tests {
             }
         }
         d
+    }
+
+    /// The Deployment of a shell running `command`, with the session holder of `holder`'s image
+    /// (none: without the holder), made at T0 with the template annotations.
+    fn held(command: &str, holder: Option<&str>) -> Deployment {
+        let session = holder.map(|image| crate::holder::SessionSettings {
+            image: image.into(),
+            detached_timeout: Duration::from_secs(3600),
+            max_sessions: 16,
+        });
+        let settings = TemplateSettings { session, ..TemplateSettings::default() };
+        let mut s = shell("busybox:1");
+        s.spec.command = Some(vec!["sh".into(), "-c".into(), command.into()]);
+        let mut d = desired_for(&s, None, 1, &settings).unwrap();
+        d.metadata.creation_timestamp = Some(Time(at(0)));
+        d.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(TEMPLATE_APPLIED_ANNOTATION.into(), at(0).to_string());
+        d
+    }
+
+    /// The holder wraps the shell's command and adds mounts; that is the operator's change (it
+    /// waits for a quiet moment), and a change of the user's command under it is the user's.
+    #[test]
+    fn the_holder_is_the_operators_change() {
+        let policy = Policy::default();
+        let wait = Decision::Wait { until: at(4200), class: None };
+        let cases = [
+            ("the holder added by an upgrade", held("sleep 1d", None), held("sleep 1d", Some("op:2")), wait.clone()),
+            ("the holder's image upgraded", held("sleep 1d", Some("op:1")), held("sleep 1d", Some("op:2")), wait),
+            (
+                "the user's command changed under the holder",
+                held("sleep 1d", Some("op:1")),
+                held("sleep 2d", Some("op:1")),
+                Decision::Roll(Why::SpecChanged),
+            ),
+            ("the same", held("sleep 1d", Some("op:1")), held("sleep 1d", Some("op:1")), Decision::Current),
+        ];
+        for (what, live, desired, want) in cases {
+            let input = Input {
+                live: Some(&live),
+                desired: &desired,
+                replicas: 1,
+                update_requested_at: None,
+                last_activity: Some(at(600)),
+                now: at(700),
+            };
+            assert_eq!(decide(&input, &policy), want, "{what}");
+        }
     }
 
     #[test]
