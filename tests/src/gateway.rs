@@ -131,12 +131,67 @@ impl GatewayProcess {
         self.process.is_running()
     }
 
+    /// A client of it, as a page is (its certificate trusted, or the one given last with
+    /// [`Self::use_client`]).
+    pub fn page(&self) -> GatewayClient {
+        GatewayClient { addr: self.addr, tls: self.client.clone() }
+    }
+
     /// A new TLS connection to it, nothing sent.
     pub async fn connect(&self) -> Result<TlsStream<TcpStream>, String> {
-        let connector = tokio_rustls::TlsConnector::from(self.client.clone());
+        self.page().connect().await
+    }
+
+    /// One request on a new connection: `(status, headers, body)`.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<serde_json::Value>,
+    ) -> Result<(u16, HeaderMap, String), String> {
+        self.page().request(method, path, headers, body).await
+    }
+
+    /// The terminal's WebSocket at `path` with these extra headers; `Err` carries the HTTP
+    /// status and body of a refused handshake.
+    pub async fn websocket(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<WebSocketStream<TlsStream<TcpStream>>, String> {
+        self.page().websocket(path, headers).await
+    }
+
+    /// The CA its certificate chains to (PEM), for clients that read files.
+    pub fn ca_pem(&self) -> String {
+        self.tls.ca.cert_pem().to_owned()
+    }
+}
+
+/// A client of a gateway as a page is: requests and the terminal's WebSocket over TLS, each on a
+/// connection of its own. `addr` may be any way to the gateway: a process on loopback, or the
+/// deployed gateway's Service address on the real node.
+#[derive(Clone)]
+pub struct GatewayClient {
+    /// Where it serves.
+    pub addr: SocketAddr,
+    /// The TLS client (it trusts the gateway's certificate, or accepts any).
+    pub tls: Arc<rustls::ClientConfig>,
+}
+
+impl GatewayClient {
+    /// A new TLS connection to it, nothing sent.
+    pub async fn connect(&self) -> Result<TlsStream<TcpStream>, String> {
+        let connector = tokio_rustls::TlsConnector::from(self.tls.clone());
         let tcp = TcpStream::connect(self.addr).await.map_err(|e| format!("connecting to {}: {e}", self.addr))?;
         let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
         connector.connect(name, tcp).await.map_err(|e| format!("TLS handshake: {e}"))
+    }
+
+    /// The page's origin, `https://ADDR`.
+    pub fn origin(&self) -> String {
+        format!("https://{}", self.addr)
     }
 
     /// One request on a new connection: `(status, headers, body)`.
@@ -193,9 +248,17 @@ impl GatewayProcess {
         }
     }
 
-    /// The CA its certificate chains to (PEM), for clients that read files.
-    pub fn ca_pem(&self) -> String {
-        self.tls.ca.cert_pem().to_owned()
+    /// Sign in with `token` from the page: the session cookie and the CSRF token.
+    pub async fn sign_in(&self, token: &str) -> Result<(String, String), String> {
+        let origin = self.origin();
+        let body = Some(serde_json::json!({ "token": token }));
+        let (status, headers, body) = self.request(Method::POST, "/api/session", &[("origin", &origin)], body).await?;
+        if status != 200 {
+            return Err(format!("sign-in: {status}: {body}"));
+        }
+        let answer: serde_json::Value = serde_json::from_str(&body).map_err(|e| e.to_string())?;
+        let cookie = session_cookie(&headers).ok_or("no session cookie")?;
+        Ok((cookie, answer["csrf"].as_str().unwrap_or_default().to_owned()))
     }
 }
 

@@ -19,14 +19,20 @@ pub fn artifacts() -> PathBuf {
     myownshell_envtest::assets::target_dir().join("artifacts").join("gateway")
 }
 
-async fn run(kubectl: &Kubectl, args: &[&str]) -> String {
+pub(super) async fn run(kubectl: &Kubectl, args: &[&str]) -> String {
     let out = kubectl.run(args).await.unwrap();
     assert!(out.success, "kubectl {}: {}{}", args.join(" "), out.stdout, out.stderr);
     out.stdout
 }
 
 /// A page's JavaScript value, polled until `accept` takes it; the last one on timeout.
-async fn until(browser: &mut Browser, tab: &Tab, what: &str, js: &str, accept: impl Fn(&Value) -> bool) -> Value {
+pub(super) async fn until(
+    browser: &mut Browser,
+    tab: &Tab,
+    what: &str,
+    js: &str,
+    accept: impl Fn(&Value) -> bool,
+) -> Value {
     let started = std::time::Instant::now();
     let mut last = Value::Null;
     while started.elapsed() < STEP {
@@ -41,14 +47,14 @@ async fn until(browser: &mut Browser, tab: &Tab, what: &str, js: &str, accept: i
 }
 
 /// The terminal's text.
-async fn screen(browser: &mut Browser, tab: &Tab, what: &str, accept: impl Fn(&str) -> bool) -> String {
+pub(super) async fn screen(browser: &mut Browser, tab: &Tab, what: &str, accept: impl Fn(&str) -> bool) -> String {
     let value = until(browser, tab, what, "window.myownshell.screen()", |v| v.as_str().is_some_and(&accept)).await;
     value.as_str().unwrap_or_default().to_owned()
 }
 
 /// Sign in on the page at `url` with `token` (signing out whoever was signed in there); wait
 /// until it names `user`.
-async fn sign_in(browser: &mut Browser, tab: &Tab, url: &str, token: &str, user: &str) {
+pub(super) async fn sign_in(browser: &mut Browser, tab: &Tab, url: &str, token: &str, user: &str) {
     browser.navigate(tab, url).await.unwrap();
     let settled = "!document.getElementById('sign-in').hidden || !document.getElementById('who').hidden";
     until(browser, tab, "the page settled", settled, |v| v == true).await;
@@ -66,20 +72,20 @@ async fn sign_in(browser: &mut Browser, tab: &Tab, url: &str, token: &str, user:
 }
 
 /// Type a line into the terminal.
-async fn type_line(browser: &mut Browser, tab: &Tab, line: &str) {
+pub(super) async fn type_line(browser: &mut Browser, tab: &Tab, line: &str) {
     browser.evaluate(tab, "document.querySelector('.xterm-helper-textarea').focus(); true").await.unwrap();
     browser.type_text(tab, line).await.unwrap();
     browser.press_enter(tab).await.unwrap();
 }
 
 /// The PID the shell prints for `echo pid-$$-`, the `n`th time.
-async fn shell_pid(browser: &mut Browser, tab: &Tab, n: usize) -> String {
+pub(super) async fn shell_pid(browser: &mut Browser, tab: &Tab, n: usize) -> String {
     type_line(browser, tab, "echo pid-$$-").await;
     let text = screen(browser, tab, "the shell's PID", |s| pids(s).len() >= n).await;
     pids(&text)[n - 1].clone()
 }
 
-fn pids(screen: &str) -> Vec<String> {
+pub(super) fn pids(screen: &str) -> Vec<String> {
     screen
         .lines()
         .filter_map(|l| l.trim().strip_prefix("pid-")?.strip_suffix('-'))
@@ -88,7 +94,7 @@ fn pids(screen: &str) -> Vec<String> {
         .collect()
 }
 
-async fn shot(browser: &mut Browser, tab: &Tab, name: &str, dir: &Path) {
+pub(super) async fn shot(browser: &mut Browser, tab: &Tab, name: &str, dir: &Path) {
     browser.screenshot(tab, &dir.join(format!("{name}.png"))).await.unwrap();
 }
 
@@ -129,7 +135,7 @@ pub async fn owner_stranger_and_reload(kubectl: &Kubectl, ns: &str, url: &str) {
     shot(&mut browser, &tab, "1-shells", &dir).await;
     browser.evaluate(&tab, &format!("location.hash = '#/{ns}/web'; true")).await.unwrap();
     until(&mut browser, &tab, "connected", "window.myownshell.status()", |v| {
-        v.as_str().is_some_and(|s| s.starts_with("connected to pod web-"))
+        v.as_str().is_some_and(|s| s.starts_with("started session ") && s.contains(" in pod web-"))
     })
     .await;
     type_line(&mut browser, &tab, "id -u").await;
@@ -139,7 +145,7 @@ pub async fn owner_stranger_and_reload(kubectl: &Kubectl, ns: &str, url: &str) {
 
     browser.reload(&tab).await.unwrap();
     until(&mut browser, &tab, "reattached", "window.myownshell.status()", |v| {
-        v.as_str().is_some_and(|s| s.starts_with("reattached to pod web-"))
+        v.as_str().is_some_and(|s| s.starts_with("reattached to session ") && s.contains(" in pod web-"))
     })
     .await;
     // The recent screen is drawn again, then the same `sh` answers.
@@ -148,14 +154,15 @@ pub async fn owner_stranger_and_reload(kubectl: &Kubectl, ns: &str, url: &str) {
     assert_eq!(before, after, "a reload reattaches to the same shell process");
     shot(&mut browser, &tab, "3-reloaded-same-pid", &dir).await;
 
-    // The stranger even knows alice's terminal id (as if it leaked) and asks to reattach to it:
-    // the id is nobody else's, so he gets a terminal of his own, and with it the gate's refusal.
+    // The stranger even knows alice's session id (as if it leaked) and asks to join it: the
+    // exec that would join it is his, and the gate refuses it.
     let alices_terminal = browser.evaluate(&tab, "window.myownshell.terminal()").await.unwrap();
     let alices_terminal = alices_terminal.as_str().expect("alice's terminal id").to_owned();
     let stranger = browser.new_tab().await.unwrap();
     sign_in(&mut browser, &stranger, url, &bob_token, &bob).await;
-    let steal =
-        format!("sessionStorage.setItem('terminal:{ns}/web', '{alices_terminal}'); location.hash = '#/{ns}/web'; true");
+    let steal = format!(
+        "sessionStorage.setItem('terminal:{ns}/web', JSON.stringify({{held: true, session: '{alices_terminal}'}})); location.hash = '#/{ns}/web'; true"
+    );
     browser.evaluate(&stranger, &steal).await.unwrap();
     let refusal = until(&mut browser, &stranger, "the stranger's refusal", "window.myownshell.status()", |v| {
         v.as_str().is_some_and(|s| s.contains("may not"))

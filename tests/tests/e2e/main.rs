@@ -10,6 +10,7 @@
 
 mod access;
 mod certmanager;
+mod doors;
 mod failures;
 mod gateway;
 mod gateway_browser;
@@ -19,6 +20,7 @@ mod lifetime;
 mod nodes;
 mod prometheus;
 mod rolling;
+mod sessions;
 mod upgrade;
 
 use std::time::{Duration, Instant};
@@ -188,6 +190,17 @@ async fn the_operator_from_config_end_to_end() {
         "the gateway in Chromium: sign in, `id -u`, the same shell after a reload, a stranger refused, the stop \
          warning and Extend, a recording for auditors only",
         gateway::in_a_browser(&e2e),
+    )
+    .await;
+    phase(
+        "sessions: a terminal held in the shell's pod through a rollout of the gateway, joined read-only, refused to a \
+         stranger, closed when access is lost, and gone with every process of it",
+        sessions::sessions_and_rollout(&e2e),
+    )
+    .await;
+    phase(
+        "doors on the node: docs/doors.yaml's node rows as owner, sharee, editor, stranger and pod",
+        doors::doors(&e2e),
     )
     .await;
     phase(

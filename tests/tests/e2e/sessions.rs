@@ -1,0 +1,229 @@
+//! The sessions phase (issue 39): terminals held in the shell's pod by its session holder,
+//! through the gateway's two replicas on the real node, reached at the gateway Service's own
+//! address (kube-proxy spreads pages over whichever replicas are ready, as an Ingress would).
+//!
+//! - a page runs a command that prints a line a second for a minute; the gateway is rolled out
+//!   (a new pod ready before an old one goes); the page reattaches by itself to the same session
+//!   (the same `sh`, its pid unchanged) and every line is on its screen;
+//! - bob, whom the shell is shared with, joins it read-only (he sees it, his keys type nothing,
+//!   and everyone attached sees him); carol, an editor it is not shared with, is refused by the
+//!   gate even with the session's id;
+//! - access lost is access ended (issue 38): bob's own terminal closes, saying why, once alice
+//!   takes him off `sharedWith`; dave's closes once his ServiceAccount is deleted;
+//! - a page's message over `--max-message-bytes` closes its socket (1009);
+//! - the session ends with `exit`, and no process of it is left in the pod.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use myownshell_envtest::eventually;
+use myownshell_tests::browser::Browser;
+use myownshell_tests::gateway::GatewayClient;
+use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::gateway_browser::{screen, shell_pid, sign_in, type_line, until};
+use super::{E2e, GATEWAY, SYSTEM, wait_running};
+
+const SHELL: &str = "work";
+const STEP: Duration = Duration::from_secs(120);
+
+/// The gateway at its Service's address, as a page's client (its certificate is self-signed).
+async fn gateway(e2e: &E2e) -> GatewayClient {
+    let ip = e2e.run(&["get", "svc", GATEWAY, "-n", SYSTEM, "-o", "jsonpath={.spec.clusterIP}"]).await;
+    let addr: SocketAddr = format!("{}:443", ip.trim()).parse().unwrap();
+    let tls = myownshell_tests::tls_client::tls_client(None).unwrap();
+    let client = GatewayClient { addr, tls: Arc::new(tls) };
+    eventually("the gateway's Service answers", STEP, || async {
+        let (status, _, body) = client.request(http::Method::GET, "/", &[], None).await?;
+        if status == 200 { Ok(()) } else { Err(format!("{status}: {body}")) }
+    })
+    .await
+    .unwrap();
+    client
+}
+
+/// `who`'s ServiceAccount in `ns`, a namespace editor; its user name and a token.
+async fn person(e2e: &E2e, ns: &str, who: &str) -> (String, String) {
+    e2e.run(&["create", "serviceaccount", who, "-n", ns]).await;
+    let subject = format!("--serviceaccount={ns}:{who}");
+    e2e.run(&["create", "rolebinding", &format!("{who}-edit"), "--clusterrole=edit", &subject, "-n", ns]).await;
+    let token = e2e.run(&["create", "token", who, "-n", ns]).await.trim().to_owned();
+    (format!("system:serviceaccount:{ns}:{who}"), token)
+}
+
+/// A terminal's socket through the gateway, as `cookie`'s page with `query`.
+struct Page {
+    socket: tokio_tungstenite::WebSocketStream<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+}
+
+impl Page {
+    async fn open(gw: &GatewayClient, ns: &str, cookie: &str, query: &str) -> Result<Page, String> {
+        let origin = gw.origin();
+        let path = format!("/api/terminal/{ns}/{SHELL}?cols=100&rows=30&{query}");
+        Ok(Page { socket: gw.websocket(&path, &[("cookie", cookie), ("origin", &origin)]).await? })
+    }
+
+    /// Messages until `accept` takes a text one (its JSON), or the socket ends (`Err` with what
+    /// came); output is kept in `screen`.
+    async fn until(&mut self, screen: &mut String, accept: impl Fn(&Value) -> bool) -> Result<Value, String> {
+        let mut seen = Vec::new();
+        loop {
+            let next =
+                tokio::time::timeout(STEP, self.socket.next()).await.map_err(|_| format!("timed out: {seen:?}"))?;
+            match next {
+                Some(Ok(Message::Binary(bytes))) => screen.push_str(&String::from_utf8_lossy(&bytes)),
+                Some(Ok(Message::Text(text))) => {
+                    let value: Value = serde_json::from_str(text.as_str()).map_err(|e| e.to_string())?;
+                    if accept(&value) {
+                        return Ok(value);
+                    }
+                    seen.push(value);
+                }
+                Some(Ok(Message::Close(frame))) => return Err(format!("closed ({frame:?}) after {seen:?}")),
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(format!("{e} after {seen:?}")),
+                None => return Err(format!("ended after {seen:?}")),
+            }
+        }
+    }
+}
+
+/// The phase.
+pub async fn sessions_and_rollout(e2e: &E2e) {
+    let ns = e2e.namespace("e2e-sessions").await;
+    let (alice, alice_token) = person(e2e, &ns, "alice").await;
+    let (bob, bob_token) = person(e2e, &ns, "bob").await;
+    let (_, carol_token) = person(e2e, &ns, "carol").await;
+    let (dave, dave_token) = person(e2e, &ns, "dave").await;
+    let manifest = format!(
+        "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata: {{name: {SHELL}}}\nspec: {{size: 1, sharedWith: {{users: [\"{bob}\", \"{dave}\"]}}}}\n"
+    );
+    let as_alice =
+        ["--as", alice.as_str(), "--as-group", "system:authenticated", "--as-group", "system:serviceaccounts"];
+    let mut apply = as_alice.to_vec();
+    apply.extend(["apply", "-n", &ns, "-f", "-"]);
+    let out = e2e.kubectl.run_with_stdin(&apply, Some(&manifest)).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let pod = wait_running(e2e, &ns, SHELL, 1).await.remove(0);
+    let gw = gateway(e2e).await;
+    let url = format!("https://{}/", gw.addr);
+
+    // A minute of lines, across a rollout of the gateway.
+    let mut browser = Browser::launch().await.unwrap();
+    let tab = browser.new_tab().await.unwrap();
+    sign_in(&mut browser, &tab, &url, &alice_token, &alice).await;
+    browser.evaluate(&tab, &format!("location.hash = '#/{ns}/{SHELL}'; true")).await.unwrap();
+    until(&mut browser, &tab, "a session started", "window.myownshell.status()", |v| {
+        v.as_str().is_some_and(|s| s.starts_with("started session "))
+    })
+    .await;
+    let pid = shell_pid(&mut browser, &tab, 1).await;
+    let session = browser.evaluate(&tab, "window.myownshell.terminal()").await.unwrap();
+    let session = session.as_str().expect("the session's id").to_owned();
+    type_line(&mut browser, &tab, "for i in $(seq 1 60); do echo line-$i; sleep 1; done; echo all-done").await;
+    screen(&mut browser, &tab, "line-5", |s| s.contains("line-5")).await;
+    // The rollout also gives the gateway a short authentication cache, for dave's case below.
+    let patch =
+        r#"[{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--auth-cache-ttl=10s"}]"#;
+    e2e.run(&["patch", "deployment", GATEWAY, "-n", SYSTEM, "--type=json", "-p", patch]).await;
+    e2e.rollout(GATEWAY).await;
+    eprintln!("e2e: sessions: the gateway rolled out with a terminal printing");
+    let text = screen(&mut browser, &tab, "every line, after the rollout", |s| s.contains("all-done")).await;
+    let missing: Vec<usize> = (1..=60).filter(|i| !text.lines().any(|l| l.trim() == format!("line-{i}"))).collect();
+    assert!(missing.is_empty(), "lines missing from the screen after the rollout: {missing:?}\n{text}");
+    let status = browser.evaluate(&tab, "window.myownshell.status()").await.unwrap();
+    assert!(status.as_str().is_some_and(|s| s.starts_with(&format!("reattached to session {session}"))), "{status}");
+    assert_eq!(shell_pid(&mut browser, &tab, 2).await, pid, "the same sh after the rollout");
+
+    shared_read_only_and_a_stranger_refused(&gw, &ns, &session, (&bob_token, &carol_token)).await;
+    let presence = browser.evaluate(&tab, "window.myownshell.presence()").await.unwrap();
+    eprintln!("e2e: sessions: alice's page saw {presence}");
+    access_lost(e2e, &gw, &ns, (&as_alice, &bob, &bob_token), &dave_token).await;
+    too_big_a_message(&gw, &ns, &alice_token).await;
+
+    // The session ends with its shell, and takes every process of it along.
+    type_line(&mut browser, &tab, "exit").await;
+    until(&mut browser, &tab, "the session ended", "window.myownshell.status()", |v| {
+        v.as_str().is_some_and(|s| s.contains("exited with code 0"))
+    })
+    .await;
+    let check = format!("test -d /proc/{pid} && echo alive || echo gone; ps | grep -c 'sleep 1' || true");
+    let left = eventually("no process of the session left", STEP, || async {
+        let out = e2e.try_run(&["exec", "-n", &ns, &pod, "-c", "shell", "--", "sh", "-c", &check]).await?;
+        if out.starts_with("gone") { Ok(out) } else { Err(out) }
+    })
+    .await
+    .unwrap();
+    assert!(left.lines().nth(1).is_some_and(|n| n.trim() == "1"), "a `sleep 1` of the session is left: {left}");
+    e2e.run(&["delete", "namespace", &ns, "--wait=false"]).await;
+}
+
+/// bob, whom the shell is shared with, joins alice's session read-only: he gets its screen, his
+/// keys type nothing; carol, an editor it is not shared with, is refused by the gate with its id.
+async fn shared_read_only_and_a_stranger_refused(
+    gw: &GatewayClient,
+    ns: &str,
+    session: &str,
+    (bob_token, carol_token): (&str, &str),
+) {
+    let (cookie, _) = gw.sign_in(bob_token).await.unwrap();
+    let mut bob = Page::open(gw, ns, &cookie, &format!("session={session}&readOnly=1")).await.unwrap();
+    let mut screen = String::new();
+    let hello = bob.until(&mut screen, |v| v["type"] == "attached").await.unwrap();
+    assert_eq!((hello["session"].as_str(), hello["readOnly"].as_bool()), (Some(session), Some(true)), "{hello}");
+    bob.socket.send(Message::binary(b"echo bob-was-here\r".to_vec())).await.unwrap();
+    let refused = bob.until(&mut screen, |v| v["type"] == "notice").await.unwrap();
+    eprintln!("e2e: sessions: bob's keys, read-only: {}", refused["message"]);
+    let (cookie, _) = gw.sign_in(carol_token).await.unwrap();
+    let mut carol = Page::open(gw, ns, &cookie, &format!("session={session}")).await.unwrap();
+    let mut seen = String::new();
+    let refusal = carol.until(&mut seen, |v| v["type"] == "refused").await.unwrap();
+    assert!(refusal["message"].as_str().is_some_and(|m| m.contains("may not")), "{refusal}");
+    assert!(!seen.contains("line-"), "carol saw alice's screen: {seen}");
+    let _ = bob.socket.close(None).await;
+}
+
+/// Access lost is access ended: bob's own terminal closes, saying why, once alice takes him
+/// off `sharedWith`; dave's once his ServiceAccount is deleted (within the gateway's
+/// authentication cache, shortened to 10 s here, and its look at open terminals).
+async fn access_lost(
+    e2e: &E2e,
+    gw: &GatewayClient,
+    ns: &str,
+    (as_alice, bob, bob_token): (&[&str], &str, &str),
+    dave_token: &str,
+) {
+    let (cookie, _) = gw.sign_in(bob_token).await.unwrap();
+    let mut bobs = Page::open(gw, ns, &cookie, "new=1").await.unwrap();
+    let mut screen = String::new();
+    bobs.until(&mut screen, |v| v["type"] == "attached").await.unwrap();
+    let (cookie, _) = gw.sign_in(dave_token).await.unwrap();
+    let mut daves = Page::open(gw, ns, &cookie, "new=1").await.unwrap();
+    daves.until(&mut screen, |v| v["type"] == "attached").await.unwrap();
+    let unshare = format!(r#"{{"spec":{{"sharedWith":{{"users":["system:serviceaccount:{ns}:dave"]}}}}}}"#);
+    let mut patch = as_alice.to_vec();
+    patch.extend(["patch", "mos", SHELL, "-n", ns, "--type=merge", "-p", &unshare]);
+    let out = e2e.kubectl.run(&patch).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let closed = bobs.until(&mut screen, |v| v["type"] == "closed").await.unwrap();
+    assert!(closed["message"].as_str().is_some_and(|m| m.contains("no longer")), "bob ({bob}): {closed}");
+    eprintln!("e2e: sessions: bob's terminal closed: {}", closed["message"]);
+    e2e.run(&["delete", "serviceaccount", "dave", "-n", ns]).await;
+    let closed = daves.until(&mut screen, |v| v["type"] == "closed").await.unwrap();
+    assert!(closed["message"].as_str().is_some_and(|m| m.contains("no longer accepts")), "dave: {closed}");
+    eprintln!("e2e: sessions: dave's terminal closed: {}", closed["message"]);
+}
+
+/// A message over the page's limit (`--max-message-bytes`, 1 MiB) closes the socket with 1009.
+async fn too_big_a_message(gw: &GatewayClient, ns: &str, token: &str) {
+    let (cookie, _) = gw.sign_in(token).await.unwrap();
+    let mut page = Page::open(gw, ns, &cookie, "new=1").await.unwrap();
+    let mut screen = String::new();
+    page.until(&mut screen, |v| v["type"] == "attached").await.unwrap();
+    let _ = page.socket.send(Message::binary(vec![b'x'; 2 * 1024 * 1024])).await;
+    let ended = page.until(&mut screen, |_| false).await.unwrap_err();
+    assert!(ended.contains("1009") || ended.contains("Size"), "a 2 MiB message: {ended}");
+}
