@@ -6,6 +6,7 @@
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use anyhow::Context;
 use kube::Api;
@@ -36,7 +37,7 @@ pub async fn connect(target: &Target, args: &ConnectArgs, namespace: Option<&str
     };
     let request = Request { which: args.which(), read_only: args.read_only, size: local::window() };
     match args.gateway.clone().filter(|_| !args.direct && args.command.is_empty()) {
-        Some(url) => through_gateway(target, args, url).await,
+        Some(url) => through_gateway(target, args, url, request, &options).await,
         None => direct(target, args, request, &options).await,
     }
 }
@@ -57,8 +58,14 @@ async fn direct(target: &Target, args: &ConnectArgs, request: Request, options: 
     }
 }
 
-/// Through the gateway, with the user's bearer token (its own relay, as before).
-async fn through_gateway(target: &Target, args: &ConnectArgs, url: String) -> anyhow::Result<ExitCode> {
+/// Through the gateway, with the user's bearer token.
+async fn through_gateway(
+    target: &Target,
+    args: &ConnectArgs,
+    url: String,
+    request: Request,
+    options: &Options,
+) -> anyhow::Result<ExitCode> {
     let token = target.token.clone().context(
         "connecting through the gateway needs a bearer token (--token, or a kubeconfig user with a token); \
          --direct connects straight to the pod instead",
@@ -67,8 +74,21 @@ async fn through_gateway(target: &Target, args: &ConnectArgs, url: String) -> an
     if args.start && shells.get(&args.name).await?.status.is_some_and(|s| s.stopped.is_some()) {
         lifecycle::apply_start(&shells, &args.name).await?;
     }
-    let via = Gateway { url, certificate_authority: args.gateway_certificate_authority.clone() };
-    crate::gateway::connect(&via, &target.namespace, &args.name, &token).await
+    let mut transport = Gateway {
+        url,
+        certificate_authority: args.gateway_certificate_authority.clone(),
+        namespace: target.namespace.clone(),
+        shell: args.name.clone(),
+        token,
+        progress: match options.screen {
+            true => Arc::new(|line: &str| eprint!("{line}\r\n")),
+            false => Arc::new(|line: &str| eprintln!("{line}")),
+        },
+    };
+    match crate::attach::open(&mut transport, &request).await {
+        Ok(first) => session(&mut transport, first, request, options).await,
+        Err(ending) => Ok(leave(&ending, options)),
+    }
 }
 
 /// Joined: the terminal raw (at a screen) until the end, then the last word and the code.
