@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use myownshell_runtime::time::parse_duration;
 use myownshell_session::protocol::Which;
 
@@ -65,6 +65,15 @@ pub enum Command {
     /// ready), in a session its holder keeps: detach with ctrl-p ctrl-q and come back with
     /// `--session ID`; a dropped connection is reattached by itself.
     Connect(ConnectArgs),
+    /// List your terminal sessions in shell NAME (and its owner's, when it is not yours): who is
+    /// attached, when someone last typed, what runs.
+    Sessions {
+        /// The MyOwnShell.
+        name: String,
+        /// `table`, or `json` (the sessions as the holder describes them).
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Start a stopped shell: its pods come back (`spec.size` of them) and its clocks restart.
     Start {
         /// The MyOwnShell.
@@ -90,6 +99,13 @@ pub enum Command {
         #[arg(value_parser = parse_duration)]
         duration: Option<Duration>,
     },
+}
+
+/// `sessions -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
 }
 
 /// `connect`'s flags.
@@ -209,5 +225,16 @@ mod tests {
             let error = connect(argv).err().unwrap_or_default();
             assert!(error.contains(words), "{argv:?}: {error}");
         }
+    }
+
+    #[test]
+    fn sessions_output() {
+        let parse = |argv: &[&str]| match Args::try_parse_from(argv).map(|a| a.command) {
+            Ok(Command::Sessions { name, output }) => Ok((name, output)),
+            other => Err(format!("{other:?}")),
+        };
+        assert_eq!(parse(&["k", "sessions", "web"]), Ok(("web".into(), Output::Table)));
+        assert_eq!(parse(&["k", "sessions", "web", "-o", "json"]), Ok(("web".into(), Output::Json)));
+        assert!(parse(&["k", "sessions", "web", "-o", "yaml"]).is_err());
     }
 }

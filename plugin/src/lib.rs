@@ -1,5 +1,5 @@
 //! `kubectl myownshell` (the `kubectl-myownshell` binary on `PATH`, whose entry is `main.rs`):
-//! list your shells, connect to one, start, stop, extend or update them.
+//! list your shells, connect to one, list its sessions, start, stop, extend or update them.
 //! The modules are a library so that the session client (`attach`) can be tested against a real
 //! holder from `tests/`.
 
@@ -13,5 +13,6 @@ pub mod gateway;
 pub mod lifecycle;
 pub mod ls;
 pub mod pod;
+pub mod sessions;
 pub mod table;
 pub mod whoami;

@@ -1,5 +1,5 @@
 //! `kubectl myownshell` (the `kubectl-myownshell` binary on `PATH`): list your shells, connect to
-//! one, start, stop, extend or update them. Behaves like kubectl:
+//! one, list its sessions, start, stop, extend or update them. Behaves like kubectl:
 //! `-n/--namespace`, `--context`, `--kubeconfig`; errors go to stderr as `error: …` with exit code
 //! 1; `connect` exits with the remote command's code. The modules are the library's (`lib.rs`).
 
@@ -14,7 +14,7 @@ use myownshell_api::MyOwnShell;
 
 use kubectl_myownshell::args::{Args, Command};
 use kubectl_myownshell::client::Target;
-use kubectl_myownshell::{classes, connect, lifecycle, ls};
+use kubectl_myownshell::{classes, connect, lifecycle, ls, sessions};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -76,6 +76,7 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Connect(connect) => return connect::connect(&target, connect, args.namespace.as_deref()).await,
+        Command::Sessions { name, output } => sessions::show(&target, name, *output).await?,
         Command::Start { name } => {
             lifecycle::apply_start(&shells, name).await?;
             println!("myownshell.myownshell.io/{name} started");
