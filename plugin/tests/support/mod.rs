@@ -23,10 +23,16 @@ use tokio::sync::mpsc;
 /// How long any one state may take to come about.
 pub const DEADLINE: Duration = Duration::from_secs(15);
 
-/// The session holder's binary, built by cargo once per test process.
+/// Where a test's child process is told the holder's binary is.
+pub const BINARY_ENV: &str = "KUBECTL_MYOWNSHELL_TEST_SESSION_BINARY";
+
+/// The session holder's binary, built by cargo once per test process (a child is told where).
 pub fn binary() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
+        if let Some(told) = std::env::var_os(BINARY_ENV) {
+            return PathBuf::from(told);
+        }
         // TARGET/PROFILE/deps/<this test> → TARGET/PROFILE/myownshell-session
         let exe = std::env::current_exe().unwrap();
         let profile_dir = exe.parent().and_then(Path::parent).unwrap();
