@@ -8,7 +8,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use myownshell_runtime::time::parse_duration;
 use myownshell_session::protocol::Which;
 
-/// Your shells: list them, connect to one, start, stop, extend or update them.
+/// Your shells: list them, connect to one (in a session that outlives the connection), list its
+/// sessions, start, stop, extend or update them.
 #[derive(Debug, Parser)]
 #[command(name = "kubectl-myownshell", bin_name = "kubectl myownshell", version)]
 pub struct Args {
