@@ -1,5 +1,5 @@
 //! The cluster and namespace the flags name, and the same flags for the `kubectl` this plugin
-//! runs for an interactive exec.
+//! runs for a plain interactive exec (a pod without a session holder).
 
 use std::path::PathBuf;
 
@@ -13,6 +13,9 @@ use crate::args::Args;
 pub struct Target {
     /// A client for the cluster.
     pub client: Client,
+    /// The same, for execs: no read or write timeout (`--request-timeout` bounds requests, not
+    /// a terminal that sits quiet).
+    pub exec_client: Client,
     /// The namespace.
     pub namespace: String,
     /// The bearer token of the user (`--token`, or the kubeconfig user's), for the gateway.
@@ -41,7 +44,16 @@ impl Target {
         apply_flags(&mut config, args);
         let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
         let token = bearer_token(&config.auth_info);
-        Ok(Self { client: Client::try_from(config)?, namespace, token, kubectl_flags: kubectl_flags(args) })
+        let mut exec_config = config.clone();
+        exec_config.read_timeout = None;
+        exec_config.write_timeout = None;
+        Ok(Self {
+            client: Client::try_from(config)?,
+            exec_client: Client::try_from(exec_config)?,
+            namespace,
+            token,
+            kubectl_flags: kubectl_flags(args),
+        })
     }
 }
 

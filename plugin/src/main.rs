@@ -1,16 +1,7 @@
 //! `kubectl myownshell` (the `kubectl-myownshell` binary on `PATH`): list your shells, connect to
-//! one, start, stop, extend or update them. Behaves like kubectl: `-n/--namespace`, `--context`,
-//! `--kubeconfig`; errors go to stderr as `error: …` with exit code 1; `connect` exits with the
-//! remote command's code.
-
-mod args;
-mod classes;
-mod client;
-mod connect;
-mod gateway;
-mod lifecycle;
-mod ls;
-mod table;
+//! one, list its sessions, start, stop, extend or update them. Behaves like kubectl:
+//! `-n/--namespace`, `--context`, `--kubeconfig`; errors go to stderr as `error: …` with exit code
+//! 1; `connect` exits with the remote command's code. The modules are the library's (`lib.rs`).
 
 use std::process::ExitCode;
 
@@ -21,8 +12,9 @@ use kube::Api;
 use kube::api::ListParams;
 use myownshell_api::MyOwnShell;
 
-use crate::args::{Args, Command};
-use crate::client::Target;
+use kubectl_myownshell::args::{Args, Command};
+use kubectl_myownshell::client::Target;
+use kubectl_myownshell::{classes, connect, lifecycle, ls, sessions};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -83,20 +75,8 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 print!("{}", classes::render(&rows));
             }
         }
-        Command::Connect { name, timeout, start, command, gateway, gateway_certificate_authority, direct } => {
-            let Some(url) = gateway.clone().filter(|_| !*direct && command.is_empty()) else {
-                return connect::connect(&target, name, *timeout, *start, command).await;
-            };
-            let token = target.token.clone().context(
-                "connecting through the gateway needs a bearer token (--token, or a kubeconfig user with a token); \
-                 --direct connects with kubectl exec instead",
-            )?;
-            if *start && shells.get(name).await?.status.is_some_and(|s| s.stopped.is_some()) {
-                lifecycle::apply_start(&shells, name).await?;
-            }
-            let via = gateway::Gateway { url, certificate_authority: gateway_certificate_authority.clone() };
-            return gateway::connect(&via, &target.namespace, name, &token).await;
-        }
+        Command::Connect(connect) => return connect::connect(&target, connect, args.namespace.as_deref()).await,
+        Command::Sessions { name, output } => sessions::show(&target, name, *output).await?,
         Command::Start { name } => {
             lifecycle::apply_start(&shells, name).await?;
             println!("myownshell.myownshell.io/{name} started");

@@ -12,11 +12,14 @@
 //!   incremental [`protocol::Decoder`];
 //! - [`exec`]: the command lines to run through `kubectl exec` (`attach --framed`, `list --json`,
 //!   `kill`);
+//! - [`keys`]: the detach keys (`ctrl-p,ctrl-q`), parsed and watched for in keystrokes, for
+//!   `attach` at a TTY and the plugin's `connect` alike;
 //! - the fixed paths below.
 //!
 //! The binary's own modules (the holder, the clients) are in `src/main.rs`'s tree.
 
 pub mod exec;
+pub mod keys;
 pub mod protocol;
 
 /// Where the init container installs the binary (an emptyDir, mounted read-only into the

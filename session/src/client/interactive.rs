@@ -9,9 +9,9 @@ use tokio::net::unix::OwnedWriteHalf;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::connect::{self, Incoming};
-use super::keys::{self, Detector};
 use super::{stdin, terminal};
 use crate::args::AttachArgs;
+use myownshell_session::keys::{self, Detector};
 use myownshell_session::protocol::{Attached, ClientMessage, HolderMessage};
 
 /// How the attachment ended, for the exit code.

@@ -1,5 +1,5 @@
 //! The holder's clients, run through `kubectl exec` in the shell's container: `attach` with a
-//! person at a TTY (`interactive`: raw mode, window size, detach keys from `keys`, the terminal
+//! person at a TTY (`interactive`: raw mode, window size, the library's detach keys, the terminal
 //! itself in `terminal`) or a pipe, or for a program (`framed`: the protocol relayed on stdin and
 //! stdout); `list` and `kill` (`admin`). All reach the socket through `connect`.
 //!
@@ -12,6 +12,5 @@ pub mod admin;
 pub mod connect;
 pub mod framed;
 pub mod interactive;
-pub mod keys;
 pub mod stdin;
 pub mod terminal;
