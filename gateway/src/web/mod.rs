@@ -13,6 +13,7 @@ pub mod control;
 pub mod opening;
 pub mod origin;
 pub mod page;
+pub mod query;
 pub mod recordings;
 pub mod sessions;
 pub mod socket;

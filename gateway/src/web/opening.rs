@@ -15,7 +15,8 @@ use myownshell_api::MyOwnShell;
 use myownshell_session::protocol::{Hello, Size, VERSION, Which};
 use serde_json::json;
 
-use super::socket::{Socket, TerminalQuery, send_json, size_ok};
+use super::query::{TerminalQuery, size_ok};
+use super::upgrade::{Socket, send_json};
 use crate::access::{At, Credential};
 use crate::exec::as_user::AsUser;
 use crate::exec::target::{self, Found, TargetError};

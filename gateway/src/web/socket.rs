@@ -26,7 +26,6 @@ use axum::response::{IntoResponse, Response};
 use futures::{SinkExt, StreamExt};
 use http::{Request, StatusCode};
 use myownshell_runtime::server::ConnectionInfo;
-use serde::Deserialize;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -38,37 +37,8 @@ use crate::gateway::Gateway;
 use crate::signin::{self, Purpose, Refusal};
 use crate::terminal::session::{Ending, Kind, Place, Terminal, ToPage};
 
-pub use super::upgrade::Socket;
-use super::upgrade::upgrade;
-
-/// The query of the terminal socket.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct TerminalQuery {
-    /// A plain terminal of this replica to reattach.
-    #[serde(default)]
-    pub terminal: Option<String>,
-    /// A held session to reattach.
-    #[serde(default)]
-    pub session: Option<String>,
-    /// A new held session, whatever is detached.
-    #[serde(default)]
-    pub new: Option<String>,
-    /// Watch without typing.
-    #[serde(default)]
-    pub read_only: Option<String>,
-    /// The page's terminal's size.
-    #[serde(default)]
-    pub cols: Option<u16>,
-    /// The page's terminal's size.
-    #[serde(default)]
-    pub rows: Option<u16>,
-}
-
-/// The terminal size a page may ask for when it opens one.
-pub fn size_ok(cols: u16, rows: u16) -> bool {
-    (1..=control::MAX_SIZE).contains(&cols) && (1..=control::MAX_SIZE).contains(&rows)
-}
+use super::query::TerminalQuery;
+use super::upgrade::{Socket, send_json, upgrade};
 
 /// The handler: authenticate, then take the connection over.
 pub async fn terminal(
@@ -95,11 +65,6 @@ pub async fn terminal(
         }
     });
     response.into_response()
-}
-
-/// Send `value` as a text message; whether it went.
-pub async fn send_json(socket: &mut Socket, value: serde_json::Value) -> bool {
-    socket.send(Message::text(value.to_string())).await.is_ok()
 }
 
 /// How long a closing socket waits for the page's own Close frame.

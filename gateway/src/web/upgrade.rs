@@ -6,10 +6,12 @@
 //! header; the framing is tungstenite's.
 
 use axum::body::Body;
+use futures::SinkExt;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
@@ -81,6 +83,11 @@ pub fn upgrade(
         Some(WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await)
     };
     Ok((response, socket))
+}
+
+/// Send `value` as a text message; whether it went.
+pub async fn send_json(socket: &mut Socket, value: serde_json::Value) -> bool {
+    socket.send(Message::text(value.to_string())).await.is_ok()
 }
 
 #[cfg(test)]
