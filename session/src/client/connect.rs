@@ -1,6 +1,8 @@
 //! A connection to the holder's socket, speaking messages.
 
+use std::io::ErrorKind;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -9,16 +11,40 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use crate::holder::socket;
 use myownshell_session::protocol::{ClientMessage, Decoder, HolderMessage};
 
-/// Open the socket in `dir`.
+/// How long a client waits for the holder to listen. The holder is the container's first
+/// process and listens within milliseconds of its start, but a pod is Ready (and a page's attach
+/// can arrive) as soon as the container has started, which on a loaded node can be before then.
+const HOLDER_STARTING: Duration = Duration::from_secs(10);
+/// How often it looks again meanwhile.
+const RETRY: Duration = Duration::from_millis(50);
+
+/// Open the socket in `dir`, waiting up to [`HOLDER_STARTING`] for a holder that is starting
+/// (no socket yet, or nobody listening on it yet).
 pub async fn open(dir: &Path) -> Result<UnixStream, String> {
+    open_within(dir, HOLDER_STARTING).await
+}
+
+async fn open_within(dir: &Path, wait: Duration) -> Result<UnixStream, String> {
     let path = socket::path(dir);
-    UnixStream::connect(&path).await.map_err(|e| {
-        format!(
-            "reaching the session holder at {}: {e} (is this the shell's container, started by \
-             `myownshell-session serve`?)",
-            path.display()
-        )
-    })
+    let started = Instant::now();
+    loop {
+        match UnixStream::connect(&path).await {
+            Ok(stream) => return Ok(stream),
+            Err(e)
+                if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused)
+                    && started.elapsed() < wait =>
+            {
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "reaching the session holder at {}: {e} (is this the shell's container, started by \
+                     `myownshell-session serve`?)",
+                    path.display()
+                ));
+            }
+        }
+    }
 }
 
 /// Messages from the holder.
@@ -59,4 +85,37 @@ pub async fn ask(dir: &Path, message: &ClientMessage) -> Result<HolderMessage, S
     let (read, mut write) = open(dir).await?.into_split();
     send(&mut write, message).await?;
     Incoming::new(read).next().await?.ok_or_else(|| "the holder closed the connection without an answer".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    }
+
+    /// A client that comes before the holder listens gets in once it does; with nobody ever
+    /// listening it gives up, naming the socket.
+    #[test]
+    fn a_client_waits_for_a_starting_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = socket::path(dir.path());
+        runtime().block_on(async {
+            let client = tokio::spawn({
+                let dir = dir.path().to_owned();
+                async move { open_within(&dir, Duration::from_secs(10)).await }
+            });
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let listener = tokio::net::UnixListener::bind(&path).unwrap();
+            let (accepted, opened) = tokio::join!(listener.accept(), client);
+            assert!(accepted.is_ok() && opened.unwrap().is_ok());
+            drop(listener);
+            std::fs::remove_file(&path).unwrap();
+            let started = Instant::now();
+            let err = open_within(dir.path(), Duration::from_millis(300)).await.unwrap_err();
+            assert!(err.contains(&path.display().to_string()), "{err}");
+            assert!(started.elapsed() >= Duration::from_millis(300), "gave up at once");
+        });
+    }
 }
