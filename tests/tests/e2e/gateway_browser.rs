@@ -259,7 +259,7 @@ async fn stop_warning_and_extend(
     assert!(out.success, "{}", out.stderr);
     browser.evaluate(tab, &format!("location.hash = '#/{ns}/brief'; true")).await.unwrap();
     until(browser, tab, "connected to brief", "window.myownshell.status()", |v| {
-        v.as_str().is_some_and(|s| s.starts_with("connected to pod brief-"))
+        v.as_str().is_some_and(|s| s.starts_with("started session ") && s.contains(" in pod brief-"))
     })
     .await;
     let warning = until(browser, tab, "the stop warning", "window.myownshell.stopping()", |v| v.is_string()).await;
