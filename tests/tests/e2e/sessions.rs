@@ -11,6 +11,9 @@
 //! - access lost is access ended (issue 38): bob's own terminal closes, saying why, once alice
 //!   takes him off `sharedWith`; dave's closes once his ServiceAccount is deleted;
 //! - a page's message over `--max-message-bytes` closes its socket (1009);
+//! - `kubectl myownshell connect` killed mid-command (a dropped client), then `connect --session
+//!   ID`: the command finished, its output is on the redrawn screen, and the session's exit code is
+//!   the plugin's;
 //! - the session ends with `exit`, and no process of it is left in the pod.
 
 use std::net::SocketAddr;
@@ -143,6 +146,7 @@ pub async fn sessions_and_rollout(e2e: &E2e) {
     eprintln!("e2e: sessions: alice's page saw {presence}");
     access_lost(e2e, &gw, &ns, (&as_alice, &bob, &bob_token), &dave_token).await;
     too_big_a_message(&gw, &ns, &alice_token).await;
+    plugin_killed_mid_command(e2e, &ns, &pod, &alice_token).await;
 
     // The session ends with its shell, and takes every process of it along.
     type_line(&mut browser, &tab, "exit").await;
@@ -226,4 +230,81 @@ async fn too_big_a_message(gw: &GatewayClient, ns: &str, token: &str) {
     let _ = page.socket.send(Message::binary(vec![b'x'; 2 * 1024 * 1024])).await;
     let ended = page.until(&mut screen, |_| false).await.unwrap_err();
     assert!(ended.contains("1009") || ended.contains("Size"), "a 2 MiB message: {ended}");
+}
+
+/// `kubectl myownshell connect` as alice, killed (SIGKILL: a dropped client, nothing said to
+/// anyone) while a command runs in its session; the session goes on without it, the command
+/// finishes; `connect --session ID` comes back to it, its output on the redrawn screen, and
+/// the plugin exits with the session's code.
+async fn plugin_killed_mid_command(e2e: &E2e, ns: &str, pod: &str, token: &str) {
+    let kubeconfig = e2e.cluster.control_plane().kubeconfig_path();
+    let plugin = myownshell_envtest::assets::workspace_binary("kubectl-myownshell").unwrap();
+    let global = [format!("--kubeconfig={}", kubeconfig.display()), format!("--token={token}"), format!("-n={ns}")];
+    let mut connect = tokio::process::Command::new(&plugin)
+        .args(&global)
+        .args(["connect", SHELL, "--new"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = connect.stdin.take().unwrap();
+    let mut stdout = connect.stdout.take().unwrap();
+    // Typed twice, as in the gateway phase: piped input can reach busybox's sh before it reads.
+    let command = "echo started-$((1+1)); sleep 3; echo done-$((40+2)); touch /tmp/plugin-done\n";
+    tokio::io::AsyncWriteExt::write_all(&mut stdin, command.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    let started = tokio::time::timeout(STEP, async {
+        let mut buf = [0u8; 4096];
+        while !String::from_utf8_lossy(&seen).contains("started-2") {
+            let n = tokio::io::AsyncReadExt::read(&mut stdout, &mut buf).await.unwrap_or(0);
+            if n == 0 {
+                return false;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        true
+    })
+    .await;
+    if started != Ok(true) {
+        let _ = connect.start_kill();
+        let out = connect.wait_with_output().await.unwrap();
+        panic!(
+            "connect never ran the command: {}\nstderr: {}",
+            String::from_utf8_lossy(&seen),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    connect.start_kill().unwrap();
+    let killed = connect.wait_with_output().await.unwrap();
+    let said = String::from_utf8_lossy(&killed.stderr).into_owned();
+    let id = said
+        .split("attached to session ")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_alphanumeric()).next())
+        .unwrap_or_else(|| panic!("connect did not name its session: {said}"))
+        .to_owned();
+    // The command finishes with nobody attached.
+    let done = ["exec", "-n", ns, pod, "-c", "shell", "--", "sh", "-c", "test -f /tmp/plugin-done && echo yes"];
+    e2e.wait_for("the command finished in the dropped session", &done, |out| out.trim() == "yes").await;
+    eventually("the dropped session, detached", STEP, || async {
+        let out = myownshell_tests::plugin::run(&kubeconfig, ns, &[&global[1], "sessions", SHELL, "-o", "json"])?;
+        let sessions: Vec<Value> = serde_json::from_str(&out.stdout).map_err(|e| format!("{e}: {out:?}"))?;
+        let detached =
+            sessions.iter().any(|s| s["id"] == id.as_str() && s["attached"].as_array().is_some_and(Vec::is_empty));
+        if detached { Ok(()) } else { Err(format!("{out:?}")) }
+    })
+    .await
+    .unwrap();
+    let back = myownshell_tests::plugin::run_with_stdin(
+        &kubeconfig,
+        ns,
+        &[&global[1], "connect", SHELL, "--session", &id],
+        "exit 7\nexit 7\n",
+    )
+    .unwrap();
+    assert!(back.stdout.contains("done-42"), "the command's output on the redrawn screen: {back:?}");
+    assert_eq!(back.code, 7, "the session's exit code: {back:?}");
+    eprintln!("e2e: sessions: connect killed mid-command, then connect --session {id}: done-42 on the screen, exit 7");
 }
