@@ -29,6 +29,31 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `cargo test --workspace --test e2e --test node ARGS`: the node suites, selected within the
+/// whole workspace so that their dependencies have the workspace's features (with `-p
+/// myownshell-tests`, cargo unifies features over that package alone, and kube, kube-runtime
+/// and tokio-tungstenite were built a second time).
+pub fn suites_command(args: &[&str]) -> std::process::Command {
+    let mut test = cargo();
+    test.args(["test", "--workspace"]);
+    for suite in SUITES {
+        test.args(["--test", suite]);
+    }
+    if in_ci() {
+        test.arg("--locked");
+    }
+    test.args(args);
+    test
+}
+
+fn run_quiet(name: &str, mut command: std::process::Command) -> anyhow::Result<()> {
+    let step = Step::quiet(name);
+    let status = command.status()?;
+    anyhow::ensure!(status.success(), "{name} failed ({status})");
+    step.done();
+    Ok(())
+}
+
 /// Make the node's pieces and the operator image, then run the node suites. The image is made of
 /// the dev-profile binaries (`ImageProfile::Dev`): the suites test the operator's behaviour, and
 /// the binaries are the ones `cargo xtask test` has just built for the other tests.
@@ -52,25 +77,11 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     let mut node_images = vec![image.clone(), previous.image.clone()];
     node_images.extend(cert_manager.images.iter().cloned());
     let images = std::env::join_paths(&node_images).context("image paths")?;
-    // The e2e suite runs `kubectl myownshell` as its users do.
-    let plugin = Step::quiet("cargo build -p kubectl-myownshell");
-    let mut build = cargo();
-    build.args(["build", "-p", "kubectl-myownshell"]);
-    if locked {
-        build.arg("--locked");
-    }
-    let status = build.status()?;
-    anyhow::ensure!(status.success(), "cargo build -p kubectl-myownshell failed ({status})");
-    plugin.done();
+    // The e2e suite runs `kubectl myownshell` as its users do: built with every binary (one
+    // feature set for the whole workspace; a no-op after `cargo xtask test`'s build).
+    run_quiet("cargo build --workspace --bins", crate::node::build_workspace_bins(locked))?;
     let step = Step::start(format!("cargo test --test {}", SUITES.join(" --test ")));
-    let mut test = cargo();
-    test.args(["test", "-p", "myownshell-tests"]);
-    for suite in SUITES {
-        test.args(["--test", suite]);
-    }
-    if locked {
-        test.arg("--locked");
-    }
+    let mut test = suites_command(&[]);
     test.args(extra_args)
         .env("KUBEBUILDER_ASSETS", assets)
         .env("MYOWNSHELL_NODE_IMAGES", &images)

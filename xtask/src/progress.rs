@@ -10,6 +10,10 @@ use std::cell::Cell;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+/// How a step that only waits for another lane is named: the summary lists it, and does not
+/// count it as busy.
+pub const WAITING: &str = "(waiting)";
+
 /// The lane of the thread that never called [`in_lane`].
 const MAIN_LANE: &str = "main";
 
@@ -153,7 +157,7 @@ fn summary_lines(entries: &[Entry], since: Instant, wall: Duration) -> Vec<Strin
         ));
     }
     let mut lanes: Vec<(&str, Duration)> = Vec::new();
-    for e in entries.iter().filter(|e| e.depth == 0) {
+    for e in entries.iter().filter(|e| e.depth == 0 && !e.name.starts_with(WAITING)) {
         match lanes.iter_mut().find(|(lane, _)| *lane == e.lane) {
             Some((_, busy)) => *busy += e.took,
             None => lanes.push((e.lane, e.took)),
@@ -202,14 +206,16 @@ mod tests {
             entry("tools", 1, "go build kube-apiserver", at, 1, 290),
             entry("tools", 0, "envtest binaries", at, 0, 300),
             entry("main", 0, "broken", at, 110, 5),
+            entry("main", 0, "(waiting) the tools", at, 115, 200),
         ];
         let lines = summary_lines(&entries, at, Duration::from_secs(320));
-        assert_eq!(lines.len(), 6, "{lines:#?}");
+        assert_eq!(lines.len(), 7, "{lines:#?}");
         assert!(lines[1].ends_with("tools  envtest binaries"), "{}", lines[1]);
         assert!(lines[2].ends_with("tools    go build kube-apiserver"), "{}", lines[2]);
         assert!(lines[3].contains("  10.0s   1m40s  main   cargo clippy"), "{}", lines[3]);
         assert!(lines[4].ends_with("broken  (failed)"), "{}", lines[4]);
-        assert_eq!(lines[5], "wall 5m20s; busy: tools 5m00s, main 1m45s; the lanes ran alongside each other");
+        assert!(lines[5].ends_with("main   (waiting) the tools"), "{}", lines[5]);
+        assert_eq!(lines[6], "wall 5m20s; busy: tools 5m00s, main 1m45s; the lanes ran alongside each other");
     }
 
     #[test]

@@ -1,30 +1,36 @@
 //! `cargo xtask test`: the one test command (README, CI).
 //!
-//! Two lanes run side by side until the tests need both. The `tools` lane (a thread) makes the
-//! tools the tests run, which do not depend on the Rust build: the envtest binaries, kwok and what
-//! a kwok cluster runs (`cargo xtask kwok`), Helm, Prometheus, and for the node suites the node's
-//! pieces and cert-manager. On a cold machine those are Go builds of many minutes; warm, they are
-//! cache checks. Meanwhile the `main` lane runs the checks that need nothing from them:
-//! `crdgen --check`, the chart check, `cargo fmt --check`, `cargo clippy -D warnings`, a check of
-//! the fuzz target and the build of every binary. Then the alert rules (promtool), `cargo test`
-//! for the whole workspace with `KUBEBUILDER_ASSETS`, `MYOWNSHELL_KWOK` and `MYOWNSHELL_HELM`
-//! pointing at the tools, and the node suites. At the end, where the time went.
+//! Two lanes, each step starting as soon as what it needs is there. The `tools` lane (a thread)
+//! makes the tools the tests run, which do not depend on the Rust build, in the order the tests
+//! need them: first what the workspace's tests need (the envtest binaries, kwok and what a kwok
+//! cluster runs, Helm, the page's JavaScript, Prometheus), then, for the node suites, the node's
+//! pieces, cert-manager and the volume provisioner. On a cold machine those are Go builds of many
+//! minutes; warm, they are cache checks. Meanwhile the `main` lane runs the checks that need no
+//! tool (`crdgen --check`, the chart check, `cargo fmt --check`, `cargo clippy -D warnings`, a
+//! check of the fuzz target), builds every binary and compiles every test binary (the node
+//! suites' too); then, as soon as the tools lane has made the workspace's tools, the alert rules
+//! (promtool) and `cargo test` for the whole workspace, while the tools lane goes on with the
+//! node's; then the node suites. At the end, where the time went.
 //!
-//! The two lanes share the machine's cores: the gain is the build's serial stretches (a big crate
-//! alone, the links) and the downloads, which the other lane fills. The tests themselves start
-//! only once both lanes are done: they time what they run, and must not share the cores with a
-//! Go build.
+//! Every cargo command selects the whole workspace (`--workspace`, the node suites by `--test`
+//! within it), so each dependency is built with one feature set: a `-p` selection unifies
+//! features over fewer packages and builds kube, tokio and their kin again.
+//!
+//! The lanes share the machine's cores: on a cold machine the workspace's tests run beside a Go
+//! build, which a test must bear (a test that fails only on a busy machine has found a race).
+//! The node suites start only once both lanes are done.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use myownshell_envtest::assets;
 use myownshell_envtest::kubectl::kubectl_binary;
 
-use crate::cargo::{cargo, in_ci, run_tests};
+use crate::cargo::{Totals, cargo, in_ci, run_tests};
 use crate::progress::{self, Step, format_duration, timed};
 
 fn run_step(name: &str, mut cmd: Command) -> anyhow::Result<()> {
@@ -37,12 +43,20 @@ fn run_step(name: &str, mut cmd: Command) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the tools lane made: where the tests find the tools.
+/// Where the workspace's tests find the tools.
 struct Tools {
     assets: PathBuf,
     kwok: PathBuf,
     helm: PathBuf,
     web: PathBuf,
+}
+
+/// What the tools lane says as it goes.
+enum Made {
+    /// What the workspace's tests need is made.
+    Workspace(Tools),
+    /// The node's pieces, cert-manager and the provisioner are made too.
+    Node,
 }
 
 pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
@@ -57,10 +71,23 @@ fn run_all(extra_args: &[String], started: Instant) -> anyhow::Result<()> {
     // Decided before any tool is made: with the node suites, the tools lane makes the node's
     // pieces too (and `cargo xtask dev`, which a test runs, uses the node when it is there).
     let node_suites = crate::e2e::should_run()?;
-    let tools = prepare_alongside_checks(node_suites)?;
+    let totals =
+        lanes(|stop, made| tools_lane(node_suites, stop, made), |made| main_lane(node_suites, extra_args, made))?;
+    eprintln!("xtask: all checks passed in {}", format_duration(started.elapsed()));
+    // The plain closing line CI reads.
+    println!("{} passed, {} failed", totals.passed, totals.failed);
+    Ok(())
+}
+
+/// The checks, the builds, then each suite once what it needs is made.
+fn main_lane(node_suites: bool, extra_args: &[String], made: &Receiver<Made>) -> anyhow::Result<Totals> {
+    run_checks(node_suites)?;
+    compile_tests(node_suites)?;
+    let Made::Workspace(tools) = wait_for(made, "the workspace tests' tools")? else {
+        bail!("the tools lane made the node's pieces before the workspace's tools");
+    };
     // The alerts: promtool checks the PrometheusRule of config/prometheus and runs its unit tests.
     crate::prometheus::check_rules()?;
-
     let step = Step::start("cargo test --workspace");
     let mut test = cargo();
     // --no-fail-fast: one run reports every failing test binary, not only the first.
@@ -75,13 +102,43 @@ fn run_all(extra_args: &[String], started: Instant) -> anyhow::Result<()> {
     let mut totals = run_tests(test)?;
     step.done();
     if node_suites {
+        wait_for(made, "the node's pieces")?;
         let node = crate::e2e::run_suites(&tools.assets, extra_args)?;
         totals.passed += node.passed;
     }
-    eprintln!("xtask: all checks passed in {}", format_duration(started.elapsed()));
-    // The plain closing line CI reads.
-    println!("{} passed, {} failed", totals.passed, totals.failed);
+    Ok(totals)
+}
+
+/// Every test binary compiled, the node suites' too, before any tool is waited for: on a cold
+/// machine the Go builds of the tools lane take longer than the whole Rust build.
+fn compile_tests(node_suites: bool) -> anyhow::Result<()> {
+    let mut workspace = cargo();
+    workspace.args(["test", "--workspace", "--no-run"]).args(locked());
+    run_step("cargo test --workspace --no-run", workspace)?;
+    if node_suites {
+        run_step("cargo test --no-run (node suites)", crate::e2e::suites_command(&["--no-run"]))?;
+    }
     Ok(())
+}
+
+/// The tools lane stopped (a tool failed, or it was told to stop) before it said it made `0`.
+#[derive(Debug)]
+struct ToolsLaneStopped(&'static str);
+
+impl std::fmt::Display for ToolsLaneStopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the tools lane stopped before it made {}", self.0)
+    }
+}
+
+impl std::error::Error for ToolsLaneStopped {}
+
+/// The next thing the tools lane made, `what` in words; the wait is in the summary.
+fn wait_for<M>(made: &Receiver<M>, what: &'static str) -> anyhow::Result<M> {
+    let step = Step::quiet(format!("{} {what}", progress::WAITING));
+    let next = made.recv().map_err(|_| ToolsLaneStopped(what))?;
+    step.done();
+    Ok(next)
 }
 
 fn check_kubectl() -> anyhow::Result<()> {
@@ -103,74 +160,75 @@ fn locked() -> &'static [&'static str] {
     if in_ci() { &["--locked"] } else { &[] }
 }
 
-/// The tools lane in a thread while this one runs the checks; both must succeed.
-fn prepare_alongside_checks(node_suites: bool) -> anyhow::Result<Tools> {
-    alongside(|stop| prepare_tools(node_suites, stop), || run_checks(node_suites))
-}
-
-/// `tools` in a thread of its own (the `tools` lane) while this thread runs `checks`. A failed
-/// check sets the flag `tools` is given, so that it starts no other tool (the one under way
-/// finishes: its cache entry appears whole or not at all) and returns `None`; the error says
-/// what failed in which lane.
-fn alongside<T: Send>(
-    tools: impl FnOnce(&AtomicBool) -> anyhow::Result<Option<T>> + Send,
-    checks: impl FnOnce() -> anyhow::Result<()>,
+/// `tools` in a thread of its own (the `tools` lane), saying what it made on a channel, while
+/// this thread runs `main`, which waits on it where it must. A failed `main` sets the flag
+/// `tools` is given, so that it starts no other tool (the one under way finishes: its cache entry
+/// appears whole or not at all). A failed `tools` leaves `main` waiting for nothing: its wait
+/// ends with [`ToolsLaneStopped`], and the tools lane's error is the one said.
+fn lanes<T, M: Send>(
+    tools: impl FnOnce(&AtomicBool, Sender<M>) -> anyhow::Result<()> + Send,
+    main: impl FnOnce(&Receiver<M>) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
     let stop = AtomicBool::new(false);
-    let (tools, checks) = std::thread::scope(|scope| {
-        let tools = scope.spawn(|| progress::in_lane("tools", || tools(&stop)));
-        let checks = checks();
-        if let Err(e) = &checks
-            && !tools.is_finished()
+    let (tell, made) = mpsc::channel();
+    let (tools, main) = std::thread::scope(|scope| {
+        let stop = &stop;
+        let lane = scope.spawn(move || progress::in_lane("tools", || tools(stop, tell)));
+        let main = main(&made);
+        if let Err(e) = &main
+            && !lane.is_finished()
         {
             stop.store(true, Ordering::Relaxed);
             eprintln!("xtask: error: {e:#}");
             eprintln!("xtask: waiting for the tool build under way in the tools lane, then stopping");
         }
-        let tools = tools.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the tools lane's thread panicked")));
-        (tools, checks)
+        let tools = lane.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the tools lane's thread panicked")));
+        (tools, main)
     });
-    match (tools, checks) {
-        (Ok(Some(tools)), Ok(())) => Ok(tools),
-        (Ok(None), Ok(())) => bail!("the tools lane stopped with no check failed"),
-        (Err(tools), Ok(())) => Err(tools.context("the tools lane (Go builds and packages the tests run)")),
-        (Ok(_), Err(checks)) => Err(checks),
-        (Err(tools), Err(checks)) => Err(anyhow::anyhow!("{checks:#}; and the tools lane failed too: {tools:#}")),
+    let in_lane = |e: anyhow::Error| e.context("the tools lane (Go builds and packages the tests run)");
+    match (tools, main) {
+        (Ok(()), main) => main,
+        (Err(tools), Ok(_)) => Err(in_lane(tools)),
+        (Err(tools), Err(main)) if main.is::<ToolsLaneStopped>() => Err(in_lane(tools)),
+        (Err(tools), Err(main)) => Err(anyhow::anyhow!("{main:#}; and the tools lane failed too: {tools:#}")),
     }
 }
 
-/// Each tool the tests need, in the order the tests need them; each one's error names it. `None`
-/// when `stop` was set (a check failed) before the last one.
-fn prepare_tools(node_suites: bool, stop: &AtomicBool) -> anyhow::Result<Option<Tools>> {
+/// Each tool the tests need, in the order the tests need them, each said on `made` once made;
+/// each one's error names it. Stops early, saying nothing more, when `stop` is set (a check
+/// failed).
+fn tools_lane(node_suites: bool, stop: &AtomicBool, made: Sender<Made>) -> anyhow::Result<()> {
     let Some(assets) = tool(stop, "envtest binaries", "kube-apiserver and etcd", crate::envtest::ensure)? else {
-        return Ok(None);
+        return Ok(());
     };
     eprintln!("{} KUBEBUILDER_ASSETS={}", progress::prefix(), assets.display());
     // The kwok test runs a cluster of fake nodes: kwok and the two components it needs.
     let Some(kwok) = tool(stop, "kwok", "kwok and its cluster's components", crate::kwok::ensure)? else {
-        return Ok(None);
+        return Ok(());
     };
     eprintln!("{} {}={}", progress::prefix(), myownshell_envtest::kwok::KWOK_ENV, kwok.display());
     // tests/tests/chart.rs lints and renders the chart with Helm built from the Go module proxy.
-    let Some(helm) = tool(stop, "helm", "helm", crate::helm::ensure)? else { return Ok(None) };
+    let Some(helm) = tool(stop, "helm", "helm", crate::helm::ensure)? else { return Ok(()) };
     // The gateway's page: xterm.js from npm, for the gateway processes the tests start.
     let Some(web) = tool(stop, "web", "the gateway page's JavaScript (npm ci)", crate::web::ensure)? else {
-        return Ok(None);
+        return Ok(());
     };
     // For the alert rules' check, and the e2e suite's prometheus phase.
     if tool(stop, "prometheus", "Debian's prometheus and promtool", crate::prometheus::ensure)?.is_none() {
-        return Ok(None);
+        return Ok(());
     }
+    // The receiving end lives as long as the main lane; a send fails only once it has ended.
+    let _ = made.send(Made::Workspace(Tools { assets, kwok, helm, web }));
     if node_suites {
         let node = tool(stop, "node", "the node's pieces (kubelet, packages, images)", crate::node::ensure)?;
         let cert_manager = tool(stop, "cert-manager", "the e2e suite's cert-manager", crate::certmanager::ensure)?;
         let local_path =
             tool(stop, "local-path-provisioner", "the node's dynamic provisioner", crate::local_path::ensure)?;
-        if node.is_none() || cert_manager.is_none() || local_path.is_none() {
-            return Ok(None);
+        if node.is_some() && cert_manager.is_some() && local_path.is_some() {
+            let _ = made.send(Made::Node);
         }
     }
-    Ok(Some(Tools { assets, kwok, helm, web }))
+    Ok(())
 }
 
 /// `make`, timed as `name` in the summary, its error saying `what` failed; `None` without
@@ -238,41 +296,56 @@ mod tests {
     use super::*;
 
     /// A tools lane that runs until it is stopped (or 10 s pass), as a long Go build would.
-    fn until_stopped(stop: &AtomicBool) -> anyhow::Result<Option<u32>> {
+    fn until_stopped(stop: &AtomicBool, _: Sender<u32>) -> anyhow::Result<()> {
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(10) {
             if stop.load(Ordering::Relaxed) {
-                return Ok(None);
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(5));
         }
-        Ok(Some(1))
+        Ok(())
     }
 
     #[test]
-    fn both_lanes_succeed() {
-        assert_eq!(alongside(|_| Ok(Some(7)), || Ok(())).unwrap(), 7);
+    fn the_main_lane_takes_what_the_tools_lane_made_as_it_is_made() {
+        let got = lanes(
+            |_, made| {
+                made.send(7)?;
+                made.send(8)?;
+                Ok(())
+            },
+            |made| Ok((wait_for(made, "seven")?, wait_for(made, "eight")?)),
+        )
+        .unwrap();
+        assert_eq!(got, (7, 8));
     }
 
     #[test]
     fn a_failed_check_stops_the_tools_lane_and_is_the_error() {
         let started = Instant::now();
-        let err = alongside(until_stopped, || bail!("cargo fmt --check failed")).unwrap_err();
+        let err = lanes(until_stopped, |_| -> anyhow::Result<()> { bail!("cargo fmt --check failed") }).unwrap_err();
         assert_eq!(format!("{err:#}"), "cargo fmt --check failed");
         assert!(started.elapsed() < Duration::from_secs(5), "the tools lane was not stopped");
     }
 
     #[test]
-    fn a_failed_tool_is_named_with_its_lane() {
-        let err = alongside(|_| -> anyhow::Result<Option<u32>> { bail!("making helm: go install failed") }, || Ok(()))
-            .unwrap_err();
+    fn a_failed_tool_is_named_with_its_lane_and_ends_the_wait_for_it() {
+        let failing =
+            |_: &AtomicBool, _: Sender<u32>| -> anyhow::Result<()> { bail!("making helm: go install failed") };
+        let err = lanes(failing, |made| wait_for(made, "helm")).unwrap_err();
         assert_eq!(
             format!("{err:#}"),
             "the tools lane (Go builds and packages the tests run): making helm: go install failed"
         );
-        let both =
-            alongside(|_| -> anyhow::Result<Option<u32>> { bail!("making kwok: no Go") }, || bail!("clippy failed"))
-                .unwrap_err();
+        let no_go = |_: &AtomicBool, _: Sender<u32>| -> anyhow::Result<()> { bail!("making kwok: no Go") };
+        let both = lanes(no_go, |_| -> anyhow::Result<()> { bail!("clippy failed") }).unwrap_err();
         assert_eq!(format!("{both:#}"), "clippy failed; and the tools lane failed too: making kwok: no Go");
+    }
+
+    #[test]
+    fn a_tools_lane_that_stops_early_ends_the_wait_with_what_was_missing() {
+        let err = lanes(|_, _: Sender<u32>| Ok(()), |made| wait_for(made, "the node's pieces")).unwrap_err();
+        assert_eq!(format!("{err:#}"), "the tools lane stopped before it made the node's pieces");
     }
 }
