@@ -90,7 +90,7 @@ async fn look_after(
         Ok(Some(current)) if shell.uid.is_none() || current.metadata.uid == shell.uid => current,
         Ok(_) => {
             for terminal in &shell.terminals {
-                terminal.close(format!("shell {namespace}/{name} was deleted"));
+                terminal.lose_access(format!("shell {namespace}/{name} was deleted"));
             }
             return None;
         }
@@ -106,7 +106,7 @@ async fn look_after(
         match gw.access.refusal(&gw.tokens, &terminal.credential, at).await {
             Some(why) => {
                 tracing::info!(user = %terminal.user.name, %namespace, shell = %name, %why, "closed a terminal whose user lost access");
-                terminal.close(why);
+                terminal.lose_access(why);
             }
             None => open.push(terminal),
         }

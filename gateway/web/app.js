@@ -149,12 +149,14 @@ function connect(droppedAt) {
   const socket = new WebSocket(url);
   socket.binaryType = "arraybuffer";
   state.socket = socket;
+  let attached = false;
   status(remembered ? "reattaching…" : "connecting…");
   socket.onmessage = (event) => {
     if (typeof event.data !== "string") { state.term.write(new Uint8Array(event.data)); return; }
     const message = JSON.parse(event.data);
     switch (message.type) {
       case "attached":
+        attached = true;
         sessionStorage.setItem(state.target.key, JSON.stringify(message.held
           ? { held: true, session: message.session } : { held: false, terminal: message.terminal }));
         state.retry = 0;
@@ -173,17 +175,23 @@ function connect(droppedAt) {
       case "refused": end(message.message); break;
       case "stopping": stopping(message.message, message.canExtend); break;
       case "exit": end(`exited with code ${message.code}`); break;
-      case "closed": end(message.message); break;
+      case "closed":
+        // The exec to a held session ended, not the session: reattach as for a dropped socket.
+        if (message.reason === "execEnded" && known()?.held) { status(message.message); socket.close(); break; }
+        end(message.message);
+        break;
       case "replaced": end("opened in another tab"); break;
     }
   };
   socket.onclose = () => {
     if (state.socket !== socket || state.ended) return;
-    // Dropped: try again while the gateway still keeps the terminal.
-    if (Date.now() - droppedAt > REATTACH_FOR_MS) { end("connection lost"); return; }
+    // Dropped: try again for a while, counted from this drop (a socket that had attached) or
+    // from the first drop of the tries before it.
+    const since = attached ? Date.now() : droppedAt;
+    if (Date.now() - since > REATTACH_FOR_MS) { end("connection lost"); return; }
     status("connection lost; reattaching…");
     state.retry = Math.min(state.retry + 1, 5);
-    setTimeout(() => { if (state.socket === socket && !state.ended) connect(droppedAt); }, 500 * state.retry);
+    setTimeout(() => { if (state.socket === socket && !state.ended) connect(since); }, 500 * state.retry);
   };
 }
 

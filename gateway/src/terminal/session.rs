@@ -50,6 +50,9 @@ pub enum Ending {
     Failed(String),
     /// The gateway closed it: why.
     Closed(String),
+    /// The gateway closed it because its user may no longer connect (the shell is gone, or no
+    /// longer lets them in, or the cluster no longer accepts their token): why.
+    AccessLost(String),
     /// The holder ended the session: the reason (the page protocol's name) and why in words.
     Ended(&'static str, String),
     /// The holder would not attach (an unknown session, the pod's cap): why.
@@ -463,6 +466,11 @@ impl Terminal {
     /// Close the exec.
     pub fn close(&self, why: String) {
         self.end(Ending::Closed(why));
+    }
+
+    /// Close the exec: its user may no longer connect.
+    pub fn lose_access(&self, why: String) {
+        self.end(Ending::AccessLost(why));
     }
 
     fn end(&self, ending: Ending) {

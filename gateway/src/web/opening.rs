@@ -101,7 +101,11 @@ fn holder_missing(why: &str) -> bool {
 /// An ending before a terminal started, in the words a page is refused with.
 fn ending_words(ending: &Ending) -> String {
     match ending {
-        Ending::Refused(why) | Ending::Failed(why) | Ending::Closed(why) | Ending::Ended(_, why) => why.clone(),
+        Ending::Refused(why)
+        | Ending::Failed(why)
+        | Ending::Closed(why)
+        | Ending::AccessLost(why)
+        | Ending::Ended(_, why) => why.clone(),
         Ending::Exited(code) => format!("the session's program exited with code {code}"),
         Ending::Detached => "detached".into(),
     }

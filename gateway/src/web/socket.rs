@@ -14,8 +14,11 @@
 //! it), `allowDrive` ([`super::control`]); to the page `attached`, `presence` (who is attached),
 //! `notice`, `stopping` (the shell's lifetime stops it soon: the `Stopping` condition's words),
 //! `error` (a message the page sent was not understood), `refused` (no terminal was opened: the
-//! apiserver's, the gate's or the holder's words), `exit`, `closed` (with a `reason`),
-//! `detached` and `replaced`.
+//! apiserver's, the gate's or the holder's words), `exit`, `closed` (with a `reason`: the
+//! holder's `idleTtl`, `killed`, `podStopping`; `accessLost`, final; `execEnded`, the exec to a
+//! held session ended but not the session, so the page reattaches; `gateway`), `detached` and
+//! `replaced`. `attached` says the protocol's version (`protocol`, 2) and, for a held session,
+//! its id, creator, start (`created`, seconds since the epoch), `pid` and `command`.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -97,7 +100,7 @@ async fn serve(gw: Arc<Gateway>, credential: Credential, place: Place, query: Te
     if let Some(terminal) = &resumed
         && let Some(why) = still_allowed(&gw, terminal, &credential).await
     {
-        terminal.close(why.clone());
+        terminal.lose_access(why.clone());
         let _ = send_json(&mut socket, json!({ "type": "refused", "message": why })).await;
         close(&mut socket).await;
         return;
@@ -116,13 +119,20 @@ async fn serve(gw: Arc<Gateway>, credential: Credential, place: Place, query: Te
     bridge(&gw, &terminal, was_resumed, &mut socket).await;
 }
 
+/// The page protocol's version, in every `attached` (2: held sessions; a gateway before them
+/// sent output with no `attached` at all).
+const PROTOCOL: u32 = 2;
+
 /// What the page is told of how its terminal ended.
 fn ending_message(ending: &Ending) -> serde_json::Value {
     match ending {
         Ending::Exited(code) => json!({ "type": "exit", "code": code }),
-        Ending::Failed(message) | Ending::Closed(message) => {
-            json!({ "type": "closed", "message": message, "reason": "gateway" })
-        }
+        // The exec to the pod ended: for a held terminal the session may well live on, and the page
+        // reattaches to it.
+        Ending::Failed(message) => json!({ "type": "closed", "message": message, "reason": "execEnded" }),
+        Ending::Closed(message) => json!({ "type": "closed", "message": message, "reason": "gateway" }),
+        // Final: opening the terminal again would be refused.
+        Ending::AccessLost(message) => json!({ "type": "closed", "message": message, "reason": "accessLost" }),
         Ending::Ended(reason, message) => json!({ "type": "closed", "message": message, "reason": reason }),
         Ending::Refused(message) => json!({ "type": "refused", "message": message }),
         Ending::Detached => json!({ "type": "detached" }),
@@ -136,13 +146,15 @@ fn hello(terminal: &Terminal, resumed: bool) -> serde_json::Value {
         (Kind::Held, Some(s)) => {
             let attached = presence.as_ref().map_or(&s.attached, |p| &p.attached);
             json!({
-                "type": "attached", "held": true, "terminal": terminal.id, "session": s.id, "pod": terminal.place.pod,
-                "resumed": s.resumed, "readOnly": s.read_only, "creator": s.user,
+                "type": "attached", "protocol": PROTOCOL, "held": true, "terminal": terminal.id, "session": s.id,
+                "pod": terminal.place.pod, "resumed": s.resumed, "readOnly": s.read_only, "creator": s.user,
+                "created": s.created, "pid": s.pid, "command": s.command,
                 "allowDrive": presence.as_ref().map_or(s.allow_drive, |p| p.allow_drive), "attached": attached,
             })
         }
         _ => json!({
-            "type": "attached", "held": false, "terminal": terminal.id, "pod": terminal.place.pod, "resumed": resumed,
+            "type": "attached", "protocol": PROTOCOL, "held": false, "terminal": terminal.id, "pod": terminal.place.pod,
+            "resumed": resumed,
         }),
     }
 }

@@ -2,8 +2,9 @@
 //! (`GET /api/terminal/{namespace}/{shell}?session=ID|new=1&readOnly=1&cols=C&rows=R`), what the
 //! client sends (keystrokes as binary messages, the rest as JSON text), and what the gateway's
 //! messages are to the client. A socket that closes without `exit`, `closed`, `refused` or
-//! `detached` is a dropped connection, taken up again with `session=ID`; so is `closed` for the
-//! reason `gateway` (the gateway going away: the session is the holder's, and goes on).
+//! `detached` is a dropped connection, taken up again with `session=ID` (a gateway going away says
+//! a notice and closes the socket: the session is the holder's, and goes on); so is `closed` for
+//! the reason `execEnded` (the exec to the pod ended, not the session).
 
 use myownshell_session::protocol::{Attendee, Which};
 use serde_json::{Value, json};
@@ -62,8 +63,8 @@ pub fn to_down(text: &str) -> Down {
         "notice" | "error" => Down::Notice(words),
         "stopping" => Down::Stopping { message: words, can_extend: flag(&message, "canExtend") },
         "exit" => Down::Exited(message["code"].as_i64().and_then(|c| i32::try_from(c).ok()).unwrap_or(1)),
-        // The gateway itself going (a restart): the session is the holder's and goes on.
-        "closed" if message["reason"] == "gateway" => Down::Dropped(closed_words(words, "gateway")),
+        // The exec to the pod ended, not the session: the session is the holder's and goes on.
+        "closed" if message["reason"] == "execEnded" => Down::Dropped(closed_words(words, "execEnded")),
         "closed" => Down::Ended(closed_words(words, message["reason"].as_str().unwrap_or_default())),
         "detached" => Down::Detached,
         "refused" => Down::Refused(words),
@@ -86,7 +87,6 @@ fn joined(message: &Value) -> Joined {
         id: message["session"].as_str().unwrap_or_default().to_owned(),
         resumed: flag(message, "resumed"),
         read_only: flag(message, "readOnly"),
-        // Not in v2's `attached`; read if a gateway sends them.
         created: message["created"].as_u64(),
         pid: message["pid"].as_u64().and_then(|p| u32::try_from(p).ok()),
         attached: attendees(message),
@@ -105,6 +105,7 @@ fn closed_words(words: String, reason: &str) -> String {
         "podStopping" => "the shell's pod is stopping",
         "accessLost" => "you may no longer connect to this shell",
         "gateway" => "the gateway closed it",
+        "execEnded" => "the connection to the session ended",
         _ => "the gateway ended it",
     }
     .to_owned()
@@ -147,15 +148,17 @@ mod tests {
         let bob = Attendee { user: "bob".into(), read_only: true, driving: false };
         let cases: Vec<(&str, Down)> = vec![
             (
-                r#"{"type":"attached","session":"ab12","pod":"web-0","resumed":true,"readOnly":true,"allowDrive":true,
+                r#"{"type":"attached","protocol":2,"session":"ab12","pod":"web-0","resumed":true,"readOnly":true,
+                   "allowDrive":true,"created":1800000000,"pid":42,
                    "attached":[{"user":"bob","readOnly":true,"driving":false}]}"#,
                 Down::Joined(Joined {
                     id: "ab12".into(),
+                    created: Some(1_800_000_000),
+                    pid: Some(42),
                     resumed: true,
                     read_only: true,
                     allow_drive: true,
                     attached: vec![bob.clone()],
-                    ..Joined::default()
                 }),
             ),
             (
@@ -182,8 +185,12 @@ mod tests {
             (r#"{"type":"closed","reason":"podStopping"}"#, Down::Ended("the shell's pod is stopping".into())),
             (r#"{"type":"closed","reason":"idleTtl"}"#, Down::Ended(closed_words(String::new(), "idleTtl"))),
             (
-                r#"{"type":"closed","message":"the gateway is stopping","reason":"gateway"}"#,
-                Down::Dropped("the gateway is stopping".into()),
+                r#"{"type":"closed","message":"the connection to the session holder ended","reason":"execEnded"}"#,
+                Down::Dropped("the connection to the session holder ended".into()),
+            ),
+            (
+                r#"{"type":"closed","message":"a recorded session does not go on unrecorded","reason":"gateway"}"#,
+                Down::Ended("a recorded session does not go on unrecorded".into()),
             ),
             (r#"{"type":"detached"}"#, Down::Detached),
             (r#"{"type":"refused","message":"no session x"}"#, Down::Refused("no session x".into())),
