@@ -21,6 +21,7 @@
 pub mod exec;
 pub mod keys;
 pub mod protocol;
+pub mod queries;
 
 /// Where the init container installs the binary (an emptyDir, mounted read-only into the
 /// shell's container).

@@ -418,7 +418,9 @@ impl Terminal {
         if let Some(ending) = &state.ending {
             let _ = tx.try_send(ToPage::Ended(ending.clone()));
         }
-        Attached { viewer, rx, replay: state.scrollback.contents() }
+        // Without the terminal queries in it: answered again by the page, they would be typed in.
+        let replay = myownshell_session::queries::without_queries(&state.scrollback.contents());
+        Attached { viewer, rx, replay }
     }
 
     /// The page `viewer` went away. A held terminal's exec goes at once (the session stays in

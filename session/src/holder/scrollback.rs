@@ -42,11 +42,13 @@ impl Scrollback {
         self.bytes.extend(output);
     }
 
-    /// What a client attaching now is sent: the kept bytes from a clean point.
+    /// What a client attaching now is sent: the kept bytes from a clean point, without the
+    /// terminal queries in them (`myownshell_session::queries`: answered again, they would be typed into the
+    /// shell).
     pub fn replay(&mut self) -> Vec<u8> {
         let bytes = self.bytes.make_contiguous();
         let start = clean_start(bytes, self.cut);
-        bytes[start..].to_vec()
+        myownshell_session::queries::without_queries(&bytes[start..])
     }
 
     /// Bytes kept.
