@@ -38,3 +38,39 @@ pub(crate) async fn apiserver_writes_by_resource(client: &Client) -> BTreeMap<St
 pub(crate) async fn changed(client: &Client, ns: &str, before: &BTreeMap<String, String>) -> usize {
     written_between(before, &resource_versions(client, ns).await.unwrap()).len()
 }
+
+/// Every write the apiserver counts over a phase, of every client (the controller's, the
+/// benchmark's own, kube-controller-manager's), on MyOwnShells, Deployments and Events, divided
+/// by the transitions the phase made: what one transition costs the apiserver.
+pub(crate) struct WritesPer {
+    before: BTreeMap<String, f64>,
+}
+
+impl WritesPer {
+    pub(crate) async fn start(client: &Client) -> Self {
+        Self { before: apiserver_writes_by_resource(client).await }
+    }
+
+    /// `writes per WHAT: X` for `m` transitions, less the benchmark's own `requests` (the patch
+    /// that asked for each, on `myownshells`), with each resource's share.
+    pub(crate) async fn line(&self, client: &Client, what: &str, m: usize, requests: usize) -> String {
+        let after = apiserver_writes_by_resource(client).await;
+        let mut shares = Vec::new();
+        let mut total = 0.0;
+        for (key, value) in &after {
+            let mut delta = value - self.before.get(key).copied().unwrap_or(0.0);
+            if key == "myownshells" {
+                delta -= requests as f64;
+            }
+            if delta.abs() >= 0.5 {
+                total += delta;
+                shares.push(format!("{key} {:.2}", delta / m as f64));
+            }
+        }
+        format!(
+            "writes per {what}: {:.2} ({}; the benchmark's own {requests} requests left out)",
+            total / m.max(1) as f64,
+            shares.join(", ")
+        )
+    }
+}

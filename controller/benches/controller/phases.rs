@@ -129,9 +129,37 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         quiet.settle("the stops").await;
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
-        stops(&client, ns, options.stops.min(n), options.stop_rate).await;
+        let m = options.stops.min(n);
+        let writes = WritesPer::start(&client).await;
+        stops(&client, ns, m, options.stop_rate).await;
         println!("    {}", latency.line(&client).await);
         println!("    {}", cpu.line(cluster, controller.process.pid()));
+        quiet.settle("the stops' writes").await;
+        println!("    {}", writes.line(&client, "stop", m, m).await);
+        // The same shells started again (their run time taken off): what a start writes.
+        let writes = WritesPer::start(&client).await;
+        let started = start_again(&client, ns, m, n, options.stop_rate).await;
+        quiet.settle("the starts' writes").await;
+        println!(
+            "    starts: {m} stopped shells started again, {:.0}/s, all Ready in {started:.2?}",
+            options.stop_rate
+        );
+        println!("    {}", writes.line(&client, "start", m, m).await);
+        // An operator upgrade whose new template every shell takes at its quiet moment (come at
+        // once: a quiet period of a second): what rolling one shell's template writes.
+        settled(&scraper, &controller, 0.0).await;
+        quiet.settle("the quiet-moment updates").await;
+        let writes = WritesPer::start(&client).await;
+        controller.process.stop(Duration::from_secs(10)).unwrap();
+        let flags = ["--pod-annotations=bench.myownshell.io/release=3", "--template-update-quiet-after=1s"];
+        let (rolled, ready) = Controller::start_with(cp, ns, options, "rolled", &flags).await;
+        controller = rolled;
+        let reconciled = ready + settled(&scraper, &controller, n as f64).await;
+        quiet.settle("the updates' writes").await;
+        println!(
+            "    updates at a quiet moment: {n} shells rolled to a new template, every object reconciled in {reconciled:.2?}"
+        );
+        println!("    {}", writes.line(&client, "update", n, 0).await);
     }
     assert!(controller.process.is_running(), "the controller died:\n{}", controller.process.log_tail(20));
     controller.process.stop(Duration::from_secs(10)).unwrap();

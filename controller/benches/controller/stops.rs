@@ -147,3 +147,28 @@ async fn scaled_to_zero(client: Client, ns: String, names: Vec<String>) -> HashM
     }
     seen
 }
+
+/// Start the first `m` shells of `ns` (of `n`) again, `rate` a second, their run time taken
+/// off (as `kubectl myownshell start` does, and the stop's `maxRunTime` with it); how long until
+/// all `n` are Ready.
+pub(crate) async fn start_again(client: &Client, ns: &str, m: usize, n: usize, rate: u32) -> Duration {
+    let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
+    let done = tokio::spawn(crate::converged(client.clone(), ns.to_owned(), n, crate::Goal::ShellsReady));
+    let start = Instant::now();
+    let mut ticks = crate::pace::ticks(rate);
+    let mut sent = tokio::task::JoinSet::new();
+    let now = myownshell_runtime::time::to_second(Timestamp::now());
+    for i in 0..m {
+        ticks.tick().await;
+        let name = crate::shell(i).name_any();
+        let patch = Patch::Merge(serde_json::json!({
+            "spec": {"stopped": false, "lifetime": {"maxRunTime": null, "restartedAt": now}}
+        }));
+        let shells = shells.clone();
+        sent.spawn(async move { shells.patch(&name, &PatchParams::default(), &patch).await.map(drop) });
+    }
+    let failed = crate::pace::failures(sent).await;
+    assert_eq!(failed, 0, "start patches failed");
+    tokio::time::timeout(DEADLINE, done).await.expect("not every shell Ready again").unwrap();
+    start.elapsed()
+}
