@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod drain;
 pub mod events;
 pub mod flags;
 pub mod guard;

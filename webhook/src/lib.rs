@@ -12,7 +12,7 @@
 //! - [`earlier_pods`]: a new shell inherits no pod (the one review that asks the apiserver);
 //! - [`follow`]: a watch into an index (the shells', the classes');
 //! - the process: a thin HTTP layer ([`server`]), metrics ([`metrics`]), flags ([`args`]),
-//!   when a stopping webhook may stop answering ([`drain`]) and the process around them ([`run`]). Certificates come from the `myownshell-certs` crate.
+//!   the process around them ([`run`]; when a stopping webhook may stop answering is `myownshell_runtime::drain`). Certificates come from the `myownshell-certs` crate.
 
 #![warn(missing_docs)]
 
@@ -21,7 +21,6 @@ pub mod args;
 pub mod classes;
 pub mod connect;
 pub mod dispatch;
-pub mod drain;
 pub mod earlier_pods;
 pub mod follow;
 pub mod metrics;

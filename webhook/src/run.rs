@@ -24,9 +24,9 @@ use crate::classes::ClassIndex;
 use crate::classes::usage::ClassUsage;
 use crate::connect::record;
 use crate::connect::shell_index::{self, ShellIndex};
-use crate::drain;
 use crate::metrics::Metrics;
 use crate::server::{AppState, admission_service};
+use myownshell_runtime::drain;
 
 /// How often `--cert-dir` files are compared for changes.
 const CERT_DIR_POLL: Duration = Duration::from_secs(1);
@@ -136,24 +136,17 @@ fn mirror_certificate_status(
     });
 }
 
-/// A token cancelled once no review comes this way after `shutdown` (see [`drain`]): the
-/// admission server's. On SIGTERM the pod turns not ready at once, but a review sent to a server
-/// that stopped would fail ("failed calling webhook", refused with `failurePolicy: Fail`).
+/// A token cancelled once no review comes this way after `shutdown` (see
+/// [`myownshell_runtime::drain`]): the admission server's. On SIGTERM the pod turns not ready at
+/// once, but a review sent to a server that stopped would fail ("failed calling webhook", refused
+/// with `failurePolicy: Fail`).
 fn once_drained(args: &Args, client: &kube::Client, shutdown: &CancellationToken) -> CancellationToken {
-    let serving = CancellationToken::new();
-    let (shutdown, stop) = (shutdown.clone(), serving.clone());
     let endpoint = args.pod_ip.map(|pod_ip| drain::Endpoint {
         service: args.service_name.clone(),
         namespace: args.namespace.clone(),
         pod_ip,
     });
-    let (client, settle, max_wait) = (client.clone(), args.shutdown_delay, args.shutdown_max_wait);
-    tokio::spawn(async move {
-        shutdown.cancelled().await;
-        drain::until_no_review_comes(client, endpoint, settle, max_wait).await;
-        stop.cancel();
-    });
-    serving
+    drain::once_drained(client, endpoint, args.shutdown_delay, args.shutdown_max_wait, shutdown)
 }
 
 /// Run until `shutdown` is cancelled.

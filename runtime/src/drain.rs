@@ -1,17 +1,19 @@
-//! How long a stopping webhook goes on answering reviews.
+//! How long a stopping server goes on answering: until nobody is sent its way any more.
 //!
-//! With `failurePolicy: Fail`, a review the apiserver sends to a pod that no longer answers is a
-//! refused request ("failed calling webhook … connection refused / broken pipe"). The apiserver
-//! picks the pod from the Service's ready endpoints (it routes to endpoints), so the pod must go
-//! on answering until its address has left them and every apiserver has seen that: only then does
-//! no new review come its way, and closing its idle keep-alive connections races nothing.
+//! Clients reach a pod through its Service's ready endpoints: the apiserver sends admission
+//! reviews to them, kube-proxy routes a ClusterIP's connections to them. A pod that stops
+//! answering while it is still listed fails the requests sent to it (for the webhook, with
+//! `failurePolicy: Fail`, a refused apply: "failed calling webhook … connection refused"; for the
+//! gateway, a page's reconnect that goes nowhere). So the pod must go on answering until its
+//! address has left the endpoints and every consumer (the apiservers' endpoint informers,
+//! kube-proxy on every node) has seen that: only then does nothing new come its way.
 //!
 //! So after SIGTERM (readiness already false, the kubelet already marks the pod terminating) the
-//! webhook watches its own Service's EndpointSlices until its address is no longer listed ready,
-//! then keeps answering for `settle` more (the apiservers' endpoint informers lag behind the
-//! EndpointSlice by a moment), and stops. However busy the machine, the wait follows what the
-//! cluster says rather than a guess; `max_wait` caps it below the pod's grace period, and a webhook
-//! that cannot read its endpoints (not running as a pod, or no RBAC) waits `settle` after SIGTERM.
+//! server watches its own Service's EndpointSlices until its address is no longer listed ready,
+//! then keeps answering for `settle` more (the consumers lag behind the EndpointSlice by a
+//! moment), and stops. However busy the machine, the wait follows what the cluster says rather
+//! than a guess; `max_wait` caps it below the pod's grace period, and a server that cannot read
+//! its endpoints (not running as a pod, or no RBAC) waits `settle` after SIGTERM.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -25,10 +27,10 @@ use tokio::time::Instant;
 /// webhook's own namespace, a few times a second for a few seconds once per process.
 const POLL: Duration = Duration::from_millis(250);
 
-/// Where the webhook serves from, as the Service's EndpointSlices list it.
+/// Where the server serves from, as the Service's EndpointSlices list it.
 #[derive(Debug, Clone)]
 pub struct Endpoint {
-    /// The webhook's Service (`--service-name`).
+    /// Its Service.
     pub service: String,
     /// Its namespace.
     pub namespace: String,
@@ -36,8 +38,8 @@ pub struct Endpoint {
     pub pod_ip: IpAddr,
 }
 
-/// Whether `ip` is listed as a ready endpoint in any of `slices`: what the apiserver still
-/// routes reviews to. An endpoint with no `ready` condition counts as ready, as the EndpointSlice
+/// Whether `ip` is listed as a ready endpoint in any of `slices`: what clients are still sent
+/// to. An endpoint with no `ready` condition counts as ready, as the EndpointSlice
 /// API says ("nil should be interpreted as true").
 pub fn listed_ready(slices: &[EndpointSlice], ip: IpAddr) -> bool {
     slices.iter().flat_map(|s| s.endpoints.iter()).any(|e| {
@@ -48,7 +50,7 @@ pub fn listed_ready(slices: &[EndpointSlice], ip: IpAddr) -> bool {
 
 /// Wait until `endpoint` has left its Service's ready endpoints (or `max_wait` has passed), then
 /// `settle` more. Without an endpoint to follow, `settle` alone.
-pub async fn until_no_review_comes(
+pub async fn until_nobody_is_sent(
     client: kube::Client,
     endpoint: Option<Endpoint>,
     settle: Duration,
@@ -61,21 +63,42 @@ pub async fn until_no_review_comes(
             Ok(()) => tracing::info!(
                 waited = ?started.elapsed(),
                 ?settle,
-                "this pod left the webhook Service's ready endpoints; answering a little longer while the apiservers catch up"
+                service = %endpoint.service,
+                "this pod left its Service's ready endpoints; answering a little longer while its clients catch up"
             ),
             Err(seen) => tracing::warn!(
                 waited = ?started.elapsed(),
                 ?settle,
                 last_seen = %seen,
-                "this pod is still listed in the webhook Service's ready endpoints; stopping anyway after the delay"
+                service = %endpoint.service,
+                "this pod is still listed in its Service's ready endpoints; stopping anyway after the delay"
             ),
         }
     } else {
-        tracing::info!(?settle, "answering reviews a little longer while the endpoints catch up");
+        tracing::info!(?settle, "answering a little longer while the endpoints catch up");
     }
     if !settle.is_zero() {
         tokio::time::sleep(settle).await;
     }
+}
+
+/// A token cancelled once nobody is sent this way after `shutdown` ([`until_nobody_is_sent`]):
+/// what the serving half of a process stops on, while the rest stops at `shutdown`.
+pub fn once_drained(
+    client: &kube::Client,
+    endpoint: Option<Endpoint>,
+    settle: Duration,
+    max_wait: Duration,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> tokio_util::sync::CancellationToken {
+    let serving = tokio_util::sync::CancellationToken::new();
+    let (client, shutdown, stop) = (client.clone(), shutdown.clone(), serving.clone());
+    tokio::spawn(async move {
+        shutdown.cancelled().await;
+        until_nobody_is_sent(client, endpoint, settle, max_wait).await;
+        stop.cancel();
+    });
+    serving
 }
 
 /// Poll the Service's EndpointSlices until `endpoint.pod_ip` is no longer listed ready; on
