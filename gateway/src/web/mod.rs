@@ -9,6 +9,7 @@
 //! is not one of the page's.
 
 pub mod api;
+pub mod body;
 pub mod control;
 pub mod opening;
 pub mod origin;
@@ -82,6 +83,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/api/recordings/{namespace}/{shell}/{file}", get(recordings::download))
         .fallback(file)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(body::bounded))
         .layer(middleware::from_fn(hardened))
         .with_state(gw)
 }
