@@ -136,6 +136,25 @@ pub struct Args {
     /// How often an idle page is pinged; one silent for three pings is treated as gone.
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub ping_interval: Duration,
+    /// After SIGTERM the gateway (already not ready) goes on serving, new pages included, until
+    /// this pod's address has left the ready endpoints of --service-name, then this long more
+    /// while kube-proxy on every node catches up; only then are its pages told to reattach
+    /// (through another replica: a page told sooner could reach this one again). Without
+    /// --pod-ip, this long after SIGTERM.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_delay: Duration,
+    /// The longest the gateway waits for its address to leave the Service's endpoints after
+    /// SIGTERM. --shutdown-delay plus this must stay below the pod's
+    /// terminationGracePeriodSeconds, with time left to tell every page.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub shutdown_max_wait: Duration,
+    /// The gateway's Service, whose endpoints a stopping gateway follows (in its own namespace).
+    #[arg(long, default_value = "myownshell-gateway")]
+    pub service_name: String,
+    /// This pod's address (the downward API's status.podIP), to follow it in the Service's
+    /// EndpointSlices on shutdown. Unset (not running as a pod): only --shutdown-delay.
+    #[arg(long, env = "POD_IP")]
+    pub pod_ip: Option<std::net::IpAddr>,
     // A doc comment on a flattened field is not help text: clap takes each flag's own.
     /// `--health-probe-bind-address`.
     #[command(flatten)]

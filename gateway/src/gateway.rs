@@ -60,7 +60,8 @@ pub struct Gateway {
     pub assets: Assets,
     /// How terminals behave.
     pub settings: TerminalSettings,
-    /// Cancelled when the gateway stops: every page is told and every exec closed.
+    /// Cancelled when the gateway stops serving (after SIGTERM, once nobody is sent its way):
+    /// every page is told and every exec closed.
     pub shutdown: CancellationToken,
     /// The tasks serving pages, waited for on shutdown.
     pub tasks: TaskTracker,

@@ -8,8 +8,9 @@ use myownshell_rbac_proxy::TlsFiles;
 use myownshell_rbac_proxy::authn::{AuthnCacheOptions, ReviewCounters, TokenAuthenticator};
 use myownshell_rbac_proxy::transport::{ServingTls, TransportError};
 use myownshell_runtime::client::ClientError;
+use myownshell_runtime::drain;
 use myownshell_runtime::flags::BindAddress;
-use myownshell_runtime::probes::{self, BindError, Readiness};
+use myownshell_runtime::probes::{self, BindError, Readiness, ReadyFlag};
 use myownshell_runtime::server::{ServeOptions, serve_tls};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -84,6 +85,23 @@ async fn session_sealer(client: &kube::Client, secret: &str) -> Result<Sealer, R
     Sealer::new(&key).map_err(RunError::SessionKey)
 }
 
+/// A token cancelled once nobody is sent to this replica after `shutdown` (its readiness turned
+/// false at once): pages that reconnect meanwhile are still served here, and only then is each
+/// told to reattach, when the Service can no longer send it back (`myownshell_runtime::drain`).
+fn draining(args: &Args, client: &kube::Client, shutdown: &CancellationToken, ready: ReadyFlag) -> CancellationToken {
+    let not_ready = shutdown.clone();
+    tokio::spawn(async move {
+        not_ready.cancelled().await;
+        ready.set(false);
+    });
+    let endpoint = args.pod_ip.map(|pod_ip| drain::Endpoint {
+        service: args.service_name.clone(),
+        namespace: myownshell_runtime::pod::namespace(),
+        pod_ip,
+    });
+    drain::once_drained(client, endpoint, args.shutdown_delay, args.shutdown_max_wait, shutdown)
+}
+
 /// Run until `shutdown`.
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
     let client = args.client.client().await?;
@@ -96,6 +114,10 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         Arc::new(ReviewCounters::default()),
     );
     let sealer = session_sealer(&client, &args.session_key_secret).await?;
+    // Ready while serving; not ready from SIGTERM on, while it goes on serving until nobody is
+    // sent its way (`serving`): only then are pages told to go.
+    let ready = ReadyFlag::default();
+    let serving = draining(&args, &client, &shutdown, ready.clone());
     let gw = Arc::new(Gateway {
         access: crate::access::AccessCheck::new(client.clone(), args.admin_groups.clone()),
         client,
@@ -121,7 +143,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
             max_message: args.max_message_bytes,
             ping_interval: args.ping_interval,
         },
-        shutdown: shutdown.clone(),
+        shutdown: serving.clone(),
         tasks: TaskTracker::new(),
     });
     let files = TlsFiles {
@@ -132,20 +154,22 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     let tls = ServingTls::new(&files, &args.tls_self_signed_names)?;
     let listener = TcpListener::bind(args.bind_address).await.map_err(|e| RunError::Serve(args.bind_address, e))?;
     let addr = listener.local_addr().map_err(|e| RunError::Serve(args.bind_address, e))?;
+    ready.set(true);
     let health = match args.probes.health_probe_bind_address {
         BindAddress::At(at) => {
-            Some(probes::serve_plain("health probes", at, probes::router(Readiness::always()), shutdown.clone()).await?)
+            let readiness = Readiness::from_flag(ready.clone(), "the gateway is stopping");
+            Some(probes::serve_plain("health probes", at, probes::router(readiness), serving.clone()).await?)
         }
         BindAddress::Disabled => None,
     };
     tracing::info!(%addr, "serving the gateway");
-    let activity = tokio::spawn(crate::activity::run(gw.clone(), args.activity_interval, shutdown.clone()));
+    let activity = tokio::spawn(crate::activity::run(gw.clone(), args.activity_interval, serving.clone()));
     if let Some(store) = gw.recordings.clone() {
         tokio::spawn(sweep(store, shutdown.clone()));
     }
-    let reload = tls.watch_files(Duration::from_secs(10), shutdown.clone());
+    let reload = tls.watch_files(Duration::from_secs(10), serving.clone());
     let serve =
-        serve_tls(listener, tls.config.clone(), web::router(gw.clone()), ServeOptions::default(), shutdown.clone());
+        serve_tls(listener, tls.config.clone(), web::router(gw.clone()), ServeOptions::default(), serving.clone());
     let (served, ()) = tokio::join!(serve, reload);
     let _ = activity.await;
     socket::close_all(&gw);

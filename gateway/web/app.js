@@ -11,6 +11,7 @@ const CHUNK = 64 * 1024;
 // gateway reattaches it, so this only bounds how long a page waits for a gateway to answer; a
 // plain terminal (a pod without the holder) is kept by its gateway for its reattach grace, 60 s.
 const REATTACH_FOR_MS = 120000;
+const CONNECT_TIMEOUT_MS = 10000;
 
 async function api(method, path, body) {
   const headers = { "Accept": "application/json" };
@@ -150,6 +151,10 @@ function connect(droppedAt) {
   socket.binaryType = "arraybuffer";
   state.socket = socket;
   let attached = false;
+  // A browser waits minutes for a connection that goes nowhere (an address a stopped replica
+  // left behind); give up sooner, and try again (onclose).
+  const opening = setTimeout(() => { if (socket.readyState === WebSocket.CONNECTING) socket.close(); }, CONNECT_TIMEOUT_MS);
+  socket.onopen = () => clearTimeout(opening);
   status(remembered ? "reattaching…" : "connecting…");
   socket.onmessage = (event) => {
     if (typeof event.data !== "string") { state.term.write(new Uint8Array(event.data)); return; }

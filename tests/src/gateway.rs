@@ -126,6 +126,16 @@ impl GatewayProcess {
         self.client = client;
     }
 
+    /// Send it SIGTERM, as the kubelet does to a stopping pod.
+    pub fn terminate(&mut self) -> Result<(), String> {
+        self.process.terminate().map_err(|e| format!("SIGTERM to the gateway: {e}"))
+    }
+
+    /// Its readiness probe's answer (`/readyz` on the probes address).
+    pub async fn readyz(&self) -> Result<u16, String> {
+        myownshell_envtest::http::plain_get(self.probe, "/readyz").await.map(|(code, _)| code)
+    }
+
     /// Whether the process is still running (it has not panicked or exited).
     pub fn is_running(&mut self) -> bool {
         self.process.is_running()

@@ -679,3 +679,36 @@ async fn half_open_sockets_cost_a_bounded_while_and_never_the_gateway() {
     let (status, _, body) = w.gateway.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await.unwrap();
     assert_eq!(status, 200, "{body}");
 }
+
+/// A stopping gateway (SIGTERM) turns not ready at once and goes on serving, pages and sign-ins
+/// included, for its drain (`--shutdown-delay` here, with no pod address to follow): pages that
+/// reconnect through the Service meanwhile, which still sends them here, are served rather than
+/// lost; it exits only after.
+#[tokio::test]
+async fn a_stopping_gateway_is_not_ready_at_once_and_serves_through_its_drain() {
+    let delay = Duration::from_secs(10);
+    let mut w = World::start("gw-drain", false, &["--shutdown-delay=10s"]).await;
+    let token = w.token("alice").await;
+    assert_eq!(w.gateway.readyz().await, Ok(200), "ready before");
+    let stopped = std::time::Instant::now();
+    w.gateway.terminate().unwrap();
+    eventually("not ready after SIGTERM", Duration::from_secs(5), || async {
+        match w.gateway.readyz().await {
+            Ok(503) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await
+    .unwrap();
+    let (status, _, _) = w.gateway.request(Method::GET, "/", &[], None).await.unwrap();
+    assert_eq!(status, 200, "the page, while draining");
+    w.sign_in(&token).await;
+    assert!(stopped.elapsed() < delay, "the checks above took longer than the drain: {:?}", stopped.elapsed());
+    // Polled with a deadline (`eventually` cannot lend the process mutably).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while w.gateway.is_running() {
+        assert!(std::time::Instant::now() < deadline, "still running 60 s after SIGTERM:\n{}", w.gateway.log_tail());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stopped.elapsed() >= delay, "exited {:?} after SIGTERM, before its drain", stopped.elapsed());
+}
