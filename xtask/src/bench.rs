@@ -112,7 +112,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
         Target::Webhook { seconds, concurrency, rounds, processes } => {
             // The class row asks a real kube-apiserver for its SubjectAccessReviews.
             let assets = crate::envtest::ensure()?;
-            let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            let status = crate::cargo::cargo()
                 .env("KUBEBUILDER_ASSETS", &assets)
                 .args(["bench", "--package", "myownshell-webhook", "--bench", "webhook", "--"])
                 .args([
@@ -135,7 +135,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             // The bench's cluster: the control plane's binaries and kwok's fake nodes.
             let assets = crate::envtest::ensure()?;
             let kwok = crate::kwok::ensure()?;
-            let mut command = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            let mut command = crate::cargo::cargo();
             command.env("KUBEBUILDER_ASSETS", &assets).env("MYOWNSHELL_KWOK", &kwok);
             command.args(["bench", "--package", "myownshell-controller", "--bench", "controller"]);
             // heaptrack sees only the C library's malloc, not the shipped binary's jemalloc.
@@ -168,7 +168,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             crate::bench_gate::run(&counts, requests)
         }
         Target::Proxy { seconds, concurrency, body_bytes, proxy_worker_threads } => {
-            let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            let status = crate::cargo::cargo()
                 .args(["bench", "--package", "myownshell-rbac-proxy", "--bench", "proxy", "--"])
                 .args(["--seconds", &seconds.to_string(), "--concurrency", &concurrency.to_string()])
                 .args(["--body-bytes", &body_bytes.to_string()])

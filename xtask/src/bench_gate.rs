@@ -122,7 +122,7 @@ async fn measure(counts: &[usize], requests: usize) -> anyhow::Result<()> {
 /// committed configurations pointed at it; ready (its first list of shells in, its CA injected).
 /// Killed when dropped.
 async fn start_webhook(cp: &ControlPlane, admin: &Client) -> anyhow::Result<ManagedProcess> {
-    let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let status = crate::cargo::cargo()
         .args(["build", "--release", "-p", "myownshell-webhook", "--bin", "myownshell-webhook"])
         .status()?;
     if !status.success() {

@@ -48,9 +48,7 @@ pub fn run(options: Options) -> anyhow::Result<()> {
     crate::envtest::ensure()?;
     crate::node::ensure()?;
     let web = crate::web::ensure()?;
-    let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["build", "--release", "-p", "myownshell-gateway"])
-        .status()?;
+    let status = crate::cargo::cargo().args(["build", "--release", "-p", "myownshell-gateway"]).status()?;
     if !status.success() {
         bail!("cargo build --release -p myownshell-gateway failed ({status})");
     }

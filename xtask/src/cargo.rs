@@ -6,8 +6,31 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 
+/// The cargo running xtask, without what `cargo run` told xtask about itself
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …): build scripts that watch those variables (ring's
+/// watches `CARGO_MANIFEST_DIR`) saw them change between a plain `cargo` and one run from
+/// `cargo xtask`, and ring, rustls, kube and everything above them were built again each time.
 pub fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(told_by_cargo_run) {
+            cargo.env_remove(name);
+        }
+    }
+    cargo
+}
+
+/// Whether `name` is one of the variables `cargo run` sets for the program it runs.
+fn told_by_cargo_run(name: &str) -> bool {
+    name.starts_with("CARGO_PKG_")
+        || matches!(
+            name,
+            "CARGO_MANIFEST_DIR"
+                | "CARGO_MANIFEST_PATH"
+                | "CARGO_CRATE_NAME"
+                | "CARGO_BIN_NAME"
+                | "CARGO_PRIMARY_PACKAGE"
+        )
 }
 
 pub fn in_ci() -> bool {
@@ -118,6 +141,16 @@ pub fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_cargo_run_tells_its_program_is_not_passed_on() {
+        for name in ["CARGO_MANIFEST_DIR", "CARGO_PKG_NAME", "CARGO_PKG_VERSION_MAJOR", "CARGO_CRATE_NAME"] {
+            assert!(super::told_by_cargo_run(name), "{name}");
+        }
+        for name in ["CARGO_HOME", "CARGO_TARGET_DIR", "CARGO", "CARGO_TERM_COLOR", "PATH"] {
+            assert!(!super::told_by_cargo_run(name), "{name}");
+        }
+    }
+
     use super::*;
 
     #[test]

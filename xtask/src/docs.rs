@@ -8,9 +8,7 @@ use myownshell_envtest::assets::{workspace_binary, workspace_root};
 
 pub fn run(check: bool) -> anyhow::Result<()> {
     if !check {
-        let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-            .args(["build", "--workspace", "--bins"])
-            .status()?;
+        let status = crate::cargo::cargo().args(["build", "--workspace", "--bins"]).status()?;
         if !status.success() {
             bail!("cargo build failed ({status})");
         }

@@ -87,7 +87,7 @@ pub fn run(args: DevArgs) -> anyhow::Result<()> {
 
 fn build_binaries() -> anyhow::Result<()> {
     let step = Step::start("cargo build (controller, webhook, gateway)");
-    let status = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    let status = crate::cargo::cargo()
         .args(["build", "-p", CONTROLLER, "-p", WEBHOOK, "-p", GATEWAY, "--bins"])
         .status()
         .context("running cargo build")?;
