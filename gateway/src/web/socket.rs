@@ -30,7 +30,11 @@ use futures::{SinkExt, StreamExt};
 use http::{Request, StatusCode};
 use myownshell_runtime::server::ConnectionInfo;
 use serde_json::json;
+use tokio::io::AsyncReadExt;
+use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::api::refused;
 use super::control::{self, Control};
@@ -86,6 +90,35 @@ async fn close(socket: &mut Socket) {
         while let Some(Ok(message)) = socket.next().await {
             if matches!(message, Message::Close(_)) {
                 break;
+            }
+        }
+    })
+    .await;
+}
+
+/// The most of a too-big message read and dropped after closing the socket for it: a little
+/// more than a page plausibly sends past `--max-message-bytes` (1 MiB) in one go.
+const TOO_BIG_DRAIN_BYTES: usize = 4 * 1024 * 1024;
+
+/// A page's message past `--max-message-bytes`: the socket is closed with 1009, and what the
+/// page is still sending of the message is read and dropped for a moment (at most
+/// [`TOO_BIG_DRAIN_BYTES`] or [`CLOSE_WAIT`], keeping nothing). Closed at once, the unread bytes
+/// made the kernel answer with a reset, and the page saw a broken pipe, never the 1009.
+async fn too_big<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    socket: &mut tokio_tungstenite::WebSocketStream<S>,
+) {
+    let frame = CloseFrame { code: CloseCode::Size, reason: "a message larger than --max-message-bytes".into() };
+    if socket.close(Some(frame)).await.is_err() {
+        return;
+    }
+    let raw = socket.get_mut();
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut read = 0usize;
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
+        while read <= TOO_BIG_DRAIN_BYTES {
+            match raw.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => read += n,
             }
         }
     })
@@ -192,6 +225,10 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
                             return;
                         }
                     }
+                    Some(Err(WsError::Capacity(_))) => {
+                        too_big(socket).await;
+                        break;
+                    }
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                     Some(Ok(_)) => {}
                 }
@@ -280,5 +317,38 @@ async fn control(terminal: &Terminal, socket: &mut Socket, text: &str) -> bool {
 pub fn close_all(gw: &Gateway) {
     for terminal in gw.terminals.all() {
         terminal.close("the gateway stopped".to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::WebSocketStream;
+    use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+
+    use super::*;
+
+    /// A page sending a message past the bound reads a 1009 close, not a broken pipe: what it
+    /// still sends of the message is drained (without it, the page's send fails once the
+    /// gateway has dropped the socket).
+    #[tokio::test]
+    async fn a_too_big_message_is_answered_with_1009_while_the_page_is_still_sending() {
+        let (page_io, gateway_io) = tokio::io::duplex(64 * 1024);
+        let config = WebSocketConfig::default().max_message_size(Some(1024)).max_frame_size(Some(1024));
+        let mut gateway = WebSocketStream::from_raw_socket(gateway_io, Role::Server, Some(config)).await;
+        let mut page = WebSocketStream::from_raw_socket(page_io, Role::Client, None).await;
+        let serving = tokio::spawn(async move {
+            match gateway.next().await {
+                Some(Err(WsError::Capacity(_))) => too_big(&mut gateway).await,
+                other => panic!("the gateway read {other:?}"),
+            }
+        });
+        page.send(Message::binary(vec![b'x'; 2 * 1024 * 1024])).await.expect("the page's send went through");
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(10), page.next()).await.expect("an answer");
+        match answer {
+            Some(Ok(Message::Close(Some(frame)))) => assert_eq!(frame.code, CloseCode::Size),
+            other => panic!("the page read {other:?}"),
+        }
+        serving.await.expect("the gateway's side");
     }
 }
