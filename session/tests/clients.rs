@@ -164,6 +164,45 @@ fn attach_framed_relays_frames_and_detaches_at_the_end_of_stdin() {
     assert_eq!(list[0].id, attached.id);
 }
 
+/// `--framed` whose session exits while input is still coming (the gateway relays keys typed
+/// after `exit`): the holder stops reading, the input has nowhere to go, and the session's
+/// `Exited` frame still reaches stdout, with exit code 0: the gateway tells an exit, not a
+/// broken connection.
+#[test]
+fn attach_framed_relays_the_exit_even_while_input_still_comes() {
+    let holder = Holder::start(&[], &["sleep", "600"]);
+    let mut child = Command::new(BINARY)
+        .arg("attach")
+        .arg("--socket-dir")
+        .arg(holder.socket_dir())
+        .args(["--framed", "--user", "alice", "--new"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&ClientMessage::Input(b"exit 3\r".to_vec()).encode().unwrap()).unwrap();
+    // Keys go on coming after the exit, until the pipe breaks (the client has gone).
+    let more = ClientMessage::Input(vec![b'x'; 16 * 1024]).encode().unwrap();
+    let typing = std::thread::spawn(move || {
+        let started = Instant::now();
+        while started.elapsed() < DEADLINE && stdin.write_all(&more).is_ok() {}
+    });
+    let output = child.wait_with_output().unwrap();
+    typing.join().unwrap();
+    let mut decoder = Decoder::new();
+    decoder.feed(&output.stdout);
+    let mut exited = None;
+    while let Some(frame) = decoder.next_frame().unwrap() {
+        if let HolderMessage::Exited(e) = HolderMessage::decode(frame).unwrap() {
+            exited = Some(e.code);
+        }
+    }
+    assert_eq!(exited, Some(3), "no Exited frame on stdout; stderr: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{:?}: {}", output.status, String::from_utf8_lossy(&output.stderr));
+}
+
 /// `list`: a table for people, JSON for programs.
 #[test]
 fn list_shows_a_table_and_json() {

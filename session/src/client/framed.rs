@@ -31,15 +31,27 @@ pub async fn run(args: &AttachArgs) -> Result<i32, String> {
     };
     tokio::pin!(up, down);
     let mut up_done = false;
+    let mut up_failed = None;
     loop {
         tokio::select! {
             sent = &mut up, if !up_done => {
                 up_done = true;
-                sent.map_err(|e| format!("relaying stdin to the holder: {e}"))?;
+                // The holder stopped reading: it is closing (the session exited or ended, and
+                // input typed meanwhile has nowhere to go). What it sent before it closed, the
+                // `Exited` frame above all, is still to be relayed: the relay goes on to its end.
+                up_failed = sent.err();
             }
             received = &mut down => {
-                received.map_err(|e| format!("relaying the holder's frames to stdout: {e}"))?;
-                return Ok(0);
+                return match (received, up_failed) {
+                    (Ok(()), _) => Ok(0),
+                    // The holder closed with our input unread (input typed after the session
+                    // exited): the kernel resets the connection after the frames it sent, which
+                    // were all relayed. A holder that died mid-stream ends the same way, and the
+                    // missing `Exited` or `Ended` frame tells the reader so.
+                    (Err(e), _) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(0),
+                    (Err(e), None) => Err(format!("relaying the holder's frames to stdout: {e}")),
+                    (Err(e), Some(up)) => Err(format!("relaying stdin to the holder: {up}; and its frames to stdout: {e}")),
+                };
             }
         }
     }
