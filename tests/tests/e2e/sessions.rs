@@ -241,6 +241,7 @@ async fn plugin_killed_mid_command(e2e: &E2e, ns: &str, pod: &str, token: &str) 
     let kubeconfig = e2e.cluster.control_plane().kubeconfig_path();
     let plugin = myownshell_envtest::assets::workspace_binary("kubectl-myownshell").unwrap();
     let global = [format!("--kubeconfig={}", kubeconfig.display()), format!("--token={token}"), format!("-n={ns}")];
+    let listed_before = session_ids(&kubeconfig, ns, &global[1]);
     let mut connect = tokio::process::Command::new(&plugin)
         .args(&global)
         .args(["connect", SHELL, "--new"])
@@ -277,15 +278,16 @@ async fn plugin_killed_mid_command(e2e: &E2e, ns: &str, pod: &str, token: &str) 
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // Through a pipe the plugin says nothing of its session: it is the one the listing did not
+    // have before.
+    let now_listed = session_ids(&kubeconfig, ns, &global[1]);
+    let id = now_listed
+        .iter()
+        .find(|id| !listed_before.contains(id))
+        .unwrap_or_else(|| panic!("no new session: before {listed_before:?}, now {now_listed:?}"))
+        .clone();
     connect.start_kill().unwrap();
-    let killed = connect.wait_with_output().await.unwrap();
-    let said = String::from_utf8_lossy(&killed.stderr).into_owned();
-    let id = said
-        .split("attached to session ")
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_alphanumeric()).next())
-        .unwrap_or_else(|| panic!("connect did not name its session: {said}"))
-        .to_owned();
+    connect.wait().await.unwrap();
     // The command finishes with nobody attached.
     let done = ["exec", "-n", ns, pod, "-c", "shell", "--", "sh", "-c", "test -f /tmp/plugin-done && echo yes"];
     e2e.wait_for("the command finished in the dropped session", &done, |out| out.trim() == "yes").await;
@@ -308,4 +310,12 @@ async fn plugin_killed_mid_command(e2e: &E2e, ns: &str, pod: &str, token: &str) 
     assert!(back.stdout.contains("done-42"), "the command's output on the redrawn screen: {back:?}");
     assert_eq!(back.code, 7, "the session's exit code: {back:?}");
     eprintln!("e2e: sessions: connect killed mid-command, then connect --session {id}: done-42 on the screen, exit 7");
+}
+
+/// The ids of the sessions `kubectl myownshell sessions -o json` shows the holder of `token`.
+fn session_ids(kubeconfig: &std::path::Path, ns: &str, token: &str) -> Vec<String> {
+    let out = myownshell_tests::plugin::run(kubeconfig, ns, &[token, "sessions", SHELL, "-o", "json"]).unwrap();
+    let sessions: Vec<Value> =
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("sessions -o json: {e}: {out:?}"));
+    sessions.iter().filter_map(|s| s["id"].as_str().map(str::to_owned)).collect()
 }
