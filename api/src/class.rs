@@ -110,6 +110,53 @@ pub struct MyOwnShellClassSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub max_running_per_namespace: Option<i32>,
+
+    /// Approval before a shell of this class starts (four eyes): how many, from whom, and for
+    /// how long. A shell of the class runs only while approved (its `Approved` condition says by
+    /// whom and until when); its owner can never approve it. Unset: no approval needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ClassApproval>,
+}
+
+/// Approval of a class's shells: a second person (or more) says yes before one starts, with
+/// `kubectl myownshell approve NAME`. An approver must be named here and allowed by RBAC to
+/// `approve` the shell (the `myownshell-approver` ClusterRole grants it).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassApproval {
+    /// How many different approvers must approve. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10))]
+    pub required: Option<i32>,
+
+    /// Who may approve: users and groups, exactly as the cluster authenticates them. A shell's
+    /// owner never approves their own, whatever groups they are in.
+    pub approvers: ApprovalSubjects,
+
+    /// An approval must say why (`kubectl myownshell approve NAME --reason …`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason_required: Option<bool>,
+
+    /// How long an approval holds (`8h`, `30m`); a shell whose approvals run out stops then,
+    /// warned ahead like any lifetime stop, and waits for new ones. Default 8h.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(ms|s|m|h))+$"))]
+    pub valid_for: Option<String>,
+}
+
+/// Users and groups who may approve.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalSubjects {
+    /// User names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 1024)))]
+    pub users: Option<Vec<String>>,
+
+    /// Group names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 1024)))]
+    pub groups: Option<Vec<String>>,
 }
 
 /// Images of a class.

@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod access;
+pub mod approval;
 pub mod class;
 pub mod connect;
 pub mod crd;
@@ -17,10 +18,10 @@ pub mod quantity;
 mod types;
 
 pub use class::{
-    ClassHome, ClassImages, ClassLifetime, ClassRecording, ClassResources, ClassSessions, MyOwnShellClass,
-    MyOwnShellClassSpec,
+    ApprovalSubjects, ClassApproval, ClassHome, ClassImages, ClassLifetime, ClassRecording, ClassResources,
+    ClassSessions, MyOwnShellClass, MyOwnShellClassSpec,
 };
 pub use types::{
-    Connection, Home, HomeOnDelete, HomeStatus, Lifetime, MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, NextStop,
-    ResourceList, SIZE_SCHEMA_MAX, SharedWith, ShellResources, Stop,
+    Approval, Connection, Decision, Home, HomeOnDelete, HomeStatus, Lifetime, MyOwnShell, MyOwnShellSpec,
+    MyOwnShellStatus, NextStop, ResourceList, SIZE_SCHEMA_MAX, SharedWith, ShellResources, Stop,
 };

@@ -127,6 +127,13 @@ pub mod conditions {
     /// `False` (`ClassForbids`, `ClassMissing`) when the class changed or went since: the shell
     /// runs on as it is, and its next start is refused until it fits. Absent without a class.
     pub const FITS_CLASS: &str = "FitsClass";
+    /// `True` when the shell's class asks for approval and has it: the message names the
+    /// approvers and until when; `False` (`WaitingForApproval`, `Rejected`, `ApprovalExpired`)
+    /// while it waits, the shell held at no pods. Absent when its class asks for none.
+    pub const APPROVED: &str = "Approved";
 }
+
+/// The custom RBAC verb an approver needs on a shell (`kubectl auth can-i approve myownshells`).
+pub const APPROVE_VERB: &str = "approve";
 
 pub mod reasons;

@@ -194,6 +194,55 @@ pub struct MyOwnShellSpec {
     /// Connections by `kubectl exec` are not recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record_sessions: Option<bool>,
+
+    /// Approvals and rejections of this shell, for a class that asks for approval
+    /// (`kubectl myownshell approve NAME` and `reject NAME` add them). Each names who gave it
+    /// and when, as the admission webhook records them (what a request says there is replaced):
+    /// only an approver of the class, allowed by RBAC to `approve` the shell and not its owner,
+    /// may add one, only their own, and nobody may change one once given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub approvals: Option<Vec<Approval>>,
+}
+
+/// One approver's word on a shell.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Approval {
+    /// Who gave it: set by the admission webhook to the user who added it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub by: Option<String>,
+
+    /// Why they may: `user` (named among the class's approvers) or `group:NAME` (in one of its
+    /// groups). Set by the admission webhook; an approval whose approver the class no longer
+    /// names counts no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1024))]
+    pub via: Option<String>,
+
+    /// When: set by the admission webhook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Time>,
+
+    /// `Approve` or `Reject`. A rejection holds the shell stopped until its author takes it
+    /// back (removes it).
+    pub decision: Decision,
+
+    /// Why, in the approver's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    pub reason: Option<String>,
+}
+
+/// An approver's decision.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Decision {
+    /// The shell may run (with the other approvals its class requires).
+    #[default]
+    Approve,
+    /// The shell may not run.
+    Reject,
 }
 
 /// A shell's persistent home: one PersistentVolumeClaim (ReadWriteOnce), owned by the shell.

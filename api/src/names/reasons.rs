@@ -130,6 +130,17 @@ reasons! {
     MAX_RUN_TIME = "MaxRunTime", [Stop, Condition("Stopping=True")];
     /// Stopped because its owner asked (`spec.stopped`, `kubectl myownshell stop`).
     REQUESTED = "Requested", [Stop];
+    /// Its class asks for approval and the shell has it: the message names the approvers and
+    /// until when (told as an Event when it is given).
+    APPROVED = "Approved", [Condition("Approved=True"), NormalEvent];
+    /// Its class asks for approval and the shell does not have it (yet): held at no pods; the
+    /// message says how many approvals it has of how many, and from whom.
+    WAITING_FOR_APPROVAL = "WaitingForApproval", [Condition("Approved=False"), NormalEvent];
+    /// An approver rejected the shell: held at no pods until they take it back.
+    REJECTED = "Rejected", [Condition("Approved=False"), WarningEvent];
+    /// Its approval ran out: stopped, or (as `Stopping=True`) about to be; it waits for a new
+    /// one, and `kubectl myownshell start` then.
+    APPROVAL_EXPIRED = "ApprovalExpired", [Stop, Condition("Stopping=True"), Condition("Approved=False")];
     /// No lifetime stop is due within `warnBefore`.
     NO_STOP_DUE = "NoStopDue", [Condition("Stopping=False")];
     /// The shell's lifetime stops it within `warnBefore`; the note says when and why, and how to
