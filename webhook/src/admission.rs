@@ -17,6 +17,7 @@
 //! asks whether a user is an owner or an admin, and whose shell index names the shell a
 //! `kubectl scale` is for), and must not read or write anything but the review and that index.
 
+mod approvals;
 pub mod defaulting;
 mod home;
 pub mod image;

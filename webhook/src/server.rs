@@ -173,8 +173,10 @@ pub async fn answer_checked(webhook: Webhook, body: &[u8], state: &AppState, sta
                 Ok(false) => Some(usage::refusal(check)),
                 // No answer is no: never admit a class's use unasked.
                 Err(e) => Some(format!(
-                    "cannot tell whether {} may use MyOwnShellClass {:?}: {e}",
-                    check.user.name, check.class
+                    "cannot tell whether {} may {} {:?}: {e}",
+                    check.user.name,
+                    if check.approve { "approve MyOwnShell" } else { "use MyOwnShellClass" },
+                    check.class
                 )),
             },
         };

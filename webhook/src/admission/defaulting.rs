@@ -154,6 +154,30 @@ pub fn patch_for(needs: &Needs) -> Option<&'static EncodedPatch> {
     TABLE.get(needs.key()).map(|slot| slot.get_or_init(|| encode(needs)))
 }
 
+/// `spec.approvals` with the entries this request adds stamped with who made it, why they may
+/// and when ([`super::approvals::stamped`]): what a request says there is replaced.
+fn approval_operations(
+    request: &Request<'_>,
+    spec: Option<&MyOwnShellSpec>,
+    classes: &ClassIndex,
+) -> Vec<PatchOperation> {
+    let Some(spec) = spec else { return Vec::new() };
+    let old = request.old_object.as_ref().and_then(|o| o.spec().ok().flatten());
+    let owner = match request.operation {
+        Operation::Create => Some(request.user_info.username.to_string()),
+        _ => old.as_ref().and_then(|o| o.owner.clone()),
+    };
+    let class = spec.class_name.as_deref().and_then(|name| classes.get(name));
+    let rule = class.as_ref().and_then(|c| c.spec.approval.as_ref());
+    let old_approvals = old.as_ref().and_then(|o| o.approvals.clone()).unwrap_or_default();
+    let new_approvals = spec.approvals.clone().unwrap_or_default();
+    let now = myownshell_runtime::time::now();
+    match super::approvals::stamped(&old_approvals, &new_approvals, &request.user_info, rule, owner.as_deref(), &now) {
+        Some(stamped) => vec![add(&["spec", "approvals"], json!(stamped))],
+        None => Vec::new(),
+    }
+}
+
 /// The operations that make the requester the owner. On CREATE, `spec.owner` becomes the
 /// requester's user name and `spec.ownerUID` their uid, whatever the object said (a uid given
 /// for a requester without one is removed). On UPDATE, an owner the new object lacks is put back
@@ -261,6 +285,9 @@ pub fn mutate_with_classes<'a>(request: &Request<'a>, policy: &Policy, classes: 
         Err(reason) => return Response::invalid(request, reason),
     };
     let mut more = owner_operations(request, spec.as_ref());
+    if spec.as_ref().is_some_and(|s| s.contains("approvals")) {
+        more.extend(approval_operations(request, object.spec().ok().flatten().as_ref(), classes));
+    }
     let mut needs = Needs::of(object, spec.as_ref());
     let mut warning = None;
     let defaults_lifetime = policy.max_run_time.is_some() || policy.default_idle_timeout.is_some();

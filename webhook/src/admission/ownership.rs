@@ -23,7 +23,13 @@ pub fn refusal(
             "spec.owner: cannot be changed (it is {was}): to hand the shell over, its new owner creates it again"
         ));
     }
-    if old == new || access::may_change_spec(old.owner.as_deref(), old.owner_uid.as_deref(), user, admin_groups) {
+    // Approvals are an approver's to add (`super::approvals` holds each to its class), so a
+    // change of them alone is not the owner's to make or refuse here.
+    let without_approvals = |s: &MyOwnShellSpec| MyOwnShellSpec { approvals: None, ..s.clone() };
+    if old == new
+        || without_approvals(old) == without_approvals(new)
+        || access::may_change_spec(old.owner.as_deref(), old.owner_uid.as_deref(), user, admin_groups)
+    {
         return None;
     }
     Some(spec_refusal(old.owner.as_deref().unwrap_or_default(), user, admin_groups))

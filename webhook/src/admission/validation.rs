@@ -5,6 +5,7 @@
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShellSpec;
 
+use super::approvals;
 use super::home;
 use super::lifetime;
 use super::ownership;
@@ -218,6 +219,7 @@ fn class_problems(
     // The default class is open to whoever may create shells.
     let check = asked.filter(|class| !classes.is_default(class)).map(|class| UseCheck {
         class: class.to_owned(),
+        approve: false,
         namespace: request.namespace.clone().into_owned(),
         user: request.user_info.authenticated(),
     });
@@ -258,7 +260,49 @@ pub fn validate_with_classes<'a>(
     {
         return (ownership::forbid(request, message), None);
     }
-    judge(request, &spec, old.as_ref(), policy, classes)
+    match approvals_answer(request, &spec, old.as_ref(), policy, classes) {
+        Some(answer) => answer,
+        None => judge(request, &spec, old.as_ref(), policy, classes),
+    }
+}
+
+/// A change of `spec.approvals`: refused, or, for an approver's change of nothing else, allowed
+/// on condition that RBAC lets them `approve` the shell. `None`: approvals untouched, or
+/// changed along with the rest by someone who may change the rest (judged as a whole).
+fn approvals_answer<'a>(
+    request: &Request<'a>,
+    spec: &MyOwnShellSpec,
+    old: Option<&MyOwnShellSpec>,
+    policy: &Policy,
+    classes: &ClassIndex,
+) -> Option<(Response<'a>, Option<UseCheck>)> {
+    let before = old.and_then(|o| o.approvals.as_deref()).unwrap_or_default();
+    let after = spec.approvals.as_deref().unwrap_or_default();
+    if before == after {
+        return None;
+    }
+    let owner = match old {
+        Some(old) => old.owner.clone(),
+        None => Some(request.user_info.username.to_string()),
+    };
+    let class = spec.class_name.as_deref().and_then(|name| classes.get(name));
+    let rule = class.as_ref().and_then(|c| c.spec.approval.as_ref());
+    let admin = policy.admin_groups.iter().any(|g| request.user_info.in_group(g));
+    if let Some(message) = approvals::refusal(before, after, &request.user_info, admin, rule, owner.as_deref()) {
+        return Some((ownership::forbid(request, message), None));
+    }
+    let added = after.iter().any(|a| !before.contains(a));
+    let rest_unchanged = old.is_some_and(|old| {
+        MyOwnShellSpec { approvals: None, ..old.clone() } == MyOwnShellSpec { approvals: None, ..spec.clone() }
+    });
+    match (added, rest_unchanged) {
+        (true, true) => Some((Response::allow(request), Some(UseCheck::approve(request)))),
+        (true, false) => {
+            let message = "spec.approvals: an approval is added on its own, not with other changes".to_owned();
+            Some((ownership::forbid(request, message), None))
+        }
+        (false, _) => None,
+    }
 }
 
 /// Every rule of `spec` (an update from `old`, ratcheted) by the operator's flags and the

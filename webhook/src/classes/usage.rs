@@ -20,15 +20,30 @@ use myownshell_rbac_proxy::user::AuthenticatedUser;
 
 use crate::review::request::Operation;
 
-/// A `use` of a class the validating webhook allowed on condition that the requester may.
+/// What the validating webhook allowed on condition that RBAC lets the requester: the `use` of
+/// a class, or the `approve` of a shell (an approval added to it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UseCheck {
-    /// The class.
+    /// The class (for `use`) or the shell (for `approve`).
     pub class: String,
+    /// Whether it asks `approve` on the shell rather than `use` on the class.
+    pub approve: bool,
     /// The shell's namespace.
     pub namespace: String,
     /// The requester, as the review named them.
     pub user: AuthenticatedUser,
+}
+
+impl UseCheck {
+    /// The `approve` of the shell `request` is about, by its requester.
+    pub fn approve(request: &crate::review::request::Request<'_>) -> Self {
+        UseCheck {
+            class: request.name.to_string(),
+            approve: true,
+            namespace: request.namespace.to_string(),
+            user: request.user_info.authenticated(),
+        }
+    }
 }
 
 /// Whether the shell is being started: running now where it was stopped or paused before, or
@@ -63,13 +78,18 @@ impl ClassUsage {
         Self { authorizer: Authorizer::new(client, Vec::new(), options, counters) }
     }
 
-    /// Whether `check.user` may use `check.class`; an error is no answer (the caller refuses).
+    /// Whether `check.user` may use `check.class` (or approve the shell); an error is no answer
+    /// (the caller refuses).
     pub async fn allows(&self, check: &UseCheck) -> Result<bool, ReviewError> {
+        let (verb, resource) = match check.approve {
+            true => (names::APPROVE_VERB, names::PLURAL),
+            false => (names::USE_VERB, names::CLASS_PLURAL),
+        };
         let attributes = RequestAttributes::Resource(ResourceRequest {
-            verb: names::USE_VERB.to_owned(),
+            verb: verb.to_owned(),
             namespace: Some(check.namespace.clone()),
             group: Some(names::GROUP.to_owned()),
-            resource: names::CLASS_PLURAL.to_owned(),
+            resource: resource.to_owned(),
             name: Some(check.class.clone()),
             ..ResourceRequest::default()
         });
@@ -79,6 +99,13 @@ impl ClassUsage {
 
 /// The refusal of `check`, in words.
 pub fn refusal(check: &UseCheck) -> String {
+    if check.approve {
+        return format!(
+            "{} may not approve MyOwnShell {:?} in namespace {}: RBAC must grant the verb \"approve\" on \
+             myownshells/{} (the myownshell-approver ClusterRole)",
+            check.user.name, check.class, check.namespace, check.class
+        );
+    }
     format!(
         "{} may not use MyOwnShellClass {:?} in namespace {}: RBAC must grant the verb \"use\" on \
          myownshellclasses/{} (kubectl myownshell classes lists the classes you may use)",

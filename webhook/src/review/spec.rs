@@ -92,6 +92,11 @@ fn shell_rule(path: &[&str]) -> Option<&'static str> {
         ["home", "size"] => "a quantity such as \"1Gi\"",
         ["home", "storageClassName"] => "a string",
         ["home", "onDelete"] => "Delete or Retain",
+        ["approvals"] => "a list of approvals",
+        ["approvals", _] => "an object with decision and reason",
+        ["approvals", _, "decision"] => "Approve or Reject",
+        ["approvals", _, "by" | "via" | "reason"] => "a string",
+        ["approvals", _, "at"] => "a time such as \"2026-01-01T00:00:00Z\"",
         _ => return None,
     })
 }

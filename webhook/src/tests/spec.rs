@@ -31,6 +31,7 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
         "home",
         "recordSessions",
         "className",
+        "approvals",
     ]);
     defaulted.sort_unstable();
     assert_eq!(defaulted, in_crd, "a field added to MyOwnShellSpec must get a default from admission too");
@@ -78,6 +79,15 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
             on_delete: Some(myownshell_api::HomeOnDelete::Retain),
         }),
         record_sessions: Some(true),
+        approvals: Some(vec![myownshell_api::Approval {
+            by: Some("bob".into()),
+            via: Some("user".into()),
+            at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).unwrap(),
+            )),
+            decision: myownshell_api::Decision::Approve,
+            reason: Some("on call".into()),
+        }]),
     };
     let read = request("CREATE", shell(serde_json::to_value(&full).unwrap()), Value::Null);
     assert_eq!(read.object.unwrap().spec().unwrap(), Some(full));
