@@ -30,6 +30,9 @@ pub mod actions {
     pub const DELETE_SHELL: &str = "DeleteShell";
     /// The home's claim was created, taken up, kept or deleted (`HomeReused`, `HomeRetained`).
     pub const HOME: &str = "Home";
+    /// What the shell's approvals came to changed (`Approved`, `WaitingForApproval`, `Rejected`,
+    /// `ApprovalExpired`): an approval given, taken back or run out.
+    pub const APPROVAL: &str = "Approval";
 }
 
 /// Where events go: one new Event per occurrence, named so that a shell of any name gets its

@@ -113,7 +113,14 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let now = Timestamp::now();
     let previous = ctx.statuses.latest(shell);
     let size = shell.spec.size.unwrap_or(defaults::SIZE);
-    let plan = lifetime::plan(shell, previous.as_ref(), now);
+    // A class that asks for approval: the shell runs only while approved, and stops when its
+    // approval runs out, warned ahead like any lifetime stop.
+    let (verdict, approval) = crate::starts::approval(shell, ctx, now);
+    let approved_until = match &verdict {
+        myownshell_api::approval::Verdict::Approved { until, .. } => Some(*until),
+        _ => None,
+    };
+    let plan = lifetime::plan_approved(shell, previous.as_ref(), now, approved_until);
     // A shell runs only where the connect gate looks (`cache::open_namespaces`): elsewhere it is
     // held at no pods, and says so if it would run.
     let open = ctx.open.is_open(&namespace);
@@ -121,7 +128,9 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let (home, home_error, hard) = home(shell, ctx).await;
     // A claim of the shell's name that is not its home holds it too: never mounted, no pods.
     let home_held = home.as_ref().is_some_and(|h| h.hold);
-    let (plan, waiting) = room_for(shell, if open && !home_held { plan } else { plan.held() }, size, ctx);
+    let unapproved = !verdict.allows_running();
+    let (plan, waiting) =
+        room_for(shell, if open && !home_held && !unapproved { plan } else { plan.held() }, size, ctx);
     if let (true, Phase::Stopped(stop)) = (plan.delete, &plan.phase) {
         return delete_stopped(shell, stop, api, ctx).await;
     }
@@ -159,6 +168,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         template: template.as_ref(),
         home: home.as_ref(),
         class_fit: class_fit.as_ref(),
+        approval: approval.as_ref(),
     };
     let status = status::compute(shell, previous.as_ref(), &inputs, &myownshell_runtime::time::to_second(now));
     ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));
@@ -169,6 +179,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // status does it again, and tells it then.
     if written.is_ok() {
         told.extend(announce::lifetime_events(&shell.name_any(), &plan, replicas));
+        told.extend(announce::approval_event(previous.as_ref(), approval.as_ref()));
     }
     tell(shell, ctx, told);
     if let Some(e) = error {

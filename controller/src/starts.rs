@@ -93,3 +93,31 @@ pub fn fit(shell: &MyOwnShell, ctx: &Context) -> Option<(bool, &'static str, Str
         _ => Some((true, reasons::CLASS_FITS, format!("the shell fits MyOwnShellClass {name:?}"))),
     }
 }
+
+/// What the shell's approvals come to now, and the `Approved` condition (`None`: its class asks
+/// for none, or it has no class).
+pub fn approval(
+    shell: &MyOwnShell,
+    ctx: &Context,
+    now: k8s_openapi::jiff::Timestamp,
+) -> (myownshell_api::approval::Verdict, Option<(bool, &'static str, String)>) {
+    use myownshell_api::approval::{Asked, Verdict, valid_for, verdict};
+    let class = shell.spec.class_name.as_deref().and_then(|name| ctx.classes.class(name));
+    let rule = class.as_ref().and_then(|c| c.spec.approval.as_ref());
+    let asked = rule.map(|rule| Asked {
+        rule,
+        // The CRD's pattern keeps an unreadable duration out; one written around it counts as 8h.
+        valid_for: myownshell_runtime::time::parse_duration(valid_for(rule))
+            .unwrap_or(std::time::Duration::from_secs(8 * 3600)),
+    });
+    let approvals = shell.spec.approvals.as_deref().unwrap_or_default();
+    let verdict = verdict(asked, approvals, shell.spec.owner.as_deref(), now);
+    let condition = match &verdict {
+        Verdict::NotRequired => None,
+        Verdict::Approved { .. } => Some((true, reasons::APPROVED, verdict.words())),
+        Verdict::Waiting { expired: true, .. } => Some((false, reasons::APPROVAL_EXPIRED, verdict.words())),
+        Verdict::Waiting { .. } => Some((false, reasons::WAITING_FOR_APPROVAL, verdict.words())),
+        Verdict::Rejected { .. } => Some((false, reasons::REJECTED, verdict.words())),
+    };
+    (verdict, condition)
+}

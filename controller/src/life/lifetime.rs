@@ -17,6 +17,10 @@ use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, NextStop, Stop};
 use myownshell_runtime::time::{format_duration, minus, plus, second_of, to_second as time};
 
+/// How long ahead the end of an approval is warned of in a shell whose lifetime sets no
+/// `warnBefore`: long enough to finish a command and ask an approver again.
+pub const APPROVAL_WARNING: Duration = Duration::from_secs(300);
+
 /// What the shell should be now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Phase {
@@ -106,24 +110,30 @@ pub fn duration(text: Option<&str>) -> Option<Duration> {
     text.and_then(|t| myownshell_runtime::time::parse_duration(t).ok())
 }
 
-/// The stop the running shell's lifetime has in store: the earlier of the idle and the run-time
-/// deadline, neither before `extendedUntil`.
+/// The stop the running shell's lifetime has in store: the earliest of the idle and the run-time
+/// deadline, neither before `extendedUntil`, and the end of its approval (`approved_until`, which
+/// `extend` does not push back: an approval is a second person's word, not the owner's).
 fn next_stop(
     shell: &MyOwnShell,
     status: &MyOwnShellStatus,
     started_at: Timestamp,
+    approved_until: Option<Timestamp>,
 ) -> Option<(Timestamp, &'static str)> {
-    let lifetime = shell.spec.lifetime.as_ref()?;
+    let approval = approved_until.map(|at| (at, reasons::APPROVAL_EXPIRED));
+    let lifetime = shell.spec.lifetime.clone().unwrap_or_default();
     let last_connection = status.last_connection.as_ref().map(|c| c.time.0);
     let active_since = last_connection.map_or(started_at, |c| c.max(started_at));
     let extended = lifetime.extended_until.as_ref().map(|t| t.0);
     let hold = |at: Timestamp| extended.map_or(at, |e| at.max(e));
     let idle = duration(lifetime.idle_timeout.as_deref()).map(|d| (hold(plus(active_since, d)), reasons::IDLE));
     let run = duration(lifetime.max_run_time.as_deref()).map(|d| (hold(plus(started_at, d)), reasons::MAX_RUN_TIME));
-    match (idle, run) {
-        (Some(i), Some(r)) => Some(if r.0 <= i.0 { r } else { i }),
-        (one, other) => one.or(other),
-    }
+    // The earliest; at the same second, the run time before idleness before the approval.
+    [run, idle, approval].into_iter().flatten().fold(None, |earliest: Option<(Timestamp, &'static str)>, next| {
+        match earliest {
+            Some(e) if e.0 <= next.0 => Some(e),
+            _ => Some(next),
+        }
+    })
 }
 
 /// Why a stop happened, in words.
@@ -134,6 +144,12 @@ fn stop_message(shell: &MyOwnShell, reason: &str) -> String {
     let why = match reason {
         r if r == reasons::IDLE => format!("no new connection for {}", limit(lifetime.idle_timeout.as_deref())),
         r if r == reasons::MAX_RUN_TIME => format!("ran for {}", limit(lifetime.max_run_time.as_deref())),
+        r if r == reasons::APPROVAL_EXPIRED => {
+            return format!(
+                "its approval ran out; once approved again (kubectl myownshell approve {name}), `kubectl myownshell \
+                 start {name}` brings its pods back"
+            );
+        }
         _ => "stopped on request (spec.stopped)".to_owned(),
     };
     format!("{why}; `kubectl myownshell start {name}` brings its pods back")
@@ -142,6 +158,17 @@ fn stop_message(shell: &MyOwnShell, reason: &str) -> String {
 /// The plan for `shell` at `now`, given its latest known `status` (which may be newer than the
 /// copy in `shell`: a status just written whose echo has not arrived).
 pub fn plan(shell: &MyOwnShell, status: Option<&MyOwnShellStatus>, now: Timestamp) -> Plan {
+    plan_approved(shell, status, now, None)
+}
+
+/// [`plan`] for a shell approved until `approved_until` (its class asks for approval): it stops
+/// then, warned `warnBefore` ahead like any lifetime stop.
+pub fn plan_approved(
+    shell: &MyOwnShell,
+    status: Option<&MyOwnShellStatus>,
+    now: Timestamp,
+    approved_until: Option<Timestamp>,
+) -> Plan {
     let status = status.cloned().unwrap_or_default();
     let lifetime = shell.spec.lifetime.clone().unwrap_or_default();
     let restarted_at = lifetime.restarted_at.as_ref().map(|t| t.0);
@@ -182,7 +209,7 @@ pub fn plan(shell: &MyOwnShell, status: Option<&MyOwnShellStatus>, now: Timestam
             second_of(now)
         }
     };
-    let Some((at, reason)) = next_stop(shell, &status, started_at) else {
+    let Some((at, reason)) = next_stop(shell, &status, started_at, approved_until) else {
         return Plan {
             phase: Phase::Running { started_at },
             next_stop: None,
@@ -195,7 +222,11 @@ pub fn plan(shell: &MyOwnShell, status: Option<&MyOwnShellStatus>, now: Timestam
         let stop = Stop { reason: reason.to_owned(), at: time(now), message: stop_message(shell, reason) };
         return stopped(shell, &status, stop, true, now, happenings);
     }
-    let warn_from = duration(lifetime.warn_before.as_deref()).map(|w| minus(at, w));
+    // An approval's end is warned of even in a shell with no `warnBefore`: it comes from a
+    // class's rule, not from a lifetime its owner chose.
+    let warn_before =
+        duration(lifetime.warn_before.as_deref()).or((reason == reasons::APPROVAL_EXPIRED).then_some(APPROVAL_WARNING));
+    let warn_from = warn_before.map(|w| minus(at, w));
     let already_warned = status
         .next_stop
         .as_ref()
@@ -286,6 +317,46 @@ mod tests {
         status.last_connection =
             Some(Connection { user: "alice".into(), time: time(at(offset)), pod: "web-1".into(), kind: "exec".into() });
         status
+    }
+
+    /// An approval's end is a stop like the others: warned `warnBefore` ahead, the earliest of
+    /// the deadlines, and not pushed back by `extend` (a second person's word, not the owner's).
+    #[test]
+    fn an_approval_ends_like_a_lifetime_stop_and_extend_does_not_push_it() {
+        let mut extended = lifetime(Some("1h"), None, Some("5m"));
+        extended.extended_until = Some(time(at(10 * 3600)));
+        let cases = [
+            ("approved for an hour, no lifetime", shell(None, Some(running_since(0))), 3600, 600, None),
+            ("within its warning", shell(None, Some(running_since(0))), 600, 400, Some(reasons::APPROVAL_EXPIRED)),
+            (
+                "idle comes first",
+                shell(Some(lifetime(Some("5m"), None, Some("1m"))), Some(running_since(0))),
+                3600,
+                250,
+                Some(reasons::IDLE),
+            ),
+            (
+                "extended, the approval still ends",
+                shell(Some(extended), Some(running_since(0))),
+                1800,
+                1600,
+                Some(reasons::APPROVAL_EXPIRED),
+            ),
+        ];
+        for (what, shell, until, now, warned) in cases {
+            let plan = plan_approved(&shell, shell.status.as_ref(), at(now), Some(at(until)));
+            let next = plan.next_stop.clone().unwrap_or_else(|| panic!("{what}: no next stop"));
+            match warned {
+                Some(reason) => {
+                    assert_eq!(next.reason, reason, "{what}");
+                    if reason == reasons::APPROVAL_EXPIRED {
+                        assert_eq!(next.at.0, at(until), "{what}");
+                        assert!(next.warned, "{what}: warned");
+                    }
+                }
+                None => assert!(!next.warned && next.reason == reasons::APPROVAL_EXPIRED, "{what}: {next:?}"),
+            }
+        }
     }
 
     /// (what, shell, now, phase kind, next stop (offset, reason, warned), happenings, wake offset)

@@ -76,6 +76,24 @@ pub fn trouble_event(
     Some(Announcement { type_: EventType::Warning, reason, action, note: message })
 }
 
+/// The Event of what the shell's approvals came to, when it changed since `previous` (an
+/// approval given, taken back, rejected or run out): each approval is on the record.
+pub fn approval_event(
+    previous: Option<&MyOwnShellStatus>,
+    approval: Option<&crate::write::status::Value>,
+) -> Option<Announcement> {
+    let (approved, reason, message) = approval?;
+    let before = previous
+        .and_then(|p| p.conditions.iter().find(|c| c.type_ == myownshell_api::names::conditions::APPROVED))
+        .map(|c| (c.reason.as_str(), c.message.as_str()));
+    if before == Some((*reason, message.as_str())) {
+        return None;
+    }
+    let type_ =
+        if *approved || *reason == reasons::WAITING_FOR_APPROVAL { EventType::Normal } else { EventType::Warning };
+    Some(Announcement { type_, reason, action: actions::APPROVAL, note: message.clone() })
+}
+
 #[cfg(test)]
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

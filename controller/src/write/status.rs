@@ -5,7 +5,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use myownshell_api::names::conditions::{
-    AVAILABLE, DEGRADED, FITS_CLASS, HOME_READY, PROGRESSING, STOPPING, UP_TO_DATE,
+    APPROVED, AVAILABLE, DEGRADED, FITS_CLASS, HOME_READY, PROGRESSING, STOPPING, UP_TO_DATE,
 };
 use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults};
@@ -42,6 +42,8 @@ pub struct Inputs<'a> {
     pub home: Option<&'a Assessment>,
     /// Whether the shell fits its class (`None`: no class).
     pub class_fit: Option<&'a Value>,
+    /// Whether the shell has the approval its class asks for (`None`: it asks for none).
+    pub approval: Option<&'a Value>,
 }
 
 /// A condition's value: status, reason, message.
@@ -50,6 +52,9 @@ pub type Value = (bool, &'static str, String);
 /// Why a shell that is not stopped wants no pods: its size, or a hold its Degraded condition
 /// explains (its namespace not opened to shells).
 fn why_none(inputs: &Inputs<'_>) -> &'static str {
+    if inputs.approval.is_some_and(|(approved, _, _)| !approved) {
+        return "held until approved (see Approved)";
+    }
     match inputs.failure {
         Some(f) if f.reason == reasons::NAMESPACE_NOT_OPEN || f.reason == reasons::HOME_CLAIM_CONFLICT => {
             "held (see Degraded)"
@@ -112,6 +117,14 @@ fn stopping(shell: &MyOwnShell, plan: &Plan) -> Option<Value> {
         (Phase::Stopped(stop), _) => {
             Some((false, reasons::STOPPED, format!("stopped at {} ({})", stop.at.0, stop.reason)))
         }
+        (_, Some(next)) if next.warned && next.reason == reasons::APPROVAL_EXPIRED => Some((
+            true,
+            reasons::APPROVAL_EXPIRED,
+            format!(
+                "stops at {} (its approval runs out); an approver's `kubectl myownshell approve {name}` renews it",
+                next.at.0
+            ),
+        )),
         (_, Some(next)) if next.warned => Some((
             true,
             if next.reason == reasons::IDLE { reasons::IDLE } else { reasons::MAX_RUN_TIME },
@@ -191,6 +204,7 @@ pub fn compute(
     }
     conditions.extend(inputs.home.map(|h| condition(HOME_READY, h.ready.clone())));
     conditions.extend(inputs.class_fit.map(|v| condition(FITS_CLASS, v.clone())));
+    conditions.extend(inputs.approval.map(|v| condition(APPROVED, v.clone())));
     let (state, started_at, stopped) = match inputs.plan.map(|p| &p.phase) {
         Some(Phase::Running { started_at }) => {
             (Some("Running"), Some(myownshell_runtime::time::to_second(*started_at)), None)
