@@ -100,6 +100,25 @@ pub enum Command {
         #[arg(value_parser = parse_duration)]
         duration: Option<Duration>,
     },
+    /// Approve someone's shell of a class that asks for approval (you must be among the class's
+    /// approvers, allowed by RBAC to `approve` it, and not its owner). Recorded in
+    /// `spec.approvals` with your name and the time.
+    Approve {
+        /// The MyOwnShell.
+        name: String,
+        /// Why (some classes want one).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Reject someone's shell of a class that asks for approval: it runs no pods until you take
+    /// it back (`kubectl myownshell approve` does not: remove your entry from `spec.approvals`).
+    Reject {
+        /// The MyOwnShell.
+        name: String,
+        /// Why.
+        #[arg(long)]
+        reason: Option<String>,
+    },
 }
 
 /// `sessions -o`.

@@ -50,6 +50,43 @@ pub async fn patch(shells: &kube::Api<MyOwnShell>, name: &str, patch: &Value) ->
     shells.patch(name, &params, &kube::api::Patch::Merge(patch)).await.map(drop)
 }
 
+/// The JSON patch that adds an approval (the webhook records who, why they may and when):
+/// appended to `spec.approvals`, or the list made when the shell has none.
+pub fn approval_patch(has_list: bool, decision: myownshell_api::Decision, reason: Option<&str>) -> Value {
+    let entry = serde_json::to_value(myownshell_api::Approval {
+        decision,
+        reason: reason.map(str::to_owned),
+        ..myownshell_api::Approval::default()
+    })
+    .unwrap_or(Value::Null);
+    match has_list {
+        true => json!([{"op": "add", "path": "/spec/approvals/-", "value": entry}]),
+        false => json!([{"op": "add", "path": "/spec/approvals", "value": [entry]}]),
+    }
+}
+
+/// Add an approval (or rejection) of shell `name` as the caller.
+pub async fn add_approval(
+    shells: &kube::Api<MyOwnShell>,
+    name: &str,
+    decision: myownshell_api::Decision,
+    reason: Option<&str>,
+) -> Result<(), kube::Error> {
+    let shell = shells.get(name).await?;
+    let patch = approval_patch(shell.spec.approvals.is_some(), decision, reason);
+    let patch = kube::api::Patch::<()>::Json(serde_json::from_value(patch).map_err(kube::Error::SerdeError)?);
+    shells.patch(name, &kube::api::PatchParams::default(), &patch).await.map(drop)
+}
+
+/// What a shell's `Approved` condition says, or that it needs no approval.
+pub fn approval_words(shell: &MyOwnShell) -> String {
+    let condition = shell
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == myownshell_api::names::conditions::APPROVED));
+    condition.map_or_else(|| "recorded (the controller has not looked yet)".to_owned(), |c| c.message.clone())
+}
+
 /// Start shell `name` now.
 pub async fn apply_start(shells: &kube::Api<MyOwnShell>, name: &str) -> Result<(), kube::Error> {
     patch(shells, name, &start_patch(Timestamp::now())).await
@@ -69,6 +106,14 @@ mod tests {
             json!({"spec": {"stopped": false, "lifetime": {"restartedAt": "2027-01-15T08:00:00Z"}}})
         );
         assert_eq!(stop_patch(), json!({"spec": {"stopped": true}}));
+        assert_eq!(
+            approval_patch(false, myownshell_api::Decision::Approve, Some("on call")),
+            json!([{"op": "add", "path": "/spec/approvals", "value": [{"decision": "Approve", "reason": "on call"}]}])
+        );
+        assert_eq!(
+            approval_patch(true, myownshell_api::Decision::Reject, None),
+            json!([{"op": "add", "path": "/spec/approvals/-", "value": {"decision": "Reject"}}])
+        );
         assert_eq!(update_patch(now), json!({"spec": {"updateRequestedAt": "2027-01-15T08:00:00Z"}}));
         let (patch, until) = extend_patch(now, Duration::from_secs(1800));
         assert_eq!(patch, json!({"spec": {"lifetime": {"extendedUntil": "2027-01-15T08:30:00Z"}}}));

@@ -99,6 +99,17 @@ async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 myownshell_runtime::time::format_age(by.as_secs() as i64)
             );
         }
+        Command::Approve { name, reason } => {
+            let decision = myownshell_api::Decision::Approve;
+            lifecycle::add_approval(&shells, name, decision, reason.as_deref()).await?;
+            let shell = shells.get(name).await?;
+            println!("myownshell.myownshell.io/{name} approved: {}", lifecycle::approval_words(&shell));
+        }
+        Command::Reject { name, reason } => {
+            let decision = myownshell_api::Decision::Reject;
+            lifecycle::add_approval(&shells, name, decision, reason.as_deref()).await?;
+            println!("myownshell.myownshell.io/{name} rejected: it runs no pods until you take it back");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
