@@ -204,3 +204,85 @@ async fn a_class_with_a_new_default_image_waits_for_a_quiet_moment_and_says_so()
     t.shell_where("follows", "FitsClass=False, ClassMissing", fits("False", "ClassMissing")).await;
     t.replicas_become("follows", 1).await;
 }
+
+/// The `Approved` condition of `s`: (status, reason, message).
+fn approved(s: &MyOwnShell) -> Option<(String, String, String)> {
+    let conditions = s.status.as_ref().map(|st| st.conditions.as_slice()).unwrap_or_default();
+    conditions
+        .iter()
+        .find(|c| c.type_ == myownshell_api::names::conditions::APPROVED)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// `spec.approvals` entries as the webhook records them (no webhook runs here: written as the
+/// admin), `ago` seconds ago.
+fn approval(by: &str, decision: &str, ago: i64) -> serde_json::Value {
+    let at = k8s_openapi::jiff::Timestamp::from_second(k8s_openapi::jiff::Timestamp::now().as_second() - ago).unwrap();
+    json!({"by": by, "via": "user", "at": at.to_string(), "decision": decision})
+}
+
+/// A class asking for two approvals: a shell of it is held at no pods, saying how many it has
+/// of how many; its owner's own approval counts for nothing; the class lowered to one while it
+/// waits lets it run; an approval about to run out is warned of and then holds it again; a
+/// rejection holds it too. Each change is an Event.
+#[tokio::test]
+async fn a_shell_of_a_class_that_asks_for_approval_runs_only_while_approved() {
+    let t = ControllerTest::start("class-approval").await;
+    let class_name = format!("{}-four-eyes", t.ns);
+    let classes: Api<MyOwnShellClass> = Api::all(t.client.clone());
+    let spec: MyOwnShellClassSpec = serde_json::from_value(json!({
+        "approval": {"required": 2, "approvers": {"users": ["bob", "carol", "dave"]}, "validFor": "1h"}
+    }))
+    .unwrap();
+    classes.create(&PostParams::default(), &MyOwnShellClass::new(&class_name, spec)).await.unwrap();
+    t.shells.create(&PostParams::default(), &shell("guarded", &class_name, "alice")).await.unwrap();
+    t.replicas_become("guarded", 0).await;
+    let waiting = |want: &'static str| {
+        move |s: &MyOwnShell| match approved(s) {
+            Some((status, _, message)) if status == "False" && message.contains(want) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    };
+    t.shell_where("guarded", "Approved=False, 0 of 2", waiting("waiting for approval: 0 of 2")).await;
+
+    // bob's, and alice's own (counted for nothing): 1 of 2, still held.
+    let patch = json!({"spec": {"approvals": [approval("bob", "Approve", 0), approval("alice", "Approve", 0)]}});
+    t.shells.patch("guarded", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    t.shell_where("guarded", "1 of 2 (bob), the owner's not counted", waiting("1 of 2 (bob)")).await;
+    assert_eq!(t.deployments.get("guarded").await.unwrap().spec.unwrap().replicas, Some(0));
+
+    // The class lowered to one approval while the shell waits: it runs.
+    let lowered = json!({"spec": {"approval": {"required": 1}}});
+    classes.patch(&class_name, &PatchParams::default(), &Patch::Merge(&lowered)).await.unwrap();
+    t.replicas_become("guarded", 1).await;
+    t.shell_where("guarded", "Approved=True by bob", |s| match approved(s) {
+        Some((status, reason, message)) if status == "True" && reason == "Approved" && message.contains("bob") => {
+            Ok(())
+        }
+        other => Err(format!("{other:?}")),
+    })
+    .await;
+    t.event_with_reason("guarded", "Approved").await;
+
+    // bob's approval about to run out (given 3595 s ago, valid for an hour): warned, then held.
+    let patch = json!({"spec": {"approvals": [approval("bob", "Approve", 3595)]}});
+    t.shells.patch("guarded", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    t.shell_where("guarded", "Stopping=True: the approval runs out", |s| {
+        let conditions = s.status.as_ref().map(|st| st.conditions.clone()).unwrap_or_default();
+        match conditions.iter().find(|c| c.type_ == myownshell_api::names::conditions::STOPPING) {
+            Some(c) if c.status == "True" && c.reason == "ApprovalExpired" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    t.replicas_become("guarded", 0).await;
+    t.shell_where("guarded", "Approved=False, ran out", waiting("an approval ran out")).await;
+
+    // A fresh approval, then dave's rejection: held again, naming him.
+    let patch = json!({"spec": {"approvals": [approval("carol", "Approve", 0), approval("dave", "Reject", 0)]}});
+    t.shells.patch("guarded", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    t.shell_where("guarded", "Approved=False, rejected by dave", waiting("rejected by dave")).await;
+    assert_eq!(t.deployments.get("guarded").await.unwrap().spec.unwrap().replicas, Some(0));
+    t.event_with_reason("guarded", "Rejected").await;
+    classes.delete(&class_name, &DeleteParams::default()).await.unwrap();
+}

@@ -15,10 +15,13 @@ use myownshell_api::{Approval, ClassApproval};
 
 use crate::review::request::UserInfo;
 
-/// The entries of `new` that `old` does not have (by position: the list grows at its end).
-fn added<'a>(old: &[Approval], new: &'a [Approval]) -> &'a [Approval] {
-    let kept = old.iter().zip(new).take_while(|(o, n)| o == n).count();
-    if kept == old.len() { &new[kept..] } else { &[] }
+/// The entries appended to `old` in `new`, once the ones taken out are left aside: `new` must be
+/// `old`'s remaining entries, in their order, then the added ones. `None` when it is not (an
+/// entry changed, or moved).
+fn appended<'a>(old: &[Approval], new: &'a [Approval]) -> Option<&'a [Approval]> {
+    let kept: Vec<&Approval> = old.iter().filter(|o| new.contains(o)).collect();
+    let in_place = new.len() >= kept.len() && kept.iter().zip(new).all(|(k, n)| *k == n);
+    in_place.then(|| &new[kept.len()..])
 }
 
 /// `new`'s approvals as the webhook records them: each entry added to `old` stamped with who
@@ -32,10 +35,7 @@ pub fn stamped(
     owner: Option<&str>,
     now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
 ) -> Option<Vec<Approval>> {
-    let fresh = added(old, new);
-    if fresh.is_empty() {
-        return None;
-    }
+    let fresh = appended(old, new).filter(|fresh| !fresh.is_empty())?;
     let groups: Vec<String> = user.groups.iter().map(|g| g.to_string()).collect();
     let approver = Approver { name: &user.username, groups: &groups };
     let via = may_approve(class, approver, owner).ok();
@@ -62,7 +62,12 @@ pub fn refusal(
 ) -> Option<String> {
     let name = user.username.as_ref();
     let gone: Vec<&Approval> = old.iter().filter(|o| !new.contains(o)).collect();
-    let fresh: Vec<&Approval> = new.iter().filter(|n| !old.contains(n)).collect();
+    let Some(fresh) = appended(old, new) else {
+        return Some(format!(
+            "spec.approvals: an entry cannot be changed afterwards, nor moved: only added at the end, or taken \
+             back by its author ({name} changed one)"
+        ));
+    };
     if let Some(theirs) = gone.iter().find(|o| o.by.as_deref() != Some(name)).filter(|_| !admin) {
         let by = theirs.by.as_deref().unwrap_or("nobody");
         return Some(format!("spec.approvals: only {by} takes back {by}'s word (it was given), not {name}"));
@@ -78,8 +83,8 @@ pub fn refusal(
     for entry in fresh {
         if entry.by.as_deref() != Some(name) || entry.via.as_deref() != Some(via.as_str()) || entry.at.is_none() {
             return Some(format!(
-                "spec.approvals: an entry is given by whoever adds it, as the webhook records it, and cannot be \
-                 changed afterwards ({name} added or changed one by {})",
+                "spec.approvals: an entry is given by whoever adds it, as the webhook records it ({name} added one \
+                 by {})",
                 entry.by.as_deref().unwrap_or("nobody")
             ));
         }
