@@ -80,12 +80,33 @@ async function listShells() {
       open.onclick = () => { location.hash = `#/${encodeURIComponent(s.namespace)}/${encodeURIComponent(s.name)}`; };
       const td = document.createElement("td");
       td.append(open);
+      if (s.waitingForApproval && s.owner !== state.user) {
+        // Someone else's shell waiting for approval: offer to approve it (the webhook decides
+        // whether this user may, and says why not).
+        const approve = document.createElement("button");
+        approve.textContent = "Approve";
+        approve.dataset.approve = `${s.namespace}/${s.name}`;
+        approve.setAttribute("aria-label", `Approve ${s.namespace}/${s.name}`);
+        approve.onclick = () => approveShell(s.namespace, s.name);
+        td.append(approve);
+      }
       tr.append(td);
       rows.append(tr);
     }
     if (!shells.length) $("shells-error").textContent = "No shells here.";
   } catch (e) {
     $("shells-error").textContent = e.message + (namespace ? "" : "\nName a namespace you may list shells in.");
+  }
+}
+
+async function approveShell(namespace, name) {
+  $("shells-error").textContent = "";
+  try {
+    await api("POST", `/api/shells/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/approve`);
+    await listShells();
+    $("shells-error").textContent = `Approved ${namespace}/${name}.`;
+  } catch (e) {
+    $("shells-error").textContent = e.message;
   }
 }
 

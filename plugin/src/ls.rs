@@ -2,7 +2,7 @@
 
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShell;
-use myownshell_api::names::conditions::{DEGRADED, HOME_READY, STOPPING, UP_TO_DATE};
+use myownshell_api::names::conditions::{APPROVED, DEGRADED, HOME_READY, STOPPING, UP_TO_DATE};
 use myownshell_runtime::time::format_age;
 
 /// One line of the listing.
@@ -35,11 +35,14 @@ pub fn row(shell: &MyOwnShell, now: Timestamp) -> Row {
     let status = shell.status.clone().unwrap_or_default();
     let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True");
     let outdated = status.conditions.iter().find(|c| c.type_ == UP_TO_DATE && c.status == "False");
-    let reason = match (&status.stopped, condition(DEGRADED), condition(STOPPING), outdated) {
-        (Some(stop), _, _, _) => stop.reason.clone(),
-        (None, Some(degraded), _, _) => degraded.reason.clone(),
-        (None, None, Some(stopping), _) => stopping.reason.clone(),
-        (None, None, None, Some(outdated)) => outdated.reason.clone(),
+    // A shell waiting for approval says for whom: how many of how many, who rejected it.
+    let unapproved = status.conditions.iter().find(|c| c.type_ == APPROVED && c.status == "False");
+    let reason = match (&status.stopped, condition(DEGRADED), unapproved, condition(STOPPING), outdated) {
+        (Some(stop), _, _, _, _) => stop.reason.clone(),
+        (None, Some(degraded), _, _, _) => degraded.reason.clone(),
+        (None, None, Some(waiting), _, _) => format!("{}: {}", waiting.reason, waiting.message),
+        (None, None, None, Some(stopping), _) => stopping.reason.clone(),
+        (None, None, None, None, Some(outdated)) => outdated.reason.clone(),
         _ => String::new(),
     };
     let up_to_date =
@@ -180,6 +183,23 @@ mod tests {
                     },
                 ),
                 ("Running", "1/1", "-", "OperatorUpgraded"),
+            ),
+            (
+                shell(
+                    "guarded",
+                    MyOwnShellStatus {
+                        state: Some("Paused".into()),
+                        conditions: vec![Condition {
+                            type_: APPROVED.into(),
+                            status: "False".into(),
+                            reason: "WaitingForApproval".into(),
+                            message: "waiting for approval: 1 of 2 (bob)".into(),
+                            ..degraded.clone()
+                        }],
+                        ..MyOwnShellStatus::default()
+                    },
+                ),
+                ("Paused", "0/1", "-", "WaitingForApproval: waiting for approval: 1 of 2 (bob)"),
             ),
         ];
         for (shell, (state, ready, stops, reason)) in cases {

@@ -712,3 +712,65 @@ async fn a_stopping_gateway_is_not_ready_at_once_and_serves_through_its_drain() 
     }
     assert!(stopped.elapsed() >= delay, "exited {:?} after SIGTERM, before its drain", stopped.elapsed());
 }
+
+/// A shell of a class that asks for approval, on the page: listed as waiting for approval, with
+/// what it waits for; its owner's approve refused in the webhook's words; an approver's
+/// (`POST /api/shells/{namespace}/{shell}/approve`, made as him) recorded in his name.
+#[tokio::test]
+async fn an_approver_approves_on_the_page_and_the_owner_cannot() {
+    let w = World::start("gw-approve", true, &[]).await;
+    let (alice, bob) = (service_account_user(&w.ns, "alice"), service_account_user(&w.ns, "bob"));
+    let class = format!("{}-four-eyes", w.ns);
+    let admin = w.cp.kubectl();
+    let setup = format!(
+        "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShellClass\nmetadata: {{name: {class}}}\nspec: {{approval: {{approvers: {{users: [\"{bob}\"]}}}}}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: {class}}}\nrules:\n\
+         - {{apiGroups: [myownshell.io], resources: [myownshellclasses], resourceNames: [{class}], verbs: [use]}}\n\
+         - {{apiGroups: [myownshell.io], resources: [myownshells], verbs: [approve]}}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: {class}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {class}}}\n\
+         subjects: [{{kind: User, name: \"{alice}\", apiGroup: rbac.authorization.k8s.io}}, {{kind: User, name: \"{bob}\", apiGroup: rbac.authorization.k8s.io}}]\n"
+    );
+    admin.run_with_stdin(&["apply", "-f", "-"], Some(&setup)).await.unwrap().ok().unwrap();
+    let shell = shell_manifest("guarded", &format!("{{className: {class}, size: 1}}"));
+    let mut args = myownshell_tests::access::as_user(&alice, &["system:authenticated"]);
+    args.extend(["apply", "-n", &w.ns, "-f", "-"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    eventually("alice's shell of the class", READY, || async {
+        let out = admin.run_with_stdin(&args, Some(&shell)).await?;
+        if out.success { Ok(()) } else { Err(out.stderr) }
+    })
+    .await
+    .unwrap();
+    // What the controller would say (none runs here).
+    let waiting = json!({"status": {"conditions": [{"type": "Approved", "status": "False", "reason": "WaitingForApproval",
+        "message": "waiting for approval: 0 of 1 (none yet)", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    let shells = Api::<MyOwnShell>::namespaced(w.client.clone(), &w.ns);
+    shells.patch_status("guarded", &PatchParams::default(), &Patch::Merge(&waiting)).await.unwrap();
+
+    let (bobs, bobs_csrf) = w.sign_in(&w.token("bob").await).await;
+    let (alices, alices_csrf) = w.sign_in(&w.token("alice").await).await;
+    let (status, _, body) = w
+        .gateway
+        .request(Method::GET, &format!("/api/shells?namespace={}", w.ns), &[("cookie", &bobs)], None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"waitingForApproval\":\"waiting for approval: 0 of 1 (none yet)\""), "{body}");
+    let origin = w.gateway.origin();
+    let approve = format!("/api/shells/{}/guarded/approve", w.ns);
+    let post = |cookie: String, csrf: String| {
+        let (gateway, approve, origin) = (&w.gateway, approve.clone(), origin.clone());
+        async move {
+            let headers = [("cookie", cookie.as_str()), ("origin", origin.as_str()), ("x-csrf-token", csrf.as_str())];
+            gateway.request(Method::POST, &approve, &headers, None).await.unwrap()
+        }
+    };
+    let (status, _, body) = post(alices, alices_csrf).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("owns it, and nobody approves their own shell"), "alice's approve: {body}");
+    let (status, _, body) = post(bobs, bobs_csrf).await;
+    assert_eq!(status, 200, "bob's approve: {body}");
+    let approvals = shells.get("guarded").await.unwrap().spec.approvals.unwrap_or_default();
+    assert_eq!(approvals.iter().map(|a| a.by.as_deref()).collect::<Vec<_>>(), [Some(bob.as_str())]);
+}

@@ -14,7 +14,7 @@ use kube::Resource;
 use kube::api::{ListParams, ObjectList, Patch, PatchParams};
 use kube::core::Request;
 use myownshell_api::MyOwnShell;
-use myownshell_api::names::conditions::{AVAILABLE, DEGRADED};
+use myownshell_api::names::conditions::{APPROVED, AVAILABLE, DEGRADED};
 use myownshell_rbac_proxy::token::jwt_expiry;
 use myownshell_runtime::server::ConnectionInfo;
 use rustls_pki_types::CertificateDer;
@@ -107,22 +107,29 @@ pub struct ShellsQuery {
 
 /// One shell in the page's list.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ShellRow {
     namespace: String,
     name: String,
     owner: String,
     state: String,
     reason: String,
+    /// What the shell waits for, when its class asks for approval and it has none (its
+    /// `Approved` condition's words); the page offers approvers an Approve button.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    waiting_for_approval: Option<String>,
 }
 
 fn row(shell: &MyOwnShell) -> ShellRow {
     let status = shell.status.clone().unwrap_or_default();
     let condition = |t: &str| status.conditions.iter().find(|c| c.type_ == t && c.status == "True");
-    let (state, reason) = match (&status.stopped, condition(DEGRADED), condition(AVAILABLE)) {
-        (Some(stop), _, _) => ("Stopped".to_owned(), stop.reason.clone()),
-        (None, Some(degraded), _) => ("Degraded".to_owned(), degraded.message.clone()),
-        (None, None, Some(_)) => ("Running".to_owned(), String::new()),
-        (None, None, None) => ("Starting".to_owned(), String::new()),
+    let unapproved = status.conditions.iter().find(|c| c.type_ == APPROVED && c.status == "False");
+    let (state, reason) = match (&status.stopped, condition(DEGRADED), unapproved, condition(AVAILABLE)) {
+        (Some(stop), _, _, _) => ("Stopped".to_owned(), stop.reason.clone()),
+        (None, Some(degraded), _, _) => ("Degraded".to_owned(), degraded.message.clone()),
+        (None, None, Some(waiting), _) => ("Waiting for approval".to_owned(), waiting.message.clone()),
+        (None, None, None, Some(_)) => ("Running".to_owned(), String::new()),
+        (None, None, None, None) => ("Starting".to_owned(), String::new()),
     };
     ShellRow {
         namespace: shell.metadata.namespace.clone().unwrap_or_default(),
@@ -130,6 +137,7 @@ fn row(shell: &MyOwnShell) -> ShellRow {
         owner: shell.spec.owner.clone().unwrap_or_default(),
         state,
         reason,
+        waiting_for_approval: unapproved.map(|c| c.message.clone()),
     }
 }
 
@@ -201,6 +209,44 @@ async fn extend_as(as_user: &AsUser, namespace: &str, name: &str) -> Result<Time
     let request = shells.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).map_err(bad)?;
     as_user.request::<MyOwnShell>(request).await.map_err(api_refusal)?;
     Ok(until)
+}
+
+/// `POST /api/shells/{namespace}/{name}/approve`: the caller's approval of someone's shell,
+/// added as the caller (the webhook records who and when, and refuses whoever may not).
+pub async fn approve(
+    State(gw): State<Arc<Gateway>>,
+    Path((namespace, name)): Path<(String, String)>,
+    info: Peer,
+    headers: HeaderMap,
+) -> Response {
+    let caller = match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Change).await {
+        Ok(caller) => caller,
+        Err(refusal) => return refused(refusal),
+    };
+    let as_user = match gw.as_user(&caller.user) {
+        Ok(as_user) => as_user,
+        Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
+    };
+    match approve_as(&as_user, &namespace, &name).await {
+        Ok(shell) => Json(json!({ "shell": row(&shell) })).into_response(),
+        Err(refusal) => refused(refusal),
+    }
+}
+
+async fn approve_as(as_user: &AsUser, namespace: &str, name: &str) -> Result<MyOwnShell, Refusal> {
+    let shells = Request::new(MyOwnShell::url_path(&(), Some(namespace)));
+    let bad = |e: kube::core::request::Error| Refusal { status: StatusCode::BAD_REQUEST, message: e.to_string() };
+    let shell: MyOwnShell =
+        as_user.request(shells.get(name, &Default::default()).map_err(bad)?).await.map_err(api_refusal)?;
+    let entry = serde_json::to_value(myownshell_api::Approval::default()).unwrap_or_default();
+    let patch = match shell.spec.approvals {
+        Some(_) => json!([{"op": "add", "path": "/spec/approvals/-", "value": entry}]),
+        None => json!([{"op": "add", "path": "/spec/approvals", "value": [entry]}]),
+    };
+    let patch = serde_json::from_value(patch)
+        .map_err(|e| Refusal { status: StatusCode::INTERNAL_SERVER_ERROR, message: e.to_string() })?;
+    let request = shells.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch)).map_err(bad)?;
+    as_user.request::<MyOwnShell>(request).await.map_err(api_refusal)
 }
 
 /// The apiserver's (or an admission webhook's) refusal, with its status and words.

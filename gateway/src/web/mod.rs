@@ -77,6 +77,7 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/api/session", get(api::session).post(api::sign_in).delete(api::sign_out))
         .route("/api/shells", get(api::shells))
         .route("/api/shells/{namespace}/{shell}/extend", post(api::extend))
+        .route("/api/shells/{namespace}/{shell}/approve", post(api::approve))
         .route("/api/terminal/{namespace}/{shell}", get(socket::terminal))
         .route("/api/sessions/{namespace}/{shell}", get(sessions::list))
         .route("/api/recordings/{namespace}/{shell}", get(recordings::list))

@@ -69,8 +69,8 @@ pub async fn walk(w: &World, door: &str, person: Person) -> Option<Outcome> {
             let (status, _, body) = w.gateway.request(Method::GET, "/", &[], None).await.unwrap_or_default();
             return Some(by_status(status, &body));
         }
-        "gateway-sign-in" | "gateway-shells" | "gateway-terminal" | "gateway-extend" | "gateway-recordings"
-        | "gateway-sessions" => sign_in(w, person).await,
+        "gateway-sign-in" | "gateway-shells" | "gateway-terminal" | "gateway-extend" | "gateway-approve"
+        | "gateway-recordings" | "gateway-sessions" => sign_in(w, person).await,
         _ => return None,
     };
     let (cookie, csrf) = match signed_in {
@@ -100,8 +100,9 @@ pub async fn walk(w: &World, door: &str, person: Person) -> Option<Outcome> {
             Ok(messages) => admitted(&messages),
             Err(refused) => Outcome::Refused(refused),
         },
-        "gateway-extend" => {
-            let path = format!("/api/shells/{}/{SHELL}/extend", w.ns);
+        "gateway-extend" | "gateway-approve" => {
+            let action = door.trim_start_matches("gateway-");
+            let path = format!("/api/shells/{}/{SHELL}/{action}", w.ns);
             let headers = [("cookie", cookie.as_str()), ("origin", origin.as_str()), ("x-csrf-token", csrf.as_str())];
             let (status, _, body) = w.gateway.request(Method::POST, &path, &headers, None).await.unwrap_or_default();
             by_status(status, &body)
