@@ -69,6 +69,10 @@ pub struct Metrics {
     /// now, by reason (their pods cannot run, or the reconcile fails). Kept through
     /// [`Metrics::shell_degraded`].
     degraded: Family<ReasonLabels, Gauge>,
+    /// `myownshell_controller_approval_changes_total{reason}`: changes of what a shell's
+    /// approvals come to (`Approved`, `WaitingForApproval`, `Rejected`, `ApprovalExpired`), as
+    /// told in their Events: each approval given, taken back, rejected or run out.
+    pub approval_changes: Family<ReasonLabels, Counter>,
     /// Which shells are counted in `degraded`, and under which reason.
     degraded_shells: Arc<parking_lot::Mutex<std::collections::HashMap<(String, String), String>>>,
     registry: Arc<Registry>,
@@ -91,6 +95,7 @@ impl Metrics {
         let leader = Gauge::default();
         let in_flight = Gauge::default();
         let degraded = Family::<ReasonLabels, Gauge>::default();
+        let approval_changes = Family::<ReasonLabels, Counter>::default();
         let mut registry = Registry::with_prefix("myownshell_controller");
         registry.register("reconciles", "Reconciles of MyOwnShell objects, by result", reconciles.clone());
         registry.register_with_unit(
@@ -120,6 +125,11 @@ impl Metrics {
             "MyOwnShells whose Degraded condition is True, by reason (pods that cannot run, failing reconciles)",
             degraded.clone(),
         );
+        registry.register(
+            "approval_changes",
+            "Changes of what shells' approvals come to, by the Approved condition's reason",
+            approval_changes.clone(),
+        );
         Self {
             reconciles,
             reconcile_duration,
@@ -129,6 +139,7 @@ impl Metrics {
             leader,
             in_flight,
             degraded,
+            approval_changes,
             degraded_shells: Arc::default(),
             registry: Arc::new(registry),
         }

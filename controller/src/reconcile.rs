@@ -179,7 +179,13 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // status does it again, and tells it then.
     if written.is_ok() {
         told.extend(announce::lifetime_events(&shell.name_any(), &plan, replicas));
-        told.extend(announce::approval_event(previous.as_ref(), approval.as_ref()));
+        if let Some(event) = announce::approval_event(previous.as_ref(), approval.as_ref()) {
+            ctx.metrics
+                .approval_changes
+                .get_or_create(&crate::metrics::ReasonLabels { reason: event.reason.into() })
+                .inc();
+            told.push(event);
+        }
     }
     tell(shell, ctx, told);
     if let Some(e) = error {

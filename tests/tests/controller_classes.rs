@@ -284,5 +284,8 @@ async fn a_shell_of_a_class_that_asks_for_approval_runs_only_while_approved() {
     t.shell_where("guarded", "Approved=False, rejected by dave", waiting("rejected by dave")).await;
     assert_eq!(t.deployments.get("guarded").await.unwrap().spec.unwrap().replicas, Some(0));
     t.event_with_reason("guarded", "Rejected").await;
+    let counted =
+        t.controller.metric("myownshell_controller_approval_changes_total{reason=\"Approved\"}").await.unwrap();
+    assert!(counted >= 1.0, "approvals counted: {counted}");
     classes.delete(&class_name, &DeleteParams::default()).await.unwrap();
 }
