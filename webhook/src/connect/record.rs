@@ -264,7 +264,12 @@ pub fn occurrence(connection: &Connection, count: u32) -> Occurrence {
                 Grant::SharedGroup => "in a group of spec.sharedWith.groups".to_owned(),
                 Grant::Admin => "an administrator (a group of the webhook's --admin-groups)".to_owned(),
             };
-            (EventType::Normal, reasons::CONNECTED, format!("{user} connected to pod {pod} ({how}){times}: {why}"))
+            let approved = approvers(&shell);
+            (
+                EventType::Normal,
+                reasons::CONNECTED,
+                format!("{user} connected to pod {pod} ({how}){times}: {why}{approved}"),
+            )
         }
         None => (
             EventType::Warning,
@@ -273,6 +278,19 @@ pub fn occurrence(connection: &Connection, count: u32) -> Occurrence {
         ),
     };
     Occurrence { regarding, related: Some(related), type_, reason, action: action(connection.kind), note }
+}
+
+/// `; approved by …` for a shell of a class that asks for approval, naming who approved it (as
+/// its spec records them): the record of a connection names the approvers too.
+fn approvers(shell: &super::access::ShellAccess) -> String {
+    let approvals = shell.classed.as_ref().and_then(|c| c.0.approvals.as_deref()).unwrap_or_default();
+    let mut by: Vec<&str> = approvals
+        .iter()
+        .filter(|a| a.decision == myownshell_api::Decision::Approve)
+        .filter_map(|a| a.by.as_deref())
+        .collect();
+    by.dedup();
+    if by.is_empty() { String::new() } else { format!("; approved by {}", by.join(", ")) }
 }
 
 /// The Event's action for a kind of connection.
@@ -391,6 +409,21 @@ mod tests {
         assert_eq!(allowed.regarding.name.as_deref(), Some("web"));
         assert_eq!(allowed.regarding.uid.as_deref(), Some("u1"));
         assert_eq!(allowed.related.and_then(|r| r.name).as_deref(), Some("web-7d9f-x2x4z"));
+        let mut approved = connection("alice", Some(Grant::Owner));
+        let spec = myownshell_api::MyOwnShellSpec {
+            approvals: Some(vec![myownshell_api::Approval {
+                by: Some("sam".into()),
+                decision: myownshell_api::Decision::Approve,
+                ..myownshell_api::Approval::default()
+            }]),
+            ..myownshell_api::MyOwnShellSpec::default()
+        };
+        let classed = Some(crate::connect::access::ClassedSpec(Arc::new(spec)));
+        approved.shell = Arc::new(ShellAccess { classed, ..(*approved.shell).clone() });
+        assert_eq!(
+            occurrence(&approved, 1).note,
+            "alice connected to pod web-7d9f-x2x4z (exec): the owner; approved by sam"
+        );
         let refused = occurrence(&connection("carol", None), 7);
         assert_eq!((refused.type_, refused.reason), (EventType::Warning, "ConnectionDenied"));
         assert_eq!(
