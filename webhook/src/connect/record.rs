@@ -264,7 +264,7 @@ pub fn occurrence(connection: &Connection, count: u32) -> Occurrence {
                 Grant::SharedGroup => "in a group of spec.sharedWith.groups".to_owned(),
                 Grant::Admin => "an administrator (a group of the webhook's --admin-groups)".to_owned(),
             };
-            let approved = approvers(&shell);
+            let approved = approvers(shell);
             (
                 EventType::Normal,
                 reasons::CONNECTED,
