@@ -245,6 +245,16 @@ async fn a_shell_of_a_class_that_asks_for_approval_runs_only_while_approved() {
     };
     t.shell_where("guarded", "Approved=False, 0 of 2", waiting("waiting for approval: 0 of 2")).await;
 
+    // Only spec.approvals counts: an annotation or a status saying approved is no approval (the
+    // controller writes its own condition back, and the shell stays held).
+    let annotated = json!({"metadata": {"annotations": {"myownshell.io/approved-by": "bob"}}});
+    t.shells.patch("guarded", &PatchParams::default(), &Patch::Merge(&annotated)).await.unwrap();
+    let forged = json!({"status": {"conditions": [{"type": "Approved", "status": "True", "reason": "Approved",
+        "message": "approved by bob", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    t.shells.patch_status("guarded", &PatchParams::default(), &Patch::Merge(&forged)).await.unwrap();
+    t.shell_where("guarded", "the forged condition written over", waiting("waiting for approval: 0 of 2")).await;
+    assert_eq!(t.deployments.get("guarded").await.unwrap().spec.unwrap().replicas, Some(0));
+
     // bob's, and alice's own (counted for nothing): 1 of 2, still held.
     let patch = json!({"spec": {"approvals": [approval("bob", "Approve", 0), approval("alice", "Approve", 0)]}});
     t.shells.patch("guarded", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
