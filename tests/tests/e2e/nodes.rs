@@ -203,8 +203,8 @@ pub async fn drain(e2e: &E2e) {
             .unwrap();
         assert!(out.success, "kubectl drain: {}{}", out.stdout, out.stderr);
         let drained = started.elapsed();
-        // Two controllers, two webhooks (the production overlay) and the gateway.
-        for (namespace, count) in [(SYSTEM, 5), (ns.as_str(), 2 * SHELLS)] {
+        // Two controllers, two webhooks (the production overlay) and the gateway's two.
+        for (namespace, count) in [(SYSTEM, 6), (ns.as_str(), 2 * SHELLS)] {
             eventually(
                 &format!("{count} pods Running and Ready on the first node in {namespace}"),
                 NODE_TIMEOUT,
