@@ -274,6 +274,13 @@ struct Observed {
 impl Observed {
     fn of(deployment: Option<&Deployment>) -> Self {
         let Some(d) = deployment else { return Self::default() };
+        // Asked for no pods, a Deployment has none to count: its ReplicaSet leaves a pod out of
+        // its count once the pod is being deleted, which kube-controller-manager writes a moment
+        // after the scale-down. Said at once, the status of a stop is written once, not again
+        // for each step of the Deployment's status on its way to 0 (issue 41: writes per stop).
+        if d.spec.as_ref().and_then(|s| s.replicas) == Some(0) {
+            return Self { current: true, ..Self::default() };
+        }
         let Some(status) = &d.status else { return Self::default() };
         let conditions = status.conditions.as_deref().unwrap_or_default();
         let find = |type_: &str, status: &str, reason: Option<&str>| {
@@ -459,6 +466,18 @@ mod tests {
             assert!(status.conditions.iter().all(|c| !c.message.is_empty()), "{case}: every condition explains itself");
             assert!(status.conditions.iter().all(|c| c.observed_generation == Some(3)), "{case}");
         }
+    }
+
+    /// A Deployment scaled to 0 counts no pods from the moment it is asked (its ReplicaSet no
+    /// longer counts a pod being deleted): a stop's status is final at once.
+    #[test]
+    fn a_deployment_asked_for_no_pods_counts_none_at_once() {
+        let mut stopped = deployment(2, rolled(2, 2, 2));
+        stopped.spec = Some(k8s_openapi::api::apps::v1::DeploymentSpec { replicas: Some(0), ..Default::default() });
+        let status = compute(&shell(0), None, &of(Some(&stopped), None), &time(100));
+        assert_eq!((status.replicas, status.ready_replicas), (0, 0));
+        let progressing = status.conditions.iter().find(|c| c.type_ == PROGRESSING).unwrap();
+        assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("False", reasons::PAUSED));
     }
 
     #[test]
