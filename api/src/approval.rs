@@ -277,7 +277,9 @@ mod tests {
         let class = class(1, &["bob"], &["ops"]);
         let ops = vec!["ops".to_owned(), "system:authenticated".to_owned()];
         let none: Vec<String> = vec![];
-        let cases: Vec<(&str, Option<&ClassApproval>, &str, &[String], Result<&str, &str>)> = vec![
+        /// What, the class's rule, who approves, their groups, and the answer.
+        type Case<'a> = (&'a str, Option<&'a ClassApproval>, &'a str, &'a [String], Result<&'a str, &'a str>);
+        let cases: Vec<Case> = vec![
             ("a named user", Some(&class), "bob", &none, Ok("user")),
             ("through a group", Some(&class), "dan", &ops, Ok("group:ops")),
             (
