@@ -106,10 +106,13 @@ pub enum Target {
         /// Sessions open in one holder for its memory per session.
         #[arg(long, default_value_t = 100)]
         sessions: usize,
-        /// Terminals open on the gateway's two replicas (half each) when they are rolled out,
-        /// all in that holder (its memory measured again).
+        /// Terminals open on the gateway's two replicas (half each) when they are rolled out.
         #[arg(long, default_value_t = 500)]
         terminals: usize,
+        /// Holder pods the terminals are in: the first holds `--sessions` (with one pod, all
+        /// of them, its memory measured again at that many), the others share the rest.
+        #[arg(long, default_value_t = 1)]
+        pods: usize,
     },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
     /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
@@ -134,7 +137,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
         Target::Gateway { keystrokes, bytes, sessions } => {
             crate::bench_gateway::run(crate::bench_gateway::Options { keystrokes, bytes, sessions })
         }
-        Target::Sessions { keystrokes, long_bytes, short_bytes, rounds, sessions, terminals } => {
+        Target::Sessions { keystrokes, long_bytes, short_bytes, rounds, sessions, terminals, pods } => {
             crate::bench_sessions::run(crate::bench_sessions::Options {
                 keystrokes,
                 long_bytes,
@@ -142,6 +145,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
                 rounds,
                 sessions,
                 terminals,
+                pods,
             })
         }
         Target::Webhook { seconds, concurrency, rounds, processes } => {

@@ -7,14 +7,19 @@
 //!   with a TTY: the floor) and into one with it (`attach --framed`), and what the holder adds;
 //! - output: one long line (`head -c N /dev/zero | tr '\0' x`) through each, and their ratio;
 //!   a million short lines (`yes | head -c M`) against one line of as many bytes, the time
-//!   ratio through each;
+//!   ratio through each, and through a bare terminal on this machine (util-linux `script`
+//!   reading a PTY into /dev/null): what any terminal costs them, the program writing each line
+//!   on its own;
 //! - the holder's memory: VmRSS of the container's pid 1 with no session, with `--sessions` and
-//!   with `--terminals` open (each a page with `new=1` that ran a command), per session;
-//! - a rollout of the gateway's two replicas with `--terminals` open, half on each: one at a
-//!   time, a new process is started and ready before the old one gets SIGTERM; the old one
-//!   tells its pages to reattach, and each reattaches as `gateway/web/app.js` does (its backoff,
-//!   `session=ID`, any live replica); sessions lost, pages reattached, and the time from the old
-//!   socket's end to the new `attached`, with the CPU each program spent meanwhile.
+//!   (with one pod) `--terminals` open, each a page with `new=1` that ran a command, per session,
+//!   and the proportional set size of the sessions' `sh` and the exec's `attach` clients;
+//! - a rollout of the gateway's two replicas with `--terminals` open, half on each, in
+//!   `--pods` holder pods: one at a time, a new process is started and ready before the old one
+//!   gets SIGTERM; the old one tells its pages to reattach, and each reattaches as
+//!   `gateway/web/app.js` does (its backoff, `session=ID`, any live replica); pages reattached
+//!   (the same session, the same `sh`), pages that stopped instead (told the terminal ended, as
+//!   the page would stop) and of those the sessions lost (not in their pod any more), the time
+//!   from the old socket's end to the new `attached`, and the CPU each program spent meanwhile.
 //!
 //! The pods are made directly, as the controller makes them (`controller/src/deployment.rs`'s
 //! security, `controller/src/holder.rs`'s init container, volumes and command), so neither the
@@ -47,7 +52,8 @@ const NS: &str = "bench-sessions";
 const PLAIN: &str = "plain";
 /// A shell whose pod has the holder, for keystrokes and output.
 const HELD: &str = "held";
-/// A shell whose pod's holder keeps every terminal of the memory and rollout phases.
+/// The shells (`many-0`, `many-1`, ...) whose pods' holders keep the terminals of the memory and
+/// rollout phases.
 const MANY: &str = "many";
 const TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a page keeps trying to reattach (`REATTACH_FOR_MS` in gateway/web/app.js).
@@ -71,9 +77,11 @@ pub struct Options {
     pub rounds: usize,
     /// Sessions in one holder for its memory per session.
     pub sessions: usize,
-    /// Terminals open across the gateway's two replicas when they are rolled out (in the same
-    /// holder, whose memory is measured again at this many).
+    /// Terminals open across the gateway's two replicas when they are rolled out.
     pub terminals: usize,
+    /// Holder pods the terminals are in: the first holds `sessions` (all of them, with one pod,
+    /// its memory measured again at that many), the others share the rest.
+    pub pods: usize,
 }
 
 pub fn run(options: Options) -> anyhow::Result<()> {
@@ -83,6 +91,9 @@ pub fn run(options: Options) -> anyhow::Result<()> {
             options.terminals,
             options.sessions
         );
+    }
+    if options.pods == 0 || (options.pods > 1 && options.terminals == options.sessions) {
+        bail!("--pods: at least 1, and more only with --terminals beyond --sessions for them to hold");
     }
     if options.terminals + SPARE_SESSIONS > MAX_SESSIONS {
         bail!("--terminals: at most {} (one holder keeps at most {MAX_SESSIONS})", MAX_SESSIONS - SPARE_SESSIONS);
@@ -334,7 +345,7 @@ async fn measure(options: Options, web: PathBuf, image: PathBuf) -> anyhow::Resu
     let cluster = Cluster::start(ClusterOptions::default()).await?;
     cluster.import_image(&image).map_err(anyhow::Error::msg)?;
     println!("cluster with a node ready, the session image imported: {:.1?}", started.elapsed());
-    let (mut bench, pods) = setup(&cluster, web, options.terminals + SPARE_SESSIONS).await?;
+    let (mut bench, pods) = setup(&cluster, web, &options).await?;
     let first = bench.gateways.start().await?;
     let second = bench.gateways.start().await?;
 
@@ -344,7 +355,7 @@ async fn measure(options: Options, web: PathBuf, image: PathBuf) -> anyhow::Resu
     output(&mut plain.0, &mut held.0, &options).await?;
     drop((plain, held));
 
-    let pod = pods.get(MANY).context("the holder pod of the rollout")?;
+    let pod = pods.get(&format!("{MANY}-0")).context("the first holder pod")?;
     rollout(&mut bench, [first, second], pod, &options).await?;
     drop(bench);
     drop(cluster);
@@ -375,7 +386,8 @@ async fn keystrokes(plain: &mut Page, held: &mut Page, keystrokes: usize) -> any
     Ok(())
 }
 
-/// Output through each path: the long line, the short lines, and one line as long as those.
+/// Output through each path: the long line, the short lines, and one line as long as those;
+/// and the short lines and that line into a bare terminal on this machine.
 async fn output(plain: &mut Page, held: &mut Page, options: &Options) -> anyhow::Result<()> {
     let long = format!("head -c {} /dev/zero | tr '\\0' x", options.long_bytes);
     let short = format!("yes | head -c {}", options.short_bytes);
@@ -386,6 +398,11 @@ async fn output(plain: &mut Page, held: &mut Page, options: &Options) -> anyhow:
             for (what, command) in [("long", &long), ("short", &short), ("same", &same)] {
                 runs.entry((path, what)).or_default().push(printing(page, command).await?);
             }
+        }
+        let bytes = options.short_bytes;
+        for (what, command) in [("short", short.clone()), ("same", same.clone())] {
+            let took = tokio::task::spawn_blocking(move || bare_terminal(&command)).await??;
+            runs.entry(("bare", what)).or_default().push((took, bytes));
         }
     }
     let mut get = |path, what| median(runs.remove(&(path, what)).unwrap_or_default());
@@ -400,29 +417,50 @@ async fn output(plain: &mut Page, held: &mut Page, options: &Options) -> anyhow:
     );
     println!("  ratio held/plain: {:.2}  (target: >= 0.9)", rate(held_long) / rate(plain_long));
     println!("  a million short lines against one line of as many bytes ({}):", options.short_bytes);
+    let (bare_short, bare_same) = (get("bare", "short"), get("bare", "same"));
     for path in ["plain", "held"] {
         let (short, same) = (get(path, "short"), get(path, "same"));
         println!(
-            "    {path:5}: short lines {:.2} s ({} bytes shown), one line {:.2} s ({} bytes): time ratio {:.1}x, per byte shown {:.1}x{}",
+            "    {path:5}: short lines {:.2} s ({} bytes shown), one line {:.2} s ({} bytes): time ratio {:.1}x, per byte shown {:.1}x; short lines {:.1}x a bare terminal's{}",
             short.0.as_secs_f64(),
             short.1,
             same.0.as_secs_f64(),
             same.1,
             short.0.as_secs_f64() / same.0.as_secs_f64(),
             (short.0.as_secs_f64() / short.1 as f64) / (same.0.as_secs_f64() / same.1 as f64),
+            short.0.as_secs_f64() / bare_short.0.as_secs_f64(),
             if path == "held" { "  (target: time ratio <= 2x)" } else { "" },
         );
     }
+    println!(
+        "    a bare terminal (this machine, util-linux `script` reading a PTY into /dev/null): short lines {:.2} s, one line {:.3} s: time ratio {:.1}x (the program writes each line on its own: stdio flushes a terminal at every newline)",
+        bare_short.0.as_secs_f64(),
+        bare_same.0.as_secs_f64(),
+        bare_short.0.as_secs_f64() / bare_same.0.as_secs_f64(),
+    );
     Ok(())
+}
+
+/// The time `command` takes to print into a bare terminal: util-linux `script` runs it (with
+/// busybox's applets, as in the shell image) on a PTY whose output it copies to /dev/null.
+fn bare_terminal(command: &str) -> anyhow::Result<Duration> {
+    let command = command.replace("yes", "busybox yes").replace("head", "busybox head").replace("tr ", "busybox tr ");
+    let started = Instant::now();
+    let status = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("running util-linux script")?;
+    if !status.success() {
+        bail!("script -c {command:?}: {status}");
+    }
+    Ok(started.elapsed())
 }
 
 /// The namespace, the shell's CRD, a user allowed to exec, the three shells and their pods, the
 /// gateways' certificate; the pod of each shell.
-async fn setup(
-    cluster: &Cluster,
-    web: PathBuf,
-    max_sessions: usize,
-) -> anyhow::Result<(Bench, HashMap<String, String>)> {
+async fn setup(cluster: &Cluster, web: PathBuf, options: &Options) -> anyhow::Result<(Bench, HashMap<String, String>)> {
     let cp = cluster.control_plane();
     let kubectl = cp.kubectl();
     let crd = myownshell_envtest::assets::workspace_root().join("config/crd/bases");
@@ -444,8 +482,12 @@ async fn setup(
     kubectl.run(&["wait", "--for=condition=Established", "crd", names::CRD_NAME]).await.map_err(anyhow::Error::msg)?;
     let client = cp.client()?;
     let mut pods = HashMap::new();
-    for (shell, holder) in [(PLAIN, None), (HELD, Some(SPARE_SESSIONS)), (MANY, Some(max_sessions))] {
-        pods.insert(shell.to_owned(), shell_with_pod(&client, shell, holder).await?);
+    let mut shells = vec![(PLAIN.to_owned(), None), (HELD.to_owned(), Some(SPARE_SESSIONS))];
+    let holding = options.terminals + SPARE_SESSIONS;
+    shells.extend((0..options.pods).map(|pod| (format!("{MANY}-{pod}"), Some(holding))));
+    for (shell, holder) in shells {
+        let pod = shell_with_pod(&client, &shell, holder).await?;
+        pods.insert(shell, pod);
     }
     for pod in pods.values() {
         running(&client, pod).await?;
@@ -544,8 +586,8 @@ async fn running(client: &Client, name: &str) -> anyhow::Result<()> {
 struct Terminal {
     /// The gateway replica its page is on.
     replica: usize,
-    /// Whether its session was lost.
-    lost: bool,
+    /// Whether its page stopped.
+    stopped: bool,
 }
 
 /// What a terminal's task tells the bench.
@@ -560,8 +602,9 @@ enum Event {
         /// From the reattaching connection's start to `attached` (the page's backoff apart).
         opening: Duration,
     },
-    /// Its session is gone (the page would say so and stop), or could not be reattached.
-    Lost { client: usize, why: String },
+    /// Its page stopped, as gateway/web/app.js does when told the terminal ended or refused, or
+    /// after [`REATTACH_FOR`]: why, and the session it held (which may still be in its pod).
+    Stopped { client: usize, why: String, held: Held },
 }
 
 /// What every terminal's task shares.
@@ -582,23 +625,36 @@ impl Shared {
     }
 }
 
-/// A held terminal's identity: its session and its `sh`.
+/// A held terminal's identity: its shell, its session and its `sh`.
 struct Held {
+    shell: String,
     session: String,
     pid: String,
 }
 
-/// Open the `client`th terminal of [`MANY`] through `replica` (a new session that prints its
+/// The shell of the `terminal`th terminal: the first `--sessions` in the first holder pod (whose
+/// memory is measured), the others spread over the other pods (or there too, with one pod).
+fn holder_shell(terminal: usize, options: &Options) -> String {
+    let pod = match options.pods {
+        0 | 1 => 0,
+        _ if terminal < options.sessions => 0,
+        pods => 1 + (terminal - options.sessions) % (pods - 1),
+    };
+    format!("{MANY}-{pod}")
+}
+
+/// Open the `client`th terminal, in `shell`, through `replica` (a new session that prints its
 /// `sh`'s pid), and hand it to a task that keeps it open as a page does.
 async fn open_one(
     shared: Arc<Shared>,
     (replica, addr): (usize, String),
     client: usize,
+    shell: String,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let (mut page, attached) = Page::attach(&shared.door, &addr, MANY, "new=1").await?;
+    let (mut page, attached) = Page::attach(&shared.door, &addr, &shell, "new=1").await?;
     let session = attached["session"].as_str().context("`attached` names no session")?.to_owned();
     let pid = page.shell_pid(0).await?;
-    Ok(tokio::spawn(keep(shared, client, replica, page, Held { session, pid })))
+    Ok(tokio::spawn(keep(shared, client, replica, page, Held { shell, session, pid })))
 }
 
 /// Keep a terminal open as the page does: read what comes (so the gateway's pings are
@@ -618,7 +674,7 @@ async fn keep(shared: Arc<Shared>, client: usize, mut replica: usize, mut page: 
             let _ = tokio::time::timeout(Duration::from_secs(2), page.ws.next()).await;
         });
         let outcome = match ending {
-            Some(why) => Err(anyhow::anyhow!("the terminal ended: {why}")),
+            Some(why) => Err(anyhow::anyhow!("told {why}")),
             None => reattach(&shared, &held, ended, n).await,
         };
         match outcome {
@@ -627,7 +683,7 @@ async fn keep(shared: Arc<Shared>, client: usize, mut replica: usize, mut page: 
                 (page, replica) = (next, to);
             }
             Err(why) => {
-                let _ = shared.events.send(Event::Lost { client, why: format!("{why:#}") });
+                let _ = shared.events.send(Event::Stopped { client, why: format!("{why:#}"), held });
                 return;
             }
         }
@@ -659,7 +715,7 @@ async fn reattach(
             continue;
         };
         let started = Instant::now();
-        match Page::open(&shared.door, &addr, MANY, &format!("session={}", held.session)).await {
+        match Page::open(&shared.door, &addr, &held.shell, &format!("session={}", held.session)).await {
             Ok(Ok((mut page, attached))) => {
                 let (took, opening) = (ended.elapsed(), started.elapsed());
                 if attached["session"].as_str() != Some(held.session.as_str()) {
@@ -674,6 +730,23 @@ async fn reattach(
             Ok(Err(told)) => bail!("the gateway said {told}"),
             Err(e) => last = format!("{e:#}"),
         }
+    }
+}
+
+/// Whether the session of a page that stopped is still in its pod with the same `sh`: opened
+/// again by its id, as its user would.
+async fn still_there(shared: &Shared, held: &Held) -> Result<(), String> {
+    let (_, addr) = shared.pick().ok_or("no live replica")?;
+    let query = format!("session={}", held.session);
+    match Page::open(&shared.door, &addr, &held.shell, &query).await {
+        // A question no earlier one asked, so the replay holds no answer to it.
+        Ok(Ok((mut page, _))) => match page.shell_pid(1_000_000).await {
+            Ok(pid) if pid == held.pid => Ok(()),
+            Ok(pid) => Err(format!("a different sh (pid {pid}, was {})", held.pid)),
+            Err(e) => Err(format!("{e:#}")),
+        },
+        Ok(Err(told)) => Err(told),
+        Err(e) => Err(format!("{e:#}")),
     }
 }
 
@@ -736,19 +809,21 @@ async fn memory(kubectl: &myownshell_envtest::Kubectl, pod: &str) -> anyhow::Res
     Ok(memory)
 }
 
-/// Open terminals `range` of [`MANY`], alternately on the two first replicas; the tasks keeping
-/// them, and why the others failed.
+/// Open terminals `range`, alternately on the two first replicas; the tasks keeping them, and
+/// why the others failed.
 async fn open_range(
     shared: &Arc<Shared>,
     addrs: &[String; 2],
     range: std::ops::Range<usize>,
+    options: &Options,
 ) -> (Vec<(usize, tokio::task::JoinHandle<()>)>, Vec<String>) {
     let opened: Vec<(usize, anyhow::Result<tokio::task::JoinHandle<()>>)> = futures::stream::iter(range)
         .map(|client| {
             let replica = client % 2;
             let shared = shared.clone();
             let addr = addrs[replica].clone();
-            async move { (client, open_one(shared, (replica, addr), client).await) }
+            let shell = holder_shell(client, options);
+            async move { (client, open_one(shared, (replica, addr), client, shell).await) }
         })
         .buffer_unordered(OPENING)
         .collect()
@@ -764,16 +839,15 @@ async fn open_range(
     (kept, failed)
 }
 
-/// The holder's memory as terminals are opened, then the rollout of both replicas with all of
-/// them open.
-async fn rollout(bench: &mut Bench, replicas: [Gateway; 2], pod: &str, options: &Options) -> anyhow::Result<()> {
-    let (tx, mut events) = mpsc::unbounded_channel();
-    let addrs = [replicas[0].addr.clone(), replicas[1].addr.clone()];
-    let live = addrs.iter().cloned().enumerate().collect();
-    let shared =
-        Arc::new(Shared { door: bench.door.clone(), live: Mutex::new(live), next: AtomicUsize::new(0), events: tx });
-    let mut gateways: HashMap<usize, Gateway> = replicas.into_iter().enumerate().collect();
-
+/// Fill the first holder pod with `--sessions` terminals and the rest (there, or in the other
+/// pods), measuring the first holder's memory as they open; the tasks keeping them.
+async fn fill(
+    bench: &Bench,
+    shared: &Arc<Shared>,
+    addrs: &[String; 2],
+    pod: &str,
+    options: &Options,
+) -> anyhow::Result<Vec<(usize, tokio::task::JoinHandle<()>)>> {
     let empty = memory(&bench.kubectl, pod).await?.holder;
     println!("holder memory (VmRSS of pid 1 in its pod; each session a page with `new=1` that ran a command):");
     println!("  no session: {empty} KiB");
@@ -784,10 +858,20 @@ async fn rollout(bench: &mut Bench, replicas: [Gateway; 2], pod: &str, options: 
             continue;
         }
         let started = Instant::now();
-        let (kept, failed) = open_range(&shared, &addrs, from..to).await;
+        let (kept, failed) = open_range(shared, addrs, from..to, options).await;
         let opened = tasks.len() + kept.len();
         tasks.extend(kept);
         failures.extend(failed);
+        if from > 0 && options.pods > 1 {
+            println!(
+                "  {} more terminals opened in {:.1?} over pods {MANY}-1..{MANY}-{} ({} failed so far)",
+                to - from,
+                started.elapsed(),
+                options.pods - 1,
+                failures.len()
+            );
+            continue;
+        }
         let now = memory(&bench.kubectl, pod).await?;
         let per = now.holder.saturating_sub(empty) as f64 / opened.max(1) as f64;
         let target = if to == options.sessions { "  (target: <= 256 KiB per session at 100)" } else { "" };
@@ -802,97 +886,163 @@ async fn rollout(bench: &mut Bench, replicas: [Gateway; 2], pod: &str, options: 
     if let Some(first) = failures.first() {
         println!("  the first failure: {first}");
     }
-    let mut clients: HashMap<usize, Terminal> =
-        tasks.iter().map(|(client, _)| (*client, Terminal { replica: client % 2, lost: false })).collect();
+    Ok(tasks)
+}
 
-    let mut all_took = Vec::new();
-    let mut lost = Vec::new();
-    let mut reattached = 0;
-    for (roll, old) in [0usize, 1].into_iter().enumerate() {
-        let new = bench.gateways.start().await?;
-        let new_id = 2 + roll;
-        let moving: HashSet<usize> =
-            clients.iter().filter(|(_, c)| c.replica == old && !c.lost).map(|(id, _)| *id).collect();
-        {
-            let mut live = shared.live.lock().unwrap_or_else(PoisonError::into_inner);
-            live.push((new_id, new.addr.clone()));
-            live.retain(|(id, _)| *id != old);
-        }
-        gateways.insert(new_id, new);
-        let mut old_gateway = gateways.remove(&old).context("the old replica")?;
-        let cpu = cpu_by_program();
-        let sigterm = Instant::now();
-        old_gateway.process.terminate()?;
-        let (mut took, mut opening, mut elsewhere) = (Vec::new(), Vec::new(), 0);
-        let mut pending = moving.clone();
-        let deadline = tokio::time::Instant::now() + REATTACH_FOR + TIMEOUT;
-        while !pending.is_empty() {
-            let event = tokio::time::timeout_at(deadline, events.recv())
-                .await
-                .with_context(|| format!("{} pages neither reattached nor lost", pending.len()))?
-                .context("every terminal's task ended")?;
-            match event {
-                Event::Reattached { client, from, to, took: t, opening: o } => {
-                    if let Some(c) = clients.get_mut(&client) {
-                        c.replica = to;
-                    }
-                    reattached += 1;
-                    if pending.remove(&client) && from == old {
-                        took.push(t);
-                        opening.push(o);
-                    } else {
-                        elsewhere += 1;
-                    }
+/// What one roll of a replica saw.
+#[derive(Default)]
+struct Roll {
+    /// Old socket's end to the new `attached`, of each page of the old replica.
+    took: Vec<Duration>,
+    /// The reattaching connection's own part of it.
+    opening: Vec<Duration>,
+    /// Pages of other replicas that reattached meanwhile.
+    elsewhere: usize,
+    /// Pages that stopped: why, and their sessions.
+    stopped: Vec<(String, Held)>,
+}
+
+/// Roll replica `old`: a new one started and ready, then `old` out of the live ones and
+/// SIGTERMed; until each of its pages reattached or stopped. Prints what it saw.
+async fn roll(
+    bench: &mut Bench,
+    shared: &Shared,
+    (gateways, events): (&mut HashMap<usize, Gateway>, &mut mpsc::UnboundedReceiver<Event>),
+    clients: &mut HashMap<usize, Terminal>,
+    (old, new_id): (usize, usize),
+) -> anyhow::Result<Roll> {
+    let new = bench.gateways.start().await?;
+    let moving: HashSet<usize> =
+        clients.iter().filter(|(_, c)| c.replica == old && !c.stopped).map(|(id, _)| *id).collect();
+    {
+        let mut live = shared.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.push((new_id, new.addr.clone()));
+        live.retain(|(id, _)| *id != old);
+    }
+    gateways.insert(new_id, new);
+    let old_gateway = gateways.remove(&old).context("the old replica")?;
+    let cpu = cpu_by_program();
+    let sigterm = Instant::now();
+    let process = Mutex::new(old_gateway.process);
+    process.lock().unwrap_or_else(PoisonError::into_inner).terminate()?;
+    let mut seen = Roll::default();
+    let mut pending = moving.clone();
+    let deadline = tokio::time::Instant::now() + REATTACH_FOR + TIMEOUT;
+    // When the old process is first seen gone, looked at while the pages come back.
+    let mut exited = None;
+    let mut look = tokio::time::interval(Duration::from_millis(20));
+    while !pending.is_empty() {
+        let event = tokio::select! {
+            event = tokio::time::timeout_at(deadline, events.recv()) => event
+                .with_context(|| format!("{} pages neither reattached nor stopped", pending.len()))?
+                .context("every terminal's task ended")?,
+            _ = look.tick(), if exited.is_none() => {
+                if process.lock().unwrap_or_else(PoisonError::into_inner).exit_status().is_some() {
+                    exited = Some(sigterm.elapsed());
                 }
-                Event::Lost { client, why } => {
-                    if let Some(c) = clients.get_mut(&client) {
-                        c.lost = true;
-                    }
-                    pending.remove(&client);
-                    lost.push(why);
+                continue;
+            }
+        };
+        match event {
+            Event::Reattached { client, from, to, took, opening } => {
+                if let Some(c) = clients.get_mut(&client) {
+                    c.replica = to;
+                }
+                if pending.remove(&client) && from == old {
+                    seen.took.push(took);
+                    seen.opening.push(opening);
+                } else {
+                    seen.elsewhere += 1;
                 }
             }
+            Event::Stopped { client, why, held } => {
+                if let Some(c) = clients.get_mut(&client) {
+                    c.stopped = true;
+                }
+                pending.remove(&client);
+                seen.stopped.push((why, held));
+            }
         }
-        let back = sigterm.elapsed();
-        let spent = cpu_spent(&cpu, &cpu_by_program());
-        let process = Mutex::new(old_gateway.process);
-        let exited = myownshell_envtest::eventually("the old replica exited", TIMEOUT, || {
+    }
+    let back = sigterm.elapsed();
+    let spent = cpu_spent(&cpu, &cpu_by_program());
+    let exited = match exited {
+        Some(exited) => exited,
+        None => myownshell_envtest::eventually("the old replica exited", TIMEOUT, || {
             let status = process.lock().unwrap_or_else(PoisonError::into_inner).exit_status();
             std::future::ready(status.map(|_| sigterm.elapsed()).ok_or_else(|| "still running".to_owned()))
         })
         .await
-        .map_err(anyhow::Error::msg)?;
-        println!(
-            "rollout {}/2: {} pages on the old replica, {} reattached ({elsewhere} others reattached meanwhile), {} lost so far",
-            roll + 1,
-            moving.len(),
-            took.len(),
-            lost.len()
-        );
-        println!(
-            "  old socket's end to `attached`: p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms (the page's backoff, 500 ms, included); its reattaching connection alone: p50 {:.0} ms  p99 {:.0} ms",
-            ms(percentile(&mut took, 0.5)),
-            ms(percentile(&mut took, 0.99)),
-            ms(percentile(&mut took, 1.0)),
-            ms(percentile(&mut opening, 0.5)),
-            ms(percentile(&mut opening, 0.99)),
-        );
-        println!("  every page back {back:.1?} after SIGTERM; the old process exited after {exited:.1?}");
-        println!("  CPU meanwhile: {spent}");
-        all_took.extend(took);
+        .map_err(anyhow::Error::msg)?,
+    };
+    println!(
+        "rollout of replica {old} (replaced by {new_id}): {} pages on it, {} reattached, {} stopped ({} pages of the other replica reattached meanwhile)",
+        moving.len(),
+        seen.took.len(),
+        seen.stopped.len(),
+        seen.elsewhere
+    );
+    let (mut took, mut opening) = (seen.took.clone(), seen.opening.clone());
+    println!(
+        "  old socket's end to `attached`: p50 {:.0} ms  p99 {:.0} ms  max {:.0} ms (the page's backoff, 500 ms, included); the reattaching connection alone: p50 {:.0} ms  p99 {:.0} ms",
+        ms(percentile(&mut took, 0.5)),
+        ms(percentile(&mut took, 0.99)),
+        ms(percentile(&mut took, 1.0)),
+        ms(percentile(&mut opening, 0.5)),
+        ms(percentile(&mut opening, 0.99)),
+    );
+    println!("  every page back or stopped {back:.1?} after SIGTERM; the old process exited after {exited:.1?}");
+    println!("  CPU meanwhile: {spent}");
+    Ok(seen)
+}
+
+/// The holder's memory as terminals are opened, then the rollout of both replicas with all of
+/// them open: sessions lost, pages reattached and stopped, how long they took.
+async fn rollout(bench: &mut Bench, replicas: [Gateway; 2], pod: &str, options: &Options) -> anyhow::Result<()> {
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let addrs = [replicas[0].addr.clone(), replicas[1].addr.clone()];
+    let live = addrs.iter().cloned().enumerate().collect();
+    let shared =
+        Arc::new(Shared { door: bench.door.clone(), live: Mutex::new(live), next: AtomicUsize::new(0), events: tx });
+    let mut gateways: HashMap<usize, Gateway> = replicas.into_iter().enumerate().collect();
+    let tasks = fill(bench, &shared, &addrs, pod, options).await?;
+    let mut clients: HashMap<usize, Terminal> =
+        tasks.iter().map(|(client, _)| (*client, Terminal { replica: client % 2, stopped: false })).collect();
+
+    let mut took = Vec::new();
+    let mut stopped = Vec::new();
+    let mut reattached = 0;
+    for (n, old) in [0usize, 1].into_iter().enumerate() {
+        let seen = roll(bench, &shared, (&mut gateways, &mut events), &mut clients, (old, 2 + n)).await?;
+        reattached += seen.took.len() + seen.elsewhere;
+        took.extend(seen.took);
+        stopped.extend(seen.stopped);
+    }
+    // A page that stopped is not yet a session lost: is it still in its pod?
+    let mut lost = Vec::new();
+    for (why, held) in &stopped {
+        if let Err(gone) = still_there(&shared, held).await {
+            lost.push(format!("session {} ({why}): {gone}", held.session));
+        }
     }
     println!(
-        "rollout of the 2 replicas with {} terminals: sessions lost {} (target 0), pages reattached {reattached}, old socket's end to `attached` p50 {:.0} ms  p99 {:.0} ms  (target: p99 <= 3 s)",
+        "rollout of the 2 replicas with {} terminals on {} holder pod(s): sessions lost {} (target 0), pages reattached {reattached}, pages that stopped instead {} ({} of their sessions still in the pod), old socket's end to `attached` p50 {:.0} ms  p99 {:.0} ms  (target: p99 <= 3 s)",
         clients.len(),
+        options.pods.max(1),
         lost.len(),
-        ms(percentile(&mut all_took, 0.5)),
-        ms(percentile(&mut all_took, 0.99)),
+        stopped.len(),
+        stopped.len() - lost.len(),
+        ms(percentile(&mut took, 0.5)),
+        ms(percentile(&mut took, 0.99)),
     );
+    if let Some((why, _)) = stopped.first() {
+        println!("  the first page that stopped: {why}");
+    }
     if let Some(first) = lost.first() {
-        println!("  the first lost: {first}");
+        println!("  the first session lost: {first}");
     }
     let after = memory(&bench.kubectl, pod).await?;
-    println!("  the holder after the rollout: {} KiB; {}", after.holder, after.line());
+    println!("  the first holder after the rollout: {} KiB; {}", after.holder, after.line());
     for (_, task) in tasks {
         task.abort();
     }
