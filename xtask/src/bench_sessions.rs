@@ -921,9 +921,20 @@ async fn roll(
     }
     gateways.insert(new_id, new);
     let old_gateway = gateways.remove(&old).context("the old replica")?;
-    let cpu = cpu_by_program();
+    let cpu = cpu_by_pid();
+    let old_pid = old_gateway.process.pid();
+    let old_cpu = myownshell_envtest::process::cpu_time(old_pid).unwrap_or_default();
     let sigterm = Instant::now();
     let process = Mutex::new(old_gateway.process);
+    // The old process's CPU time as last seen alive, and whether it is gone: looked at together,
+    // so the last look before it is reaped still sees it.
+    let last_cpu = Mutex::new(old_cpu);
+    let gone = || {
+        if let Some(t) = myownshell_envtest::process::cpu_time(old_pid) {
+            *last_cpu.lock().unwrap_or_else(PoisonError::into_inner) = t;
+        }
+        process.lock().unwrap_or_else(PoisonError::into_inner).exit_status().is_some()
+    };
     process.lock().unwrap_or_else(PoisonError::into_inner).terminate()?;
     let mut seen = Roll::default();
     let mut pending = moving.clone();
@@ -937,7 +948,7 @@ async fn roll(
                 .with_context(|| format!("{} pages neither reattached nor stopped", pending.len()))?
                 .context("every terminal's task ended")?,
             _ = look.tick(), if exited.is_none() => {
-                if process.lock().unwrap_or_else(PoisonError::into_inner).exit_status().is_some() {
+                if gone() {
                     exited = Some(sigterm.elapsed());
                 }
                 continue;
@@ -965,16 +976,20 @@ async fn roll(
         }
     }
     let back = sigterm.elapsed();
-    let spent = cpu_spent(&cpu, &cpu_by_program());
+    let mut after = cpu_by_pid();
+    // The old process is counted apart (it may be gone by now).
+    after.remove(&old_pid);
     let exited = match exited {
         Some(exited) => exited,
         None => myownshell_envtest::eventually("the old replica exited", TIMEOUT, || {
-            let status = process.lock().unwrap_or_else(PoisonError::into_inner).exit_status();
-            std::future::ready(status.map(|_| sigterm.elapsed()).ok_or_else(|| "still running".to_owned()))
+            let exited = gone().then(|| sigterm.elapsed());
+            std::future::ready(exited.ok_or_else(|| "still running".to_owned()))
         })
         .await
         .map_err(anyhow::Error::msg)?,
     };
+    let old_spent = last_cpu.lock().unwrap_or_else(PoisonError::into_inner).saturating_sub(old_cpu);
+    let spent = cpu_spent(&cpu, &after, ("myownshell-gate", old_spent.as_secs_f64()));
     println!(
         "rollout of replica {old} (replaced by {new_id}): {} pages on it, {} reattached, {} stopped ({} pages of the other replica reattached meanwhile)",
         moving.len(),
@@ -1050,12 +1065,14 @@ async fn rollout(bench: &mut Bench, replicas: [Gateway; 2], pod: &str, options: 
     Ok(())
 }
 
-/// CPU time (user and system, with that of the children each reaped) of every process below
+/// CPU ticks (user and system, with those of the children each reaped) of every process below
 /// this one (the bench's clients, the gateways, the control plane, the node and its
-/// containers), in seconds by program name.
-fn cpu_by_program() -> HashMap<String, f64> {
+/// containers), by pid, with its program's name. This process's own count no reaped children:
+/// they are the gateways, whose time [`roll`] counts itself.
+fn cpu_by_pid() -> HashMap<u32, (String, u64)> {
+    let me = std::process::id();
     let mut parents = HashMap::new();
-    let mut times = Vec::new();
+    let mut times = HashMap::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
@@ -1065,9 +1082,9 @@ fn cpu_by_program() -> HashMap<String, f64> {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let number = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
         parents.insert(pid, number(1) as u32);
-        times.push((pid, name, number(11) + number(12) + number(13) + number(14)));
+        let reaped = if pid == me { 0 } else { number(13) + number(14) };
+        times.insert(pid, (name, number(11) + number(12) + reaped));
     }
-    let me = std::process::id();
     let ours = |mut pid: u32| {
         for _ in 0..64 {
             if pid == me {
@@ -1080,23 +1097,22 @@ fn cpu_by_program() -> HashMap<String, f64> {
         }
         false
     };
-    let mut by_name = HashMap::new();
-    for (pid, name, ticks) in times {
-        if ours(pid) {
-            // The kernel's fixed 100 ticks a second.
-            *by_name.entry(name).or_insert(0.0) += ticks as f64 / 100.0;
-        }
-    }
-    by_name
+    times.retain(|pid, _| ours(*pid));
+    times
 }
 
-/// The programs that spent the most CPU between two [`cpu_by_program`]s, as a line.
-fn cpu_spent(before: &HashMap<String, f64>, after: &HashMap<String, f64>) -> String {
-    let mut spent: Vec<(&String, f64)> = after
-        .iter()
-        .map(|(name, t)| (name, t - before.get(name).copied().unwrap_or(0.0)))
-        .filter(|(_, t)| *t >= 0.05)
-        .collect();
+/// The programs that spent the most CPU between two [`cpu_by_pid`]s (a process that ended
+/// meanwhile counts in its parent's, which reaped it), with `gone`'s (a program's name and
+/// seconds, measured apart), as a line.
+fn cpu_spent(before: &HashMap<u32, (String, u64)>, after: &HashMap<u32, (String, u64)>, gone: (&str, f64)) -> String {
+    let mut by_name: HashMap<&str, f64> = HashMap::new();
+    for (pid, (name, ticks)) in after {
+        let earlier = before.get(pid).filter(|(n, _)| n == name).map_or(0, |(_, t)| *t);
+        // The kernel's fixed 100 ticks a second.
+        *by_name.entry(name).or_default() += ticks.saturating_sub(earlier) as f64 / 100.0;
+    }
+    *by_name.entry(gone.0).or_default() += gone.1;
+    let mut spent: Vec<(&str, f64)> = by_name.into_iter().filter(|(_, t)| *t >= 0.05).collect();
     spent.sort_by(|a, b| b.1.total_cmp(&a.1));
     let total: f64 = spent.iter().map(|(_, t)| t).sum();
     let top: Vec<String> = spent.iter().take(10).map(|(name, t)| format!("{name} {t:.2} s")).collect();
