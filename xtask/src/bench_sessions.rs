@@ -202,16 +202,17 @@ impl Page {
         }
     }
 
-    /// Read until `marker` has been seen; the bytes read.
-    async fn until(&mut self, marker: &[u8]) -> anyhow::Result<usize> {
+    /// Read until `marker` has been seen; the bytes read, and in how many messages.
+    async fn until(&mut self, marker: &[u8]) -> anyhow::Result<(usize, usize)> {
         let mut seen = Vec::new();
-        let mut total = 0;
+        let (mut total, mut messages) = (0, 0);
         loop {
             let chunk = self.output().await?;
             total += chunk.len();
+            messages += 1;
             seen.extend_from_slice(&chunk);
             if seen.windows(marker.len()).any(|w| w == marker) {
-                return Ok(total);
+                return Ok((total, messages));
             }
             let keep = seen.len().saturating_sub(marker.len());
             seen.drain(..keep);
@@ -248,28 +249,31 @@ async fn ready(page: &mut Page) -> anyhow::Result<()> {
     page.until(b"READY-42").await.map(drop)
 }
 
-/// Keystroke-to-echo times: a key, then its erasure, each waited for.
-async fn echoes(page: &mut Page, keystrokes: usize) -> anyhow::Result<Vec<Duration>> {
-    ready(page).await?;
-    let mut times = Vec::with_capacity(keystrokes);
-    for i in 0..keystrokes {
-        let key: &[u8] = if i % 2 == 0 { b"x" } else { b"\x7f" };
-        let sent = Instant::now();
-        page.send(key).await?;
-        page.output().await?;
-        times.push(sent.elapsed());
-    }
-    Ok(times)
+/// The `i`th key of a run: a key, then its erasure.
+fn key(i: usize) -> &'static [u8] {
+    if i.is_multiple_of(2) { b"x" } else { b"\x7f" }
 }
 
-/// The time `command` takes to print, as the page sees it, and the bytes it got.
-async fn printing(page: &mut Page, command: &str) -> anyhow::Result<(Duration, usize)> {
+/// The time from sending `key` to its echo.
+async fn echo(page: &mut Page, key: &[u8]) -> anyhow::Result<Duration> {
+    let sent = Instant::now();
+    page.send(key).await?;
+    page.output().await?;
+    Ok(sent.elapsed())
+}
+
+/// What printing a command took: the time until the page saw its end, the bytes and the
+/// messages it got.
+type Printed = (Duration, usize, usize);
+
+/// Print `command` through `page`, as the page sees it.
+async fn printing(page: &mut Page, command: &str) -> anyhow::Result<Printed> {
     ready(page).await?;
     let line = format!("{command}; echo; echo DONE-$((40+2))\r");
     let started = Instant::now();
     page.send(line.as_bytes()).await?;
-    let got = page.until(b"DONE-42").await?;
-    Ok((started.elapsed(), got))
+    let (bytes, messages) = page.until(b"DONE-42").await?;
+    Ok((started.elapsed(), bytes, messages))
 }
 
 fn percentile(times: &mut [Duration], p: f64) -> Duration {
@@ -277,7 +281,7 @@ fn percentile(times: &mut [Duration], p: f64) -> Duration {
     times.get(((times.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or_default()
 }
 
-fn median(mut times: Vec<(Duration, usize)>) -> (Duration, usize) {
+fn median(mut times: Vec<Printed>) -> Printed {
     times.sort();
     times.get(times.len() / 2).copied().unwrap_or_default()
 }
@@ -362,16 +366,20 @@ async fn measure(options: Options, web: PathBuf, image: PathBuf) -> anyhow::Resu
     Ok(())
 }
 
-/// Keystroke to echo through each path, in alternating blocks (so both see the same machine).
+/// Keystroke to echo through each path.
 async fn keystrokes(plain: &mut Page, held: &mut Page, keystrokes: usize) -> anyhow::Result<()> {
-    // Warm both paths (connections, the shell's first prompt).
-    echoes(plain, 50).await?;
-    echoes(held, 50).await?;
-    let blocks = 10;
+    ready(plain).await?;
+    ready(held).await?;
+    // Warm both paths (connections, the shell's line editing), then one key each in turn, so
+    // that both see the same machine.
+    for i in 0..50 {
+        echo(plain, key(i)).await?;
+        echo(held, key(i)).await?;
+    }
     let (mut floor, mut through) = (Vec::new(), Vec::new());
-    for _ in 0..blocks {
-        floor.extend(echoes(plain, keystrokes.div_ceil(blocks)).await?);
-        through.extend(echoes(held, keystrokes.div_ceil(blocks)).await?);
+    for i in 0..keystrokes {
+        floor.push(echo(plain, key(i)).await?);
+        through.push(echo(held, key(i)).await?);
     }
     let (f50, f99) = (percentile(&mut floor, 0.5), percentile(&mut floor, 0.99));
     let (h50, h99) = (percentile(&mut through, 0.5), percentile(&mut through, 0.99));
@@ -392,7 +400,7 @@ async fn output(plain: &mut Page, held: &mut Page, options: &Options) -> anyhow:
     let long = format!("head -c {} /dev/zero | tr '\\0' x", options.long_bytes);
     let short = format!("yes | head -c {}", options.short_bytes);
     let same = format!("head -c {} /dev/zero | tr '\\0' x", options.short_bytes);
-    let mut runs: HashMap<(&str, &str), Vec<(Duration, usize)>> = HashMap::new();
+    let mut runs: HashMap<(&str, &str), Vec<Printed>> = HashMap::new();
     for _ in 0..options.rounds.max(1) {
         for (path, page) in [("plain", &mut *plain), ("held", &mut *held)] {
             for (what, command) in [("long", &long), ("short", &short), ("same", &same)] {
@@ -402,12 +410,12 @@ async fn output(plain: &mut Page, held: &mut Page, options: &Options) -> anyhow:
         let bytes = options.short_bytes;
         for (what, command) in [("short", short.clone()), ("same", same.clone())] {
             let took = tokio::task::spawn_blocking(move || bare_terminal(&command)).await??;
-            runs.entry(("bare", what)).or_default().push((took, bytes));
+            runs.entry(("bare", what)).or_default().push((took, bytes, 0));
         }
     }
     let mut get = |path, what| median(runs.remove(&(path, what)).unwrap_or_default());
     let (plain_long, held_long) = (get("plain", "long"), get("held", "long"));
-    let rate = |(took, bytes): (Duration, usize)| bytes as f64 / took.as_secs_f64() / 1e6;
+    let rate = |(took, bytes, _): Printed| bytes as f64 / took.as_secs_f64() / 1e6;
     println!("output through the gateway (median of {} rounds):", options.rounds.max(1));
     println!(
         "  one line of {} bytes: plain {:.1} MB/s, held {:.1} MB/s",
@@ -421,11 +429,13 @@ async fn output(plain: &mut Page, held: &mut Page, options: &Options) -> anyhow:
     for path in ["plain", "held"] {
         let (short, same) = (get(path, "short"), get(path, "same"));
         println!(
-            "    {path:5}: short lines {:.2} s ({} bytes shown), one line {:.2} s ({} bytes): time ratio {:.1}x, per byte shown {:.1}x; short lines {:.1}x a bare terminal's{}",
+            "    {path:5}: short lines {:.2} s ({} bytes shown in {} messages), one line {:.2} s ({} bytes in {}): time ratio {:.1}x, per byte shown {:.1}x; short lines {:.1}x a bare terminal's{}",
             short.0.as_secs_f64(),
             short.1,
+            short.2,
             same.0.as_secs_f64(),
             same.1,
+            same.2,
             short.0.as_secs_f64() / same.0.as_secs_f64(),
             (short.0.as_secs_f64() / short.1 as f64) / (same.0.as_secs_f64() / same.1 as f64),
             short.0.as_secs_f64() / bare_short.0.as_secs_f64(),
