@@ -41,7 +41,10 @@ pub struct ServeArgs {
     #[arg(long, default_value = SOCKET_DIR)]
     pub socket_dir: PathBuf,
     /// The most sessions at once (the per-pod cap).
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=64))]
+    // Up to 1024, beyond what the operator offers (the controller's --max-sessions-per-pod, 16
+    // by default, at most 64): a pod of one's own with more, and `cargo xtask bench sessions`,
+    // which holds 500 in one pod.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub max_sessions: u16,
     /// A session nobody is attached to for this long ends.
     #[arg(long, default_value = "1h", value_parser = duration::parse)]
@@ -193,7 +196,8 @@ mod tests {
             &["x", "attach", "--cols", "80"],
             &["x", "attach", "--cols", "0", "--rows", "5"],
             &["x", "serve"],
-            &["x", "serve", "--max-sessions", "65", "--", "sleep"],
+            &["x", "serve", "--max-sessions", "0", "--", "sleep"],
+            &["x", "serve", "--max-sessions", "1025", "--", "sleep"],
             &["x", "serve", "--detached-ttl", "soon", "--", "sleep"],
         ];
         for argv in bad {

@@ -280,6 +280,38 @@ fn a_million_short_lines_travel_in_few_frames() {
     assert!(frames <= 10_000, "{frames} frames for a million lines");
 }
 
+/// Lines written one at a time (as stdio writes to a terminal: a write at every newline) are
+/// gathered too: the read after a frame is no echo when output is flowing, so frames go at most
+/// one a window (1 ms), however the reads fall (each read its own frame, before: 734 to 1,163
+/// frames in some 400 ms here, and 28,677 for a million lines in `cargo xtask bench sessions`).
+#[test]
+fn lines_written_one_at_a_time_travel_in_few_frames() {
+    let holder = Holder::start(&[], &["sleep", "600"]);
+    let script = "awk 'BEGIN { for (i = 0; i < 200000; i++) { print \"line\"; fflush() } }'";
+    let started = Instant::now();
+    let (mut client, _) = holder.new_session("alice", &["sh", "-c", script], SIZE);
+    let (mut frames, mut bytes) = (0usize, 0usize);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        assert!(Instant::now() < deadline, "{frames} frames, {bytes} bytes after 30 s");
+        match client.recv() {
+            Some(HolderMessage::Output(output)) => {
+                frames += 1;
+                bytes += output.len();
+            }
+            Some(HolderMessage::Exited(_)) => break,
+            Some(_) => {}
+            None => panic!("closed without Exited"),
+        }
+    }
+    let took = started.elapsed();
+    eprintln!("200,000 lines written one at a time: {bytes} bytes in {frames} frames in {took:.0?}");
+    assert_eq!(bytes, 200_000 * "line\r\n".len());
+    // A frame a millisecond at most, and a few full ones and lone reads besides.
+    let most = took.as_millis() as usize + 50;
+    assert!(frames <= most, "{frames} frames in {took:?} for 200,000 lines written one at a time");
+}
+
 /// A replay starts at a line start within the scrollback's bound, and a full-screen program is
 /// made to redraw (SIGWINCH) when someone attaches.
 #[test]

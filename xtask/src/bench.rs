@@ -86,6 +86,34 @@ pub enum Target {
         #[arg(long, default_value_t = 1000)]
         sessions: usize,
     },
+    /// On the real node (root): terminals held by the session holder against plain ones, both
+    /// through the gateway: keystroke to echo, output (long and short lines), the holder's
+    /// memory per session, and a rollout of the gateway's two replicas with `--terminals` open
+    /// (`xtask/src/bench_sessions.rs`).
+    Sessions {
+        /// Keystrokes timed per path.
+        #[arg(long, default_value_t = 2000)]
+        keystrokes: usize,
+        /// Bytes printed as one line per path.
+        #[arg(long, default_value_t = 20_000_000)]
+        long_bytes: usize,
+        /// Bytes of short lines (`yes`, two bytes a line), against one line of as many.
+        #[arg(long, default_value_t = 2_000_000)]
+        short_bytes: usize,
+        /// Rounds of the output measurements; the median is printed.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Sessions open in one holder for its memory per session.
+        #[arg(long, default_value_t = 100)]
+        sessions: usize,
+        /// Terminals open on the gateway's two replicas (half each) when they are rolled out.
+        #[arg(long, default_value_t = 500)]
+        terminals: usize,
+        /// Holder pods the terminals are in: the first holds `--sessions` (with one pod, all
+        /// of them, its memory measured again at that many), the others share the rest.
+        #[arg(long, default_value_t = 1)]
+        pods: usize,
+    },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
     /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
     Proxy {
@@ -108,6 +136,17 @@ pub fn run(target: Target) -> anyhow::Result<()> {
     match target {
         Target::Gateway { keystrokes, bytes, sessions } => {
             crate::bench_gateway::run(crate::bench_gateway::Options { keystrokes, bytes, sessions })
+        }
+        Target::Sessions { keystrokes, long_bytes, short_bytes, rounds, sessions, terminals, pods } => {
+            crate::bench_sessions::run(crate::bench_sessions::Options {
+                keystrokes,
+                long_bytes,
+                short_bytes,
+                rounds,
+                sessions,
+                terminals,
+                pods,
+            })
         }
         Target::Webhook { seconds, concurrency, rounds, processes } => {
             // The class row asks a real kube-apiserver for its SubjectAccessReviews.

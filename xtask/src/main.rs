@@ -4,6 +4,7 @@ mod bench;
 mod bench_gate;
 mod bench_gateway;
 mod bench_node;
+mod bench_sessions;
 mod cargo;
 mod certmanager;
 mod crdgen;

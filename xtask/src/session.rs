@@ -35,3 +35,20 @@ pub fn static_binary(release: bool, locked: bool) -> anyhow::Result<PathBuf> {
     step.done();
     Ok(assets::target_dir().join(TARGET).join(profile).join("myownshell-session"))
 }
+
+/// The session holder's image (`images::SESSION_IMAGE`) from the static binary (`release` for
+/// the release profile), built again when the binary is newer than the archive; the archive's
+/// path, for `Cluster::import_image`.
+pub fn image(release: bool) -> anyhow::Result<PathBuf> {
+    let binary = static_binary(release, crate::cargo::in_ci())?;
+    let profile = if release { "release" } else { "debug" };
+    let dir = assets::target_dir().join("images").join(profile);
+    let archive = dir.join("session.tar");
+    let modified = |p: &std::path::Path| p.metadata().and_then(|m| m.modified()).ok();
+    if modified(&archive).is_some() && modified(&archive) >= modified(&binary) {
+        return Ok(archive);
+    }
+    myownshell_envtest::node::images::build_session(&binary, &archive, &dir.join("session-work"))
+        .map_err(anyhow::Error::msg)?;
+    Ok(archive)
+}

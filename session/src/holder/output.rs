@@ -29,26 +29,38 @@ pub struct Gather {
     bytes: Vec<u8>,
     reads: usize,
     first: Option<Instant>,
+    /// Whether the last frame went out less than a window before `first`.
+    flowing: bool,
+    /// When the last frame went out.
+    last_frame: Option<Instant>,
     /// When to send what was gathered even if nothing more comes.
     pub deadline: Option<Instant>,
 }
 
 impl Gather {
     fn add(&mut self, bytes: &[u8]) {
-        self.first.get_or_insert_with(Instant::now);
+        if self.first.is_none() {
+            let now = Instant::now();
+            self.first = Some(now);
+            self.flowing = self.last_frame.is_some_and(|t| now.duration_since(t) < coalesce::WINDOW);
+        }
         self.bytes.extend_from_slice(bytes);
         self.reads += 1;
     }
 
     fn next(&self, more_ready: bool) -> Next {
         let age = self.first.map_or(Duration::ZERO, |f| f.elapsed());
-        coalesce::next(Gathered { bytes: self.bytes.len(), reads: self.reads, age, more_ready })
+        let (bytes, reads, flowing) = (self.bytes.len(), self.reads, self.flowing);
+        coalesce::next(Gathered { bytes, reads, age, more_ready, flowing })
     }
 
     fn take(&mut self) -> Vec<u8> {
         self.reads = 0;
         self.first = None;
         self.deadline = None;
+        if !self.bytes.is_empty() {
+            self.last_frame = Some(Instant::now());
+        }
         std::mem::take(&mut self.bytes)
     }
 }

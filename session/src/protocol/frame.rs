@@ -24,8 +24,10 @@ pub const MAX_JSON: usize = 4 * 1024;
 /// of 256 bytes each, JSON-escaped, with room to spare.
 pub const MAX_ATTACHED: usize = 16 * 1024;
 
-/// `Sessions`, the answer to `List`: at most 64 sessions (the largest `--max-sessions`) of at
-/// most 8 KiB each.
+/// `Sessions`, the answer to `List`: 64 sessions (the most the operator gives a pod,
+/// `--max-sessions-per-pod`) of at most 8 KiB each. A holder given more (`serve --max-sessions`
+/// takes up to 1024) lists them while they fit: a session without a long command takes a few
+/// hundred bytes.
 pub const MAX_LISTING: usize = 512 * 1024;
 
 /// What a frame is.

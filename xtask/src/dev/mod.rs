@@ -254,7 +254,7 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
             step.done();
             // The session holder every shell pod runs (the operator runs here as processes, so
             // from an image of its own rather than the operator's).
-            let archive = tokio::task::spawn_blocking(session_image).await??;
+            let archive = tokio::task::spawn_blocking(|| crate::session::image(false)).await??;
             node.import_image(&archive).map_err(anyhow::Error::msg)?;
             Plane::Node(Box::new(node))
         }
@@ -317,21 +317,6 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
 
 /// What `dev` runs the operator against locally: a cluster with a node (pods run), or, where
 /// the node cannot run, only the control plane.
-/// The session holder's image (`images::SESSION_IMAGE`), built from the static binary when
-/// the binary is newer than the archive; its path.
-fn session_image() -> anyhow::Result<std::path::PathBuf> {
-    let binary = crate::session::static_binary(false, crate::cargo::in_ci())?;
-    let dir = myownshell_envtest::assets::target_dir().join("images").join("debug");
-    let archive = dir.join("session.tar");
-    let modified = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-    if modified(&archive).is_some() && modified(&archive) >= modified(&binary) {
-        return Ok(archive);
-    }
-    myownshell_envtest::node::images::build_session(&binary, &archive, &dir.join("session-work"))
-        .map_err(anyhow::Error::msg)?;
-    Ok(archive)
-}
-
 enum Plane {
     Node(Box<Cluster>),
     ApiOnly(Box<ControlPlane>),
