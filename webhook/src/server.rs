@@ -252,17 +252,29 @@ where
     let too_large = || format!("the request body is larger than {MAX_BODY_BYTES} bytes");
     if let Some(length) = content_length.filter(|n| *n <= MAX_BODY_BYTES) {
         // The common case: the length is announced and small enough, and hyper never reads
-        // past an announced length. Read into one buffer of that size (collecting the frames
-        // and joining them would hold the body twice).
-        let mut buf = BytesMut::with_capacity(length);
+        // past an announced length. A body that came in one frame (an apiserver's review of a
+        // few KiB, read with its head) is that frame, a slice of hyper's read buffer, taken as
+        // it is; a longer one is read into one buffer of its size (collecting the frames and
+        // joining them would hold the body twice).
         let mut body = std::pin::pin!(body);
+        let mut first: Option<Bytes> = None;
+        let mut buf = BytesMut::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| format!("cannot read the request body: {e}"))?;
-            if let Ok(data) = frame.into_data() {
-                buf.extend_from_slice(&data);
+            let Ok(data) = frame.into_data() else { continue };
+            if first.is_none() && buf.is_empty() && data.len() == length {
+                first = Some(data);
+                continue;
             }
+            if buf.capacity() == 0 {
+                buf.reserve(length);
+            }
+            if let Some(earlier) = first.take() {
+                buf.extend_from_slice(&earlier);
+            }
+            buf.extend_from_slice(&data);
         }
-        return Ok(buf.freeze());
+        return Ok(first.unwrap_or_else(|| buf.freeze()));
     }
     // No length, or one beyond the bound: read what comes, keeping nothing once it is beyond
     // the bound (an oversized body is drained, not held, so the client gets its 400 on a

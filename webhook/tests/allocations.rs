@@ -38,12 +38,12 @@ const CLASS: &str = "bench-team";
 /// The most allocations one answer may make, by body and path. The classed validation's bound
 /// leaves room for the review cache's own bookkeeping (moka's), which varies by a few.
 const BOUNDS: [(&str, &str, u64); 6] = [
-    ("minimal", "mutate", 26),
-    ("minimal", "validate", 27),
-    ("kubectl", "mutate", 26),
-    ("kubectl", "validate", 27),
-    ("classed", "mutate", 39),
-    ("classed", "validate", 67),
+    ("minimal", "mutate", 25),
+    ("minimal", "validate", 26),
+    ("kubectl", "mutate", 25),
+    ("kubectl", "validate", 26),
+    ("classed", "mutate", 38),
+    ("classed", "validate", 66),
 ];
 
 /// A CREATE of shell `bench` in `team-a` with `spec`, by `kubernetes-admin` (in `system:masters`),
