@@ -38,12 +38,12 @@ const CLASS: &str = "bench-team";
 /// The most allocations one answer may make, by body and path. The classed validation's bound
 /// leaves room for the review cache's own bookkeeping (moka's), which varies by a few.
 const BOUNDS: [(&str, &str, u64); 6] = [
-    ("minimal", "mutate", 25),
-    ("minimal", "validate", 26),
-    ("kubectl", "mutate", 25),
-    ("kubectl", "validate", 26),
-    ("classed", "mutate", 38),
-    ("classed", "validate", 66),
+    ("minimal", "mutate", 23),
+    ("minimal", "validate", 24),
+    ("kubectl", "mutate", 23),
+    ("kubectl", "validate", 24),
+    ("classed", "mutate", 36),
+    ("classed", "validate", 64),
 ];
 
 /// A CREATE of shell `bench` in `team-a` with `spec`, by `kubernetes-admin` (in `system:masters`),
