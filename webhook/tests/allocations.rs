@@ -39,11 +39,11 @@ const CLASS: &str = "bench-team";
 /// leaves room for the review cache's own bookkeeping (moka's), which varies by a few.
 const BOUNDS: [(&str, &str, u64); 6] = [
     ("minimal", "mutate", 7),
-    ("minimal", "validate", 24),
+    ("minimal", "validate", 18),
     ("kubectl", "mutate", 7),
-    ("kubectl", "validate", 24),
+    ("kubectl", "validate", 18),
     ("classed", "mutate", 19),
-    ("classed", "validate", 64),
+    ("classed", "validate", 58),
 ];
 
 /// A CREATE of shell `bench` in `team-a` with `spec`, by `kubernetes-admin` (in `system:masters`),
