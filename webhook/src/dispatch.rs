@@ -83,7 +83,7 @@ pub enum Answer<'a> {
         connections: Vec<Connection>,
         /// A shell whose creation the validating webhook allowed: it still must inherit no pod
         /// ([`crate::earlier_pods`]), which the HTTP layer asks the apiserver about.
-        new_shell: Option<NewShell>,
+        new_shell: Option<NewShell<'a>>,
         /// The class the requester must be allowed to `use` for the answer to stand, which the
         /// HTTP layer asks the apiserver about ([`crate::classes::usage`]).
         class_use: Option<UseCheck>,
@@ -92,13 +92,13 @@ pub enum Answer<'a> {
     BadRequest(String),
 }
 
-/// A shell about to be created: where, and its name.
+/// A shell about to be created: where, and its name (borrowed from the review's body).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewShell {
+pub struct NewShell<'a> {
     /// Its namespace.
-    pub namespace: String,
+    pub namespace: Cow<'a, str>,
     /// Its name.
-    pub name: String,
+    pub name: Cow<'a, str>,
 }
 
 /// Decode, run `webhook`, and say what to answer. Never panics, whatever the bytes. `shells` is
@@ -140,10 +140,7 @@ pub fn review_with_classes<'a>(
         && request.sub_resource.is_none()
         && response.allowed
         && !request.name.is_empty();
-    let new_shell = creates.then(|| NewShell {
-        namespace: request.namespace.clone().into_owned(),
-        name: request.name.clone().into_owned(),
-    });
+    let new_shell = creates.then(|| NewShell { namespace: request.namespace.clone(), name: request.name.clone() });
     Answer::Review {
         outcome: Outcome::of(&response),
         operation: Some(request.operation),

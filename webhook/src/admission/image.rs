@@ -19,7 +19,7 @@ pub struct ImageRef<'a> {
     pub digest: Option<&'a str>,
 }
 
-impl ImageRef<'_> {
+impl<'a> ImageRef<'a> {
     /// The registry the image is pulled from (`docker.io` when none is named).
     pub fn registry(&self) -> &str {
         self.host.unwrap_or(DEFAULT_REGISTRY)
@@ -35,10 +35,16 @@ impl ImageRef<'_> {
     /// 255-character limit applies to (a name that fits only as written fails as
     /// `InvalidImageName` on the node).
     pub fn normalized_name(&self) -> String {
+        self.normalized_parts().concat()
+    }
+
+    /// [`ImageRef::normalized_name`] in three parts, whose lengths tell its length without
+    /// writing it (every validation reads the length; only a refusal shows the name).
+    fn normalized_parts(&self) -> [&'a str; 3] {
         match self.host {
-            Some(host) if host != DEFAULT_REGISTRY || self.path.contains('/') => format!("{host}/{}", self.path),
-            _ if !self.path.contains('/') => format!("{DEFAULT_REGISTRY}/library/{}", self.path),
-            _ => format!("{DEFAULT_REGISTRY}/{}", self.path),
+            Some(host) if host != DEFAULT_REGISTRY || self.path.contains('/') => [host, "/", self.path],
+            _ if !self.path.contains('/') => [DEFAULT_REGISTRY, "/library/", self.path],
+            _ => [DEFAULT_REGISTRY, "/", self.path],
         }
     }
 
@@ -199,8 +205,8 @@ pub fn parse(reference: &str) -> Result<ImageRef<'_>, String> {
         return Err(format!("invalid path component {bad:?}"));
     }
     let parsed = ImageRef { host, path, tag, digest };
-    let full = parsed.normalized_name();
-    if full.len() > MAX_NAME_LEN {
+    if parsed.normalized_parts().iter().map(|part| part.len()).sum::<usize>() > MAX_NAME_LEN {
+        let full = parsed.normalized_name();
         return Err(format!(
             "the repository name is {} characters as the kubelet reads it ({}…), at most {MAX_NAME_LEN}",
             full.len(),

@@ -52,26 +52,31 @@ pub fn check(shared: &SharedWith, problems: &mut Vec<Problem>) {
 /// a namespace can act as its ServiceAccounts (the built-in `edit` role may impersonate them).
 pub fn warnings(spec: &MyOwnShellSpec, namespace: &str) -> Vec<String> {
     let mut warnings = Vec::new();
-    let own_account = format!("system:serviceaccount:{namespace}:");
-    let own_accounts = format!("system:serviceaccounts:{namespace}");
-    if let Some(owner) = spec.owner.as_deref().filter(|o| o.starts_with(&own_account)) {
+    // `system:serviceaccount:<namespace>:<name>`, and the group of them all.
+    let own_account = |user: &str| {
+        user.strip_prefix("system:serviceaccount:")
+            .and_then(|r| r.strip_prefix(namespace))
+            .is_some_and(|r| r.starts_with(':'))
+    };
+    let own_accounts = |group: &str| group.strip_prefix("system:serviceaccounts:") == Some(namespace);
+    if let Some(owner) = spec.owner.as_deref().filter(|o| own_account(o)) {
         warnings.push(format!(
             "spec.owner: the shell belongs to {owner}, a ServiceAccount of this namespace: anyone who may edit the namespace can act as it and connect"
         ));
     }
-    let shared = spec.shared_with.clone().unwrap_or_default();
-    for (i, user) in shared.users.unwrap_or_default().iter().enumerate() {
-        if user.starts_with(&own_account) {
+    let Some(shared) = &spec.shared_with else { return warnings };
+    for (i, user) in shared.users.iter().flatten().enumerate() {
+        if own_account(user) {
             warnings.push(format!(
                 "spec.sharedWith.users[{i}]: {user} is a ServiceAccount of this namespace: anyone who may edit the namespace can act as it and connect"
             ));
         }
     }
-    for (i, group) in shared.groups.unwrap_or_default().iter().enumerate() {
+    for (i, group) in shared.groups.iter().flatten().enumerate() {
         let reach = match group.as_str() {
             "system:authenticated" => Some("anyone whom RBAC lets connect to pods in this namespace"),
             "system:serviceaccounts" => Some("every ServiceAccount, which anyone who may edit a namespace can act as"),
-            g if g == own_accounts => {
+            g if own_accounts(g) => {
                 Some("the ServiceAccounts of this namespace, which anyone who may edit it can act as")
             }
             _ => None,

@@ -152,7 +152,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for RawJson<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct Metadata<'a> {
     /// `metadata.finalizers`.
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "super::user::borrowed_optional_list")]
     pub finalizers: Option<Vec<Cow<'a, str>>>,
     /// Whether `metadata.deletionTimestamp` is set (present and not null); its value does not
     /// matter.

@@ -9,24 +9,55 @@ use serde_json::value::RawValue;
 
 use super::request::{REVIEW_API_VERSION, REVIEW_KIND, Request};
 
-/// A JSON Patch encoded for an answer: the defaults are encoded once and reused for every
-/// request that needs them; a patch that names the requester is encoded per request.
+/// A JSON Patch encoded for an answer: the defaults are encoded once, base64 included, and reused
+/// for every request that needs them; a patch that names the requester is encoded per request,
+/// and its base64 written straight into the answer.
 #[derive(Debug, Clone)]
 pub struct EncodedPatch {
     /// The RFC 6902 JSON Patch.
     pub json: Vec<u8>,
-    /// `json` in base64 as a JSON string, as `AdmissionResponse.patch` carries it; written into
-    /// answers as it is (base64 needs no escaping, so the answer's encoder need not scan it).
-    pub base64_json: Box<RawValue>,
+    /// `json` in base64 as a JSON string, as `AdmissionResponse.patch` carries it, for a patch
+    /// made once and reused: written into answers as it is (base64 needs no escaping, so the
+    /// answer's encoder need not scan it). `None` for a patch made for one answer.
+    pub base64_json: Option<Box<RawValue>>,
 }
 
 impl EncodedPatch {
-    /// Encode the JSON Patch `json`.
+    /// Encode the JSON Patch `json`, to be reused: its base64 is made now.
     pub fn new(json: Vec<u8>) -> Self {
         let base64 = base64::engine::general_purpose::STANDARD.encode(&json);
         // `"` + base64 + `"` is valid JSON; the fallback is never taken.
-        let base64_json = RawValue::from_string(format!("\"{base64}\"")).unwrap_or_else(|_| RawValue::NULL.to_owned());
+        let base64_json = RawValue::from_string(format!("\"{base64}\"")).ok();
         Self { json, base64_json }
+    }
+
+    /// The JSON Patch `json` of one answer: its base64 is written into the answer, never kept.
+    pub fn once(json: Vec<u8>) -> Self {
+        Self { json, base64_json: None }
+    }
+
+    /// The length of the patch in base64 as a JSON string.
+    fn base64_json_len(&self) -> usize {
+        match &self.base64_json {
+            Some(raw) => raw.get().len(),
+            None => base64::encoded_len(self.json.len(), true).unwrap_or(0) + 2,
+        }
+    }
+
+    /// Append the patch in base64 as a JSON string to `out`.
+    fn write_base64_json(&self, out: &mut Vec<u8>) {
+        if let Some(raw) = &self.base64_json {
+            out.extend_from_slice(raw.get().as_bytes());
+            return;
+        }
+        out.push(b'"');
+        let start = out.len();
+        out.resize(start + self.base64_json_len() - 2, 0);
+        // The room is exactly the encoded length, so this never fails.
+        let written =
+            base64::engine::general_purpose::STANDARD.encode_slice(&self.json, &mut out[start..]).unwrap_or(0);
+        out.truncate(start + written);
+        out.push(b'"');
     }
 }
 
@@ -100,14 +131,14 @@ impl<'a> Response<'a> {
             // Nearly every answer: an allow, perhaps with a patch, for a UUID. Written directly
             // into a buffer of exactly its size (so it becomes the response body without another
             // allocation); a test holds it byte for byte to what the serializer writes.
-            let patch_len = self.patch.as_ref().map_or(0, |p| PATCH_FIELDS.len() + p.base64_json.get().len());
+            let patch_len = self.patch.as_ref().map_or(0, |p| PATCH_FIELDS.len() + p.base64_json_len());
             let mut out = Vec::with_capacity(ALLOW_PREFIX.len() + self.uid.len() + ALLOWED.len() + patch_len + 2);
             out.extend_from_slice(ALLOW_PREFIX);
             out.extend_from_slice(self.uid.as_bytes());
             out.extend_from_slice(ALLOWED);
             if let Some(patch) = &self.patch {
                 out.extend_from_slice(PATCH_FIELDS);
-                out.extend_from_slice(patch.base64_json.get().as_bytes());
+                patch.write_base64_json(&mut out);
             }
             out.extend_from_slice(b"}}");
             return out;
@@ -160,7 +191,7 @@ impl Serialize for Response<'_> {
         match &self.patch {
             Some(patch) => {
                 r.serialize_field("patchType", "JSONPatch")?;
-                r.serialize_field("patch", &patch.base64_json)?;
+                r.serialize_field("patch", &Base64Json(patch))?;
             }
             None => {
                 r.skip_field("patchType")?;
@@ -173,6 +204,18 @@ impl Serialize for Response<'_> {
             r.serialize_field("warnings", &self.warnings)?;
         }
         r.end()
+    }
+}
+
+/// A patch in base64, as a JSON string.
+struct Base64Json<'p>(&'p EncodedPatch);
+
+impl Serialize for Base64Json<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.0.base64_json {
+            Some(raw) => raw.serialize(s),
+            None => s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(&self.0.json)),
+        }
     }
 }
 
@@ -196,11 +239,12 @@ mod tests {
 
     #[test]
     fn direct_writing_matches_the_serializer_byte_for_byte() {
-        let patch: &'static EncodedPatch = Box::leak(Box::new(EncodedPatch::new(
-            br#"[{"op":"add","path":"/spec/size","value":1},{"op":"add","path":"/metadata/finalizers/-","value":"myownshell.io/finalizer"}]"#.to_vec(),
-        )));
+        let json = br#"[{"op":"add","path":"/spec/size","value":1},{"op":"add","path":"/metadata/finalizers/-","value":"myownshell.io/finalizer"}]"#;
+        let reused: &'static EncodedPatch = Box::leak(Box::new(EncodedPatch::new(json.to_vec())));
+        // Of every length modulo 3 (base64's padding).
+        let once = (0..3).map(|cut| Cow::Owned(EncodedPatch::once(json[cut..].to_vec())));
         for uid in ["705ab4f5-6393-11e8-b7cc-42010a800002", "", "a.b_c:d"] {
-            for patch in [None, Some(Cow::Borrowed(patch))] {
+            for patch in [None, Some(Cow::Borrowed(reused))].into_iter().chain(once.clone().map(Some)) {
                 let response = Response { patch: patch.clone(), ..Response::allow_uid(uid.into()) };
                 let mut via_serde = Vec::new();
                 response.write_with_serde(&mut via_serde);

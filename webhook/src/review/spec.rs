@@ -7,11 +7,10 @@
 //! for that second reading.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
 
 use myownshell_api::MyOwnShellSpec;
-use serde::Deserialize;
-use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::de::{DeserializeOwned, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
 use serde_path_to_error::Segment;
 
 /// `Scale.spec` (`autoscaling/v1`).
@@ -23,13 +22,81 @@ pub struct ScaleSpec {
 }
 
 /// Which fields of a spec are set (present and not null), by name; their values are not read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SetFields(BTreeSet<String>);
+/// One bit per field of [`FIELDS`], the only names asked about: a set of names would copy each
+/// name out of the body on every mutation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SetFields(u32);
+
+/// The top-level fields of a `MyOwnShell` spec, as the CRD names them (a test holds them to it).
+pub(crate) const FIELDS: [&str; 14] = [
+    "approvals",
+    "className",
+    "command",
+    "home",
+    "image",
+    "lifetime",
+    "owner",
+    "ownerUID",
+    "recordSessions",
+    "resources",
+    "sharedWith",
+    "size",
+    "stopped",
+    "updateRequestedAt",
+];
+
+/// The bit of `field` in [`SetFields`], if it is a spec field.
+fn bit(field: &str) -> Option<u32> {
+    FIELDS.iter().position(|f| *f == field).map(|i| 1 << i)
+}
 
 impl SetFields {
     /// Whether the spec sets `field` (a JSON name, e.g. `size`).
     pub fn contains(&self, field: &str) -> bool {
-        self.0.contains(field)
+        bit(field).is_some_and(|bit| self.0 & bit != 0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SetFields {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// A key: the bit of a spec field, `None` for any other name.
+        struct Key(Option<u32>);
+        impl<'de> Deserialize<'de> for Key {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                d.deserialize_str(KeyVisitor)
+            }
+        }
+        struct KeyVisitor;
+        impl Visitor<'_> for KeyVisitor {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key, E> {
+                Ok(Key(bit(name)))
+            }
+        }
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = SetFields;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<SetFields, A::Error> {
+                let mut set = 0;
+                while let Some(Key(bit)) = map.next_key()? {
+                    let value: Option<IgnoredAny> = map.next_value()?;
+                    // The last of a repeated key wins, as it does for the apiserver.
+                    match (bit, value) {
+                        (Some(bit), Some(_)) => set |= bit,
+                        (Some(bit), None) => set &= !bit,
+                        (None, _) => {}
+                    }
+                }
+                Ok(SetFields(set))
+            }
+        }
+        d.deserialize_map(Fields)
     }
 }
 
@@ -47,9 +114,7 @@ pub(super) fn scale_spec(raw: &str) -> Result<ScaleSpec, String> {
 /// Which fields the spec in `raw` sets, whatever their values.
 pub(super) fn set_fields(raw: &str) -> Result<SetFields, String> {
     must_be_object(raw)?;
-    let fields: BTreeMap<String, Option<IgnoredAny>> =
-        serde_json::from_str(raw).map_err(|e| format!("spec does not decode: {}", without_position(&e)))?;
-    Ok(SetFields(fields.into_iter().filter_map(|(name, value)| value.map(|_| name)).collect()))
+    serde_json::from_str(raw).map_err(|e| format!("spec does not decode: {}", without_position(&e)))
 }
 
 /// serde reads a struct from a JSON array too; a spec must be an object.

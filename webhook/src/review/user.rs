@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 /// `request.userInfo`: the requester as the apiserver authenticated (or impersonated) them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -16,7 +16,7 @@ pub struct UserInfo<'a> {
     #[serde(default, borrow)]
     pub uid: Option<Cow<'a, str>>,
     /// The user's groups.
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "borrowed_list")]
     pub groups: Vec<Cow<'a, str>>,
 }
 
@@ -42,4 +42,23 @@ impl UserInfo<'_> {
     pub fn in_group(&self, group: &str) -> bool {
         self.groups.iter().any(|g| g == group)
     }
+}
+
+/// A list of strings, each borrowed from the body unless it holds an escape: serde's `borrow`
+/// reaches a `Cow` field, not the `Cow`s in a list, which it copies one by one (every review's
+/// `userInfo.groups`, a shell's finalizers).
+pub(crate) fn borrowed_list<'de: 'a, 'a, D: Deserializer<'de>>(d: D) -> Result<Vec<Cow<'a, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+    // Same layout, so the list is collected in place.
+    Ok(Vec::<Text<'a>>::deserialize(d)?.into_iter().map(|Text(text)| text).collect())
+}
+
+/// [`borrowed_list`] of a list that may be absent or null.
+pub(crate) fn borrowed_optional_list<'de: 'a, 'a, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<Cow<'a, str>>>, D::Error> {
+    #[derive(Deserialize)]
+    struct List<'a>(#[serde(borrow, deserialize_with = "borrowed_list")] Vec<Cow<'a, str>>);
+    Ok(Option::<List<'a>>::deserialize(d)?.map(|List(list)| list))
 }

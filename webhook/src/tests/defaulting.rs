@@ -94,6 +94,12 @@ fn the_owner_is_the_requester() {
         ),
         ("a spoofed create", by("bob", None, "CREATE", owned("alice", Some("u-1")), Value::Null), Some("bob"), None),
         (
+            "a name that JSON escapes",
+            by("o'brien \"ob\" \\ \u{e9}\u{1}", Some("u\"1"), "CREATE", shell(full_spec()), Value::Null),
+            Some("o'brien \"ob\" \\ \u{e9}\u{1}"),
+            Some("u\"1"),
+        ),
+        (
             "a spoofed create with a uid",
             by("bob", Some("u-2"), "CREATE", owned("alice", Some("u-1")), Value::Null),
             Some("bob"),
@@ -191,7 +197,7 @@ fn every_default_patch_is_built_once_and_applies() {
                 let ops: json_patch::Patch = serde_json::from_slice(&patch.json).unwrap();
                 assert_eq!(ops.0, operations(&needs), "{needs:?}");
                 use base64::Engine;
-                let base64: String = serde_json::from_str(patch.base64_json.get()).unwrap();
+                let base64: String = serde_json::from_str(patch.base64_json.as_ref().unwrap().get()).unwrap();
                 assert_eq!(base64::engine::general_purpose::STANDARD.decode(base64).unwrap(), patch.json);
                 // It applies to an object lacking exactly that.
                 let mut object = json!({"metadata": {}});

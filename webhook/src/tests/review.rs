@@ -198,3 +198,32 @@ fn answers_read_back_as_kubes_admission_review() {
     let odd = Response::deny("a\"b\\c\u{1}".into(), 400, "BadRequest", "x".into());
     assert_eq!(read(&odd).uid, "a\"b\\c\u{1}");
 }
+
+#[test]
+fn lists_of_strings_are_borrowed_from_the_body_unless_escaped() {
+    use std::borrow::Cow;
+    let mut object = shell(json!({}));
+    object["metadata"]["finalizers"] = json!(["myownshell.io/finalizer", "a\"quoted\""]);
+    let mut v: Value = serde_json::from_slice(&body("CREATE", object, Value::Null, None)).unwrap();
+    v["request"]["userInfo"]["groups"] = json!(["system:masters", "team \"a\""]);
+    let bytes = serde_json::to_vec(&v).unwrap();
+    let request = decode(&bytes).unwrap();
+    let groups = &request.user_info.groups;
+    assert_eq!(groups, &["system:masters", "team \"a\""]);
+    assert!(matches!(groups[0], Cow::Borrowed(_)) && matches!(groups[1], Cow::Owned(_)));
+    let finalizers = request.object.as_ref().and_then(|o| o.finalizers()).unwrap();
+    assert_eq!(finalizers, &["myownshell.io/finalizer", "a\"quoted\""]);
+    assert!(matches!(finalizers[0], Cow::Borrowed(_)) && matches!(finalizers[1], Cow::Owned(_)));
+    // Absent and null lists are none; a list of something else does not decode.
+    for finalizers in [None, Some(Value::Null)] {
+        let mut object = shell(json!({}));
+        if let Some(f) = finalizers {
+            object["metadata"]["finalizers"] = f;
+        }
+        let bytes = body("CREATE", object, Value::Null, None);
+        assert_eq!(decode(&bytes).unwrap().object.unwrap().finalizers(), None);
+    }
+    let mut object = shell(json!({}));
+    object["metadata"]["finalizers"] = json!([1]);
+    assert!(decode(&body("CREATE", object, Value::Null, None)).is_err());
+}

@@ -12,6 +12,8 @@ fn every_field_of_the_crd_is_defaulted_read_and_explained() {
     let properties = schema["openAPIV3Schema"]["properties"]["spec"]["properties"].as_object().unwrap();
     let mut in_crd: Vec<&str> = properties.keys().map(String::as_str).collect();
     in_crd.sort_unstable();
+    // The mutating webhook tells which of them a spec sets.
+    assert_eq!(crate::review::spec::FIELDS, in_crd.as_slice(), "review::spec::FIELDS are the CRD's spec fields");
 
     // Mutating an empty spec fills exactly the fields of the CRD, but those left unset on purpose:
     // a shell is shared with nobody, the uid comes only from an authenticator that gives one, a
@@ -173,4 +175,32 @@ fn strings_with_escapes_decode_like_plain_ones() {
     let ops: Value = serde_json::from_slice(&patched.patch.unwrap().json).unwrap();
     let paths: Vec<&str> = ops.as_array().unwrap().iter().map(|op| op["path"].as_str().unwrap()).collect();
     assert_eq!(paths, ["/spec/command"]);
+}
+
+#[test]
+fn which_fields_a_spec_sets() {
+    let set = |spec: Value| {
+        let object = request("CREATE", shell(spec), Value::Null).object.unwrap();
+        let fields = object.spec_fields().unwrap().unwrap();
+        crate::review::spec::FIELDS.iter().copied().filter(|f| fields.contains(f)).collect::<Vec<_>>()
+    };
+    assert_eq!(set(json!({})), Vec::<&str>::new());
+    assert_eq!(
+        set(json!({"size": 1, "image": null, "resources": {"limits": {"cpu": [1, {"a": 2}]}}})),
+        ["resources", "size"]
+    );
+    // The last of a repeated key wins.
+    let object = |spec: &str| {
+        let text = String::from_utf8(body("CREATE", shell(json!("SPEC")), Value::Null, None)).unwrap();
+        Box::leak(text.replace("\"SPEC\"", spec).into_boxed_str()).as_bytes()
+    };
+    let fields = |spec: &str| decode(object(spec)).unwrap().object.unwrap().spec_fields().unwrap().unwrap();
+    assert!(!fields(r#"{"size": 1, "size": null}"#).contains("size"));
+    assert!(fields(r#"{"size": null, "size": 1}"#).contains("size"));
+    assert!(!fields(r#"{"unknown": 1}"#).contains("unknown"), "only the spec's own fields are told");
+    // Names with escapes are read as the apiserver reads them.
+    let escaped = fields(r#"{"\u0069mage": "x", "owner\u0055ID": "u"}"#);
+    assert!(escaped.contains("image") && escaped.contains("ownerUID") && !escaped.contains("size"));
+    // A spec that is not an object is no set of fields.
+    assert!(decode(object("[1]")).unwrap().object.unwrap().spec_fields().is_err());
 }
