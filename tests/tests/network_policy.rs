@@ -121,8 +121,9 @@ async fn still_refused(kubectl: &Kubectl, client: &Client, target: &str) {
 /// server, by its address and through a ClusterIP; a default-deny of ingress in the server's
 /// namespace refuses them all; a policy that admits the second namespace lets its clients in
 /// again and still refuses the third's; a default-deny of egress in the second namespace refuses
-/// its clients on both nodes, and deleting it lets them in again. kube-router's chains and sets
-/// never appear on the host, and stopping the cluster leaves nothing.
+/// its clients on both nodes, and deleting it lets them in again. The second node, lost and
+/// back, enforces again. kube-router's chains and sets never appear on the host, and stopping
+/// the cluster leaves nothing.
 #[tokio::test]
 async fn policies_admit_and_refuse_pod_traffic_on_both_nodes_and_leave_nothing() {
     assert_eq!(network_policy::host_traces().unwrap(), Vec::<String>::new(), "before any cluster");
@@ -191,6 +192,20 @@ async fn policies_admit_and_refuse_pod_traffic_on_both_nodes_and_leave_nothing()
     kubectl.run(&["delete", "networkpolicy", "deny-egress", "-n", &clients_ns]).await.unwrap().ok().unwrap();
     let took = all_reach(&kubectl, &[&near, &far], &server, "server").await;
     eprintln!("network policy: egress deny deleted, {clients_ns} reaches {server} again in {took:.1?}");
+
+    // The second node loses power and comes back: its kube-router starts again with it
+    // (`start_node` waits for its first sync), and enforces on a pod started there since.
+    let step = Instant::now();
+    cluster.kill_node(second).unwrap();
+    cluster.start_node(second).await.unwrap();
+    eprintln!("network policy: {second} killed, back and enforcing again in {:.1?}", step.elapsed());
+    let back = Client { ns: clients_ns.clone(), name: "back".into() };
+    kubectl.apply(&back.ns, &pod(&back.name, second, "exec sleep 3600")).await.unwrap().ok().unwrap();
+    wait_running(&kubectl, &back.ns, &back.name).await;
+    all_reach(&kubectl, &[&back], &server, "server").await;
+    kubectl.apply(&clients_ns, &policy("deny-egress", r#""policyTypes":["Egress"]"#)).await.unwrap().ok().unwrap();
+    let (took, said) = all_refused(&kubectl, &[&back], &server).await;
+    eprintln!("network policy: {back} on the restarted {second} refused at the source in {took:.1?}: {said}");
 
     assert_eq!(network_policy::host_traces().unwrap(), Vec::<String>::new(), "kube-router's rules on the host");
     let footprint = cluster.footprint();
