@@ -179,8 +179,9 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
     let pids: Vec<u32> =
         std::fs::read_to_string(state.join("pids")).unwrap().lines().map(|p| p.parse().unwrap()).collect();
     // etcd, kube-apiserver, webhook, controller, gateway; on the node also the components, the
-    // holder of the cluster network's namespace, the node's processes and its sandbox.
-    let expected = if on_node { 12 } else { 5 };
+    // holder of the cluster network's namespace, the node's processes (containerd, kubelet,
+    // kube-proxy, kube-router) and its sandbox.
+    let expected = if on_node { 13 } else { 5 };
     assert_eq!(pids.len(), expected, "{pids:?}");
     let status = dev.stop(Duration::from_secs(60)).unwrap();
     assert!(status.success(), "xtask dev exited with {status}\n{}", dev.log_tail(40));

@@ -1,6 +1,6 @@
 //! `cargo xtask e2e`: the suites that need a real node: the harness's node itself
-//! (`tests/tests/node.rs`) and the operator deployed from `config/` onto it
-//! (`tests/tests/e2e/`). `cargo xtask test` runs them too whenever the node can run; with
+//! (`tests/tests/node.rs`), NetworkPolicies enforced on it (`tests/tests/network_policy.rs`) and
+//! the operator deployed from `config/` onto it (`tests/tests/e2e/`). `cargo xtask test` runs them too whenever the node can run; with
 //! `CI=true` a node that cannot run is a failure.
 
 use std::path::Path;
@@ -15,7 +15,7 @@ use crate::node::ImageProfile;
 use crate::progress::Step;
 
 /// The node suites' test targets in the tests crate.
-const SUITES: [&str; 2] = ["node", "e2e"];
+pub const SUITES: [&str; 3] = ["node", "network_policy", "e2e"];
 
 /// `cargo xtask e2e [cargo test args]`; ends with where the time went.
 pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
@@ -74,6 +74,8 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     let prometheus = crate::prometheus::ensure()?;
     // Claims on the node are provisioned by local-path-provisioner, built from the module proxy.
     let local_path = crate::progress::timed("local-path-provisioner", crate::local_path::ensure)?;
+    // NetworkPolicies are enforced, where a suite asks, by kube-router built from the module proxy.
+    let kube_router = crate::progress::timed("kube-router", crate::kube_router::ensure)?;
     let mut node_images = vec![image.clone(), previous.image.clone()];
     node_images.extend(cert_manager.images.iter().cloned());
     let images = std::env::join_paths(&node_images).context("image paths")?;
@@ -90,6 +92,7 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
         .env(crate::helm::chart::helm_binary::HELM_ENV, &helm)
         .env(crate::prometheus::ENV, &prometheus)
         .env(myownshell_envtest::node::local_path::ENV, &local_path)
+        .env(myownshell_envtest::node::network_policy::ENV, &kube_router)
         .stdout(Stdio::piped());
     let result = run_tests(test);
     // A test binary's shared cluster ends with its process, which leaves only its (empty)

@@ -92,7 +92,10 @@ pub(crate) fn build_with_progress(
 }
 
 /// `go install -v ARGS` into a scratch GOBIN in `dir`, then a rename to `dir/binary`: the binary
-/// appears whole or not at all. Each printed line goes to `progress` (see [`build_with_progress`]).
+/// appears whole or not at all. The scratch directory is this process's own, so two builds of
+/// the same tool at once (`cargo xtask test`'s tools lane, and a `cargo xtask dev` that a test
+/// started) never take each other's. Each printed line goes to `progress` (see
+/// [`build_with_progress`]).
 pub(crate) fn install_whole(
     dir: &Path,
     binary: &str,
@@ -100,7 +103,7 @@ pub(crate) fn install_whole(
     step: &mut Step,
     progress: impl FnMut(&str) -> String,
 ) -> anyhow::Result<()> {
-    let gobin = dir.join(".gobin");
+    let gobin = dir.join(format!(".gobin-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&gobin);
     let mut install = go_command(dir);
     install.env("GOBIN", &gobin).args(["install", "-v"]).args(args);

@@ -15,6 +15,7 @@ mod e2e;
 mod envtest;
 mod go;
 mod helm;
+mod kube_router;
 mod kwok;
 mod local_path;
 mod node;
@@ -64,7 +65,8 @@ enum Command {
     Envtest {
         /// Also everything a real node needs (root): kubelet, kube-controller-manager,
         /// kube-scheduler and kube-proxy built once; containerd, runc, CNI plugins and the
-        /// other Debian packages installed when missing; the pause and shell images built.
+        /// other Debian packages installed when missing; the pause and shell images built; and
+        /// kube-router, the NetworkPolicy enforcer, built once.
         #[arg(long)]
         node: bool,
     },
@@ -109,7 +111,13 @@ fn main() -> std::process::ExitCode {
         Command::Envtest { node } => envtest::ensure().and_then(|dir| {
             if node {
                 let images = node::ensure()?;
-                eprintln!("xtask: node ready: binaries in {}, images in {}", dir.display(), images.display());
+                let kube_router = kube_router::ensure()?;
+                eprintln!(
+                    "xtask: node ready: binaries in {}, images in {}, kube-router in {}",
+                    dir.display(),
+                    images.display(),
+                    kube_router.display()
+                );
             }
             println!("{}", dir.display());
             Ok(())

@@ -4,13 +4,14 @@
 //! makes the tools the tests run, which do not depend on the Rust build, in the order the tests
 //! need them: first what the workspace's tests need (the envtest binaries, kwok and what a kwok
 //! cluster runs, Helm, the page's JavaScript, Prometheus), then, for the node suites, the node's
-//! pieces, cert-manager and the volume provisioner. On a cold machine those are Go builds of many
-//! minutes; warm, they are cache checks. Meanwhile the `main` lane runs the checks that need no
-//! tool (`crdgen --check`, the chart check, `cargo fmt --check`, `cargo clippy -D warnings`, a
-//! check of the fuzz target), builds every binary and compiles every test binary (the node
-//! suites' too); then, as soon as the tools lane has made the workspace's tools, the alert rules
-//! (promtool) and `cargo test` for the whole workspace, while the tools lane goes on with the
-//! node's; then the node suites. At the end, where the time went.
+//! pieces, cert-manager, the volume provisioner and the NetworkPolicy enforcer. On a cold
+//! machine those are Go builds of many minutes; warm, they are cache checks. Meanwhile the
+//! `main` lane runs the checks that need no tool (`crdgen --check`, the chart check, `cargo fmt
+//! --check`, `cargo clippy -D warnings`, a check of the fuzz target), builds every binary and
+//! compiles every test binary (the node suites' too); then, as soon as the tools lane has made
+//! the workspace's tools, the alert rules (promtool) and `cargo test` for the whole workspace,
+//! while the tools lane goes on with the node's; then the node suites. At the end, where the
+//! time went.
 //!
 //! Every cargo command selects the whole workspace (`--workspace`, the node suites by `--test`
 //! within it), so each dependency is built with one feature set: a `-p` selection unifies
@@ -55,7 +56,7 @@ struct Tools {
 enum Made {
     /// What the workspace's tests need is made.
     Workspace(Tools),
-    /// The node's pieces, cert-manager and the provisioner are made too.
+    /// The node's pieces, cert-manager, the provisioner and the NetworkPolicy enforcer are made too.
     Node,
 }
 
@@ -224,7 +225,8 @@ fn tools_lane(node_suites: bool, stop: &AtomicBool, made: Sender<Made>) -> anyho
         let cert_manager = tool(stop, "cert-manager", "the e2e suite's cert-manager", crate::certmanager::ensure)?;
         let local_path =
             tool(stop, "local-path-provisioner", "the node's dynamic provisioner", crate::local_path::ensure)?;
-        if node.is_some() && cert_manager.is_some() && local_path.is_some() {
+        let kube_router = tool(stop, "kube-router", "the nodes' NetworkPolicy enforcer", crate::kube_router::ensure)?;
+        if node.is_some() && cert_manager.is_some() && local_path.is_some() && kube_router.is_some() {
             let _ = made.send(Made::Node);
         }
     }
@@ -263,10 +265,11 @@ fn run_checks(node_suites: bool) -> anyhow::Result<()> {
     // The node suites are `test = false` (a plain `cargo test` needs no root), so
     // `--all-targets` leaves them out: lint them by name.
     let mut node_clippy = cargo();
-    node_clippy
-        .args(["clippy", "-p", "myownshell-tests", "--test", "e2e", "--test", "node"])
-        .args(locked())
-        .args(["--", "-D", "warnings"]);
+    node_clippy.args(["clippy", "-p", "myownshell-tests"]);
+    for suite in crate::e2e::SUITES {
+        node_clippy.args(["--test", suite]);
+    }
+    node_clippy.args(locked()).args(["--", "-D", "warnings"]);
     run_step("cargo clippy -D warnings (node suites)", node_clippy)?;
 
     // The fuzz target is not a workspace member (it needs nightly to run), so nothing else

@@ -25,6 +25,8 @@ pub const PACKAGES: &[(&str, &str)] = &[
     ("tini", "/usr/bin/tini"),
     ("iptables", "/usr/sbin/iptables"),
     ("conntrack", "/usr/sbin/conntrack"),
+    // kube-router's sets of peer addresses, where NetworkPolicies are enforced (`network_policy`).
+    ("ipset", "/usr/sbin/ipset"),
     // The tests' probe image (see `images::PROBE_IMAGE`).
     ("curl", "/usr/bin/curl"),
     ("iproute2", "/usr/sbin/ip"),

@@ -1,6 +1,7 @@
 //! The cluster: the control plane, kube-controller-manager and kube-scheduler on the host, the
 //! cluster [`Network`], and its nodes ([`ClusterNode`]); started and stopped together, with
-//! nodes that a test can kill and start again.
+//! nodes that a test can kill and start again, and NetworkPolicies enforced on every node once
+//! asked ([`Cluster::enforce_network_policies`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
@@ -19,9 +20,13 @@ use super::config::NodeConfig;
 use super::footprint::{self, Footprint};
 use super::lifecycle;
 use super::network::{MAX_NODES, Network};
+use super::network_policy;
 use super::one_node::{Boot, ClusterNode};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long kube-router may take from its start to its first full sync (its informers' caches,
+/// then the filter table written whole).
+const ENFORCING_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// What to start a cluster with.
@@ -56,6 +61,9 @@ pub struct Cluster {
     /// Every archive a node imports when it starts: the base images, the options' and those of
     /// [`Cluster::import_image`] since.
     images: Mutex<Vec<PathBuf>>,
+    /// kube-router, once [`Cluster::enforce_network_policies`] was called: every node runs it,
+    /// and a node that starts again starts it again.
+    network_policy: Option<PathBuf>,
     startup: Duration,
 }
 
@@ -99,6 +107,7 @@ impl Cluster {
             control_plane,
             node_assets,
             images: Mutex::new(images),
+            network_policy: None,
             startup: Duration::ZERO,
         };
         cluster.start_components(nodes)?;
@@ -146,6 +155,7 @@ impl Cluster {
             network: &self.network,
             assets: &self.node_assets,
             images: &images,
+            network_policy: self.network_policy.as_deref(),
         };
         match self.nodes.get_mut(index) {
             Some(node) => node.boot(&boot).await,
@@ -243,7 +253,70 @@ impl Cluster {
         let index = self.index_of(name).map_err(HarnessError::Start)?;
         let since = SystemTime::now();
         self.boot(index).await?;
-        self.wait_ready(&[name.to_owned()], since).await
+        let names = [name.to_owned()];
+        self.wait_ready(&names, since).await?;
+        if self.network_policy.is_some() {
+            self.wait_enforcing(&names).await?;
+        }
+        Ok(())
+    }
+
+    /// Enforce NetworkPolicies from now on, as a cluster's network plugin does: kube-router's
+    /// network policy controller in every running node (and in each node started again later),
+    /// with the read-only RBAC it needs; returns once each has written the node's filter table
+    /// whole (see [`network_policy`]). The binary comes from [`network_policy::locate`]. A
+    /// second call does nothing.
+    pub async fn enforce_network_policies(&mut self) -> Result<(), HarnessError> {
+        if self.network_policy.is_some() {
+            return Ok(());
+        }
+        let binary = network_policy::locate().map_err(HarnessError::Assets)?;
+        network_policy::install_rbac(&self.control_plane).await?;
+        let mut names = Vec::new();
+        for node in self.nodes.iter_mut().filter(|n| n.is_running()) {
+            node.enforce(&self.control_plane, &self.network, &binary)?;
+            names.push(node.name().to_owned());
+        }
+        self.network_policy = Some(binary);
+        self.wait_enforcing(&names).await
+    }
+
+    /// Whether [`Cluster::enforce_network_policies`] was called.
+    pub fn enforces_network_policies(&self) -> bool {
+        self.network_policy.is_some()
+    }
+
+    /// Wait until kube-router has done a full sync in each of the nodes `names`.
+    async fn wait_enforcing(&mut self, names: &[String]) -> Result<(), HarnessError> {
+        let deadline = Instant::now() + ENFORCING_TIMEOUT;
+        loop {
+            if let Some(exit) = self.exited() {
+                return Err(HarnessError::Start(exit));
+            }
+            let waiting: Vec<String> = self
+                .nodes
+                .iter()
+                .filter(|n| names.iter().any(|m| m == n.name()))
+                .filter_map(|n| n.enforcing().err())
+                .collect();
+            if waiting.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let logs: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .filter(|n| names.iter().any(|m| m == n.name()))
+                    .map(ClusterNode::log_tails)
+                    .collect();
+                return Err(HarnessError::Start(format!(
+                    "NetworkPolicies not enforced in {ENFORCING_TIMEOUT:?}: {}\n{}",
+                    waiting.join("; "),
+                    logs.join("\n")
+                )));
+            }
+            tokio::time::sleep(crate::wait::POLL_INTERVAL).await;
+        }
     }
 
     /// The control plane (clients, kubectl, kubeconfig).
@@ -355,8 +428,13 @@ impl Cluster {
                 lifecycle::describe(self.network.nodes())
             )
         };
+        let policies = if self.network_policy.is_some() {
+            format!("; NetworkPolicies enforced by kube-router {}", network_policy::VERSION)
+        } else {
+            String::new()
+        };
         format!(
-            "cluster ready in {:.1?}: {nodes}, kube-apiserver at {}; logs in {}",
+            "cluster ready in {:.1?}: {nodes}, kube-apiserver at {}{policies}; logs in {}",
             self.startup,
             self.control_plane.url(),
             self.control_plane.layout().dir.display()

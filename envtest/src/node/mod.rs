@@ -4,7 +4,8 @@
 //! kube-scheduler beside the apiserver, all on the harness's PKI ([`Cluster`]). Pods run for
 //! real: images come from [`images`], never from a registry. Nodes can be lost and come back
 //! ([`Cluster::kill_node`], [`Cluster::start_node`]); [`lifecycle`] says how fast the cluster
-//! notices.
+//! notices. A cluster enforces NetworkPolicies once asked ([`Cluster::enforce_network_policies`]):
+//! kube-router's policy controller in each node ([`network_policy`]).
 //!
 //! How traffic flows. The host and every node share one L2 segment, a bridge in the network's
 //! own namespace; kube-apiserver binds to the host's address on it, so kubelets and pods reach
@@ -27,6 +28,7 @@ pub mod images;
 pub mod lifecycle;
 pub mod local_path;
 pub mod network;
+pub mod network_policy;
 pub mod one_node;
 pub mod sandbox;
 

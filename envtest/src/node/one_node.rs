@@ -1,8 +1,9 @@
 //! One node of a cluster: its [`Sandbox`], plugged into the cluster [`Network`], with its own
-//! containerd, kubelet and kube-proxy, files, pod range and cgroup root. Started, killed as a
-//! machine losing power, and started again as that machine coming back: same name, addresses,
-//! pod range and disk (its directory: containerd's images, kubelet's root), but fresh
-//! namespaces, processes, cgroups and `/run`.
+//! containerd, kubelet and kube-proxy (and, where the cluster enforces NetworkPolicies,
+//! kube-router's policy controller: [`super::network_policy`]), files, pod range and cgroup
+//! root. Started, killed as a machine losing power, and started again as that machine coming
+//! back: same name, addresses, pod range and disk (its directory: containerd's images,
+//! kubelet's root), but fresh namespaces, processes, cgroups and `/run`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,6 +21,7 @@ use super::config::{self, NodeConfig};
 use super::footprint::NodeFootprint;
 use super::images;
 use super::network::{Addresses, Network};
+use super::network_policy;
 use super::sandbox::Sandbox;
 
 const CERT_VALIDITY: Duration = Duration::from_secs(7 * 86_400);
@@ -52,6 +54,8 @@ pub(crate) struct Boot<'a> {
     pub assets: &'a NodeAssets,
     /// OCI archives to import (the base images, the cluster's extra ones).
     pub images: &'a [PathBuf],
+    /// kube-router, when the cluster enforces NetworkPolicies.
+    pub network_policy: Option<&'a Path>,
 }
 
 fn write(path: &Path, contents: &str) -> Result<(), HarnessError> {
@@ -129,7 +133,33 @@ impl ClusterNode {
         }
         running.start_agents(&self.config, &kubelet_kubeconfig, boot.assets)?;
         self.running = Some(running);
+        if let Some(binary) = boot.network_policy {
+            self.enforce(boot.control_plane, boot.network, binary)?;
+        }
         Ok(())
+    }
+
+    /// Start kube-router's network policy controller in the running node (see
+    /// [`network_policy`]), as a process of the node: it stops, dies and starts again with it.
+    pub(crate) fn enforce(&mut self, cp: &ControlPlane, network: &Network, binary: &Path) -> Result<(), HarnessError> {
+        let kubeconfig = self.kubeconfig_file(cp, "kube-router", network_policy::USER, &[])?;
+        let cfg = &self.config;
+        let Some(running) = self.running.as_mut() else {
+            return Err(HarnessError::Start(format!("{} is not running", cfg.name)));
+        };
+        let args = network_policy::args(cfg, &kubeconfig, network.service_cidr());
+        let spec = ProcessSpec::new("kube-router", binary, cfg.dir.join("kube-router.log")).args(args);
+        let process = ManagedProcess::spawn(running.sandbox.inside(spec))
+            .map_err(io_err(format!("starting kube-router in {}", cfg.name)))?;
+        running.processes.push(process);
+        Ok(())
+    }
+
+    /// Whether the node's kube-router has gone through a full sync ([`network_policy::synced`]);
+    /// the error says why not.
+    pub(crate) fn enforcing(&self) -> Result<(), String> {
+        let sandbox = self.sandbox().ok_or_else(|| format!("{} is not running", self.name()))?;
+        network_policy::synced(sandbox.init_pid()).map_err(|e| format!("{}: {e}", self.name()))
     }
 
     fn forget_volatile_state(&self) -> Result<(), HarnessError> {
@@ -244,14 +274,24 @@ impl ClusterNode {
         images::import(&self.config.containerd_socket(), archive).map_err(|e| format!("{}: {e}", self.name()))
     }
 
-    /// The last lines of its kubelet's and containerd's logs, for failures.
+    /// The last lines of its kubelet's and containerd's logs (and kube-router's, if it has
+    /// one), for failures.
     pub(crate) fn log_tails(&self) -> String {
-        format!(
+        let mut tails = format!(
             "--- {name}: kubelet ---\n{}\n--- {name}: containerd ---\n{}",
             crate::process::log_tail(&self.config.dir.join("kubelet.log"), 25),
             crate::process::log_tail(&self.config.dir.join("containerd.log"), 10),
             name = self.name(),
-        )
+        );
+        let kube_router = self.config.dir.join("kube-router.log");
+        if kube_router.exists() {
+            tails.push_str(&format!(
+                "\n--- {}: kube-router ---\n{}",
+                self.name(),
+                crate::process::log_tail(&kube_router, 15)
+            ));
+        }
+        tails
     }
 }
 

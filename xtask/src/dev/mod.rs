@@ -245,7 +245,13 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
         Ok(()) => {
             let what = if nodes == 1 { "a node".to_owned() } else { format!("{nodes} nodes") };
             let step = Step::start(format!("starting the cluster (control plane, and {what}: containerd, kubelet)"));
-            let node = Cluster::start(ClusterOptions { nodes, ..ClusterOptions::default() }).await?;
+            let mut node = Cluster::start(ClusterOptions { nodes, ..ClusterOptions::default() }).await?;
+            step.done();
+            // NetworkPolicies enforced, as on a cluster whose network plugin does (kube-router's
+            // policy controller in each node, built once from the module proxy).
+            tokio::task::spawn_blocking(crate::kube_router::ensure).await??;
+            let step = Step::start("kube-router: NetworkPolicies enforced on every node");
+            node.enforce_network_policies().await?;
             step.done();
             // A real dynamic provisioner and a default StorageClass, for shells with a home.
             tokio::task::spawn_blocking(crate::local_path::ensure).await??;
