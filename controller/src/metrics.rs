@@ -34,6 +34,15 @@ pub struct ReasonLabels {
     pub reason: String,
 }
 
+/// Labels of `myownshell_controller_lifetime_transitions_total`: what the lifetime did.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransitionLabels {
+    /// `Started`, `StoppingSoon` (the warning given) or `Stopped`.
+    pub transition: String,
+    /// The stop's reason (`Idle`, `MaxRunTime`, `Requested`, …); empty for `Started`.
+    pub reason: String,
+}
+
 /// Bucket bounds (seconds) of the two latency histograms: 1 ms to 60 s in 1-2.5-5 steps, so the
 /// SLO bounds of controller scalability (queue latency p99 ≤ 1 s, reconcile p99 ≤ 5 s) are
 /// bucket edges and the share of events within them is exact.
@@ -73,6 +82,10 @@ pub struct Metrics {
     /// approvals come to (`Approved`, `WaitingForApproval`, `Rejected`, `ApprovalExpired`), as
     /// told in their Events: each approval given, taken back, rejected or run out.
     pub approval_changes: Family<ReasonLabels, Counter>,
+    /// `myownshell_controller_lifetime_transitions_total{transition,reason}`: every start, stop
+    /// warning and stop the lifetime made, once each when its status was written (starts and
+    /// stops are no Events: the status tells each shell's, this counts them all).
+    pub lifetime_transitions: Family<TransitionLabels, Counter>,
     /// Which shells are counted in `degraded`, and under which reason.
     degraded_shells: Arc<parking_lot::Mutex<std::collections::HashMap<(String, String), String>>>,
     registry: Arc<Registry>,
@@ -96,6 +109,7 @@ impl Metrics {
         let in_flight = Gauge::default();
         let degraded = Family::<ReasonLabels, Gauge>::default();
         let approval_changes = Family::<ReasonLabels, Counter>::default();
+        let lifetime_transitions = Family::<TransitionLabels, Counter>::default();
         let mut registry = Registry::with_prefix("myownshell_controller");
         registry.register("reconciles", "Reconciles of MyOwnShell objects, by result", reconciles.clone());
         registry.register_with_unit(
@@ -130,6 +144,11 @@ impl Metrics {
             "Changes of what shells' approvals come to, by the Approved condition's reason",
             approval_changes.clone(),
         );
+        registry.register(
+            "lifetime_transitions",
+            "Starts, stop warnings and stops of shells, by transition and the stop's reason",
+            lifetime_transitions.clone(),
+        );
         Self {
             reconciles,
             reconcile_duration,
@@ -140,6 +159,7 @@ impl Metrics {
             in_flight,
             degraded,
             approval_changes,
+            lifetime_transitions,
             degraded_shells: Arc::default(),
             registry: Arc::new(registry),
         }

@@ -178,7 +178,11 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // What the lifetime did is told once it is recorded: a reconcile that could not write the
     // status does it again, and tells it then.
     if written.is_ok() {
-        told.extend(announce::lifetime_events(&shell.name_any(), &plan, replicas));
+        told.extend(announce::lifetime_events(&shell.name_any(), &plan));
+        for (transition, reason) in announce::transitions(&plan) {
+            let labels = crate::metrics::TransitionLabels { transition: transition.into(), reason };
+            ctx.metrics.lifetime_transitions.get_or_create(&labels).inc();
+        }
         if let Some(event) = announce::approval_event(previous.as_ref(), approval.as_ref()) {
             ctx.metrics
                 .approval_changes

@@ -78,7 +78,12 @@ async fn an_idle_shell_is_warned_then_stopped_and_start_brings_its_pods_back() {
     assert_eq!(stop.reason, "Idle");
     assert!((0..=1).contains(&seconds(due, stop.at.0)), "stopped at {} for a stop due at {due}", stop.at.0);
     assert_eq!(stopped.spec.size, Some(2), "a stop keeps the size");
-    t.event_with_reason("idle", "Stopped").await;
+    assert!(stop.message.contains("no new connection"), "the status says why: {}", stop.message);
+    // A stop is counted, and told by the status alone: no Event says it again (issue 41).
+    assert_eq!(t.settled_metric(&transitions("Stopped", "Idle")).await, 1.0, "the stop counted once");
+    let reasons = t.event_reasons("idle").await;
+    assert!(!reasons.iter().any(|r| r == "Stopped"), "a stop is the status's to tell: {reasons:?}");
+    let started_before = t.settled_metric(&transitions("Started", "")).await;
 
     let listed = plugin::ok(&t.cp.kubeconfig_path(), &t.ns, &["ls"]).unwrap();
     let row = listed.lines().find(|l| l.starts_with("idle ")).unwrap_or_else(|| panic!("{listed}"));
@@ -94,9 +99,17 @@ async fn an_idle_shell_is_warned_then_stopped_and_start_brings_its_pods_back() {
     let again = again.await.status.unwrap();
     assert!(again.stopped.is_none());
     assert!(again.started_at.unwrap().0 >= stop.at.0, "the clocks restart");
-    t.event_with_reason("idle", "Started").await;
+    assert_eq!(t.settled_metric(&transitions("Started", "")).await, started_before + 1.0, "the start counted");
     let reasons = t.event_reasons("idle").await;
-    assert!(!reasons.iter().any(|r| r == "Scaled"), "a stop and a start are told once, by the lifetime: {reasons:?}");
+    assert!(
+        !reasons.iter().any(|r| r == "Scaled" || r == "Started"),
+        "a stop and a start are the status's to tell, not an Event's: {reasons:?}"
+    );
+}
+
+/// The series of `myownshell_controller_lifetime_transitions_total` for one transition.
+fn transitions(transition: &str, reason: &str) -> String {
+    format!(r#"myownshell_controller_lifetime_transitions_total{{transition="{transition}",reason="{reason}"}}"#)
 }
 
 #[tokio::test]
@@ -175,7 +188,7 @@ async fn a_stopped_shell_is_deleted_after_delete_paused_after() {
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
     let reasons = t.event_reasons("old").await;
-    assert!(reasons.iter().any(|r| r == "Stopped") && reasons.iter().any(|r| r == "DeletedAfterStop"), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r == "DeletedAfterStop"), "{reasons:?}");
 }
 
 #[tokio::test]
@@ -211,13 +224,11 @@ async fn a_controller_restart_neither_loses_nor_repeats_a_stop() {
     let at = stopped.status.unwrap().stopped.unwrap().at.0;
     assert!((0..=1).contains(&seconds(first.next_stop.unwrap().at.0, at)));
 
-    // The stop's Event is published after its status: wait for it before the controller that
-    // tells it is killed (it was seen lost when the kill came first).
-    t.event_with_reason("steady", "Stopped").await;
+    // The second controller counted the stop it made.
+    assert_eq!(t.settled_metric(&transitions("Stopped", "Idle")).await, 1.0);
 
-    // And another after the stop: no second stop, no second event.
+    // And another after the stop: no second stop, nothing written, nothing counted.
     restart(&mut t, "life-restart-3");
     assert_eq!(t.settled_writes().await, 0.0, "the stop was made again");
-    let stops = t.event_reasons("steady").await.into_iter().filter(|r| r == "Stopped").count();
-    assert_eq!(stops, 1);
+    assert_eq!(t.settled_metric(&transitions("Stopped", "Idle")).await, 0.0, "a second stop counted");
 }

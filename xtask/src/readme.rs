@@ -51,6 +51,7 @@ pub fn reasons_table() -> String {
                 Use::Failure => "`Degraded=True`, Warning Event".to_owned(),
                 Use::Stop => "`status.stopped.reason`".to_owned(),
                 Use::PodFailure => "`Degraded=True`, `Available=False`, Warning Event".to_owned(),
+                Use::Transition => "`lifetime_transitions_total{transition}`".to_owned(),
             })
             .collect();
         let meaning = reason.meaning.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -20,6 +20,9 @@ pub enum Use {
     /// As the reason of `Degraded=True` and `Available=False`, and of a Warning Event once per
     /// cause: why the shell's pods cannot run.
     PodFailure,
+    /// As the `transition` label of `myownshell_controller_lifetime_transitions_total`: a start,
+    /// a stop's warning or a stop, counted for every shell.
+    Transition,
 }
 
 /// One reason: its text, where it appears, and what it means.
@@ -43,7 +46,7 @@ macro_rules! reasons {
     };
 }
 
-use Use::{Condition, Failure, NormalEvent, PodFailure, Stop, WarningEvent};
+use Use::{Condition, Failure, NormalEvent, PodFailure, Stop, Transition, WarningEvent};
 
 reasons! {
     /// Every requested shell pod is ready.
@@ -67,7 +70,7 @@ reasons! {
     /// The shell Deployment was created.
     CREATED = "Created", [NormalEvent];
     /// The shell Deployment's replica count was changed to match `size` (a stop or start by the
-    /// lifetime is told once, as `Stopped` or `Started`).
+    /// lifetime is no Event: the status tells it, the `Stopped` and `Started` transitions count it).
     SCALED = "Scaled", [NormalEvent];
     /// The shell Deployment was changed back to match the spec (a spec change or a hand edit).
     UPDATED = "Updated", [NormalEvent];
@@ -122,8 +125,9 @@ reasons! {
     /// nor among those it is shared with.
     CONNECTION_DENIED = "ConnectionDenied", [WarningEvent];
     /// The shell is stopped (`status.stopped` says why and when): no pods run; its spec, `size`
-    /// included, is kept, and `kubectl myownshell start` brings the pods back.
-    STOPPED = "Stopped", [Condition("Available=False"), Condition("Progressing=False"), Condition("Stopping=False"), NormalEvent];
+    /// included, is kept, and `kubectl myownshell start` brings the pods back. No Event: the
+    /// status says it, and `kubectl describe` shows it (issue 41: one write less per stop).
+    STOPPED = "Stopped", [Condition("Available=False"), Condition("Progressing=False"), Condition("Stopping=False"), Transition];
     /// No new connection for `lifetime.idleTimeout`: stopped, or (as `Stopping=True`) about to be.
     IDLE = "Idle", [Stop, Condition("Stopping=True")];
     /// Running for `lifetime.maxRunTime`: stopped, or (as `Stopping=True`) about to be.
@@ -145,9 +149,10 @@ reasons! {
     NO_STOP_DUE = "NoStopDue", [Condition("Stopping=False")];
     /// The shell's lifetime stops it within `warnBefore`; the note says when and why, and how to
     /// extend it.
-    STOPPING_SOON = "StoppingSoon", [WarningEvent];
+    STOPPING_SOON = "StoppingSoon", [WarningEvent, Transition];
     /// The shell's pods were started (again): created, started after a stop, or resized from 0.
-    STARTED = "Started", [NormalEvent];
+    /// No Event: `status.startedAt` and `Available` say it.
+    STARTED = "Started", [Transition];
     /// The shell was deleted after being stopped for `lifetime.deletePausedAfter`.
     DELETED_AFTER_STOP = "DeletedAfterStop", [NormalEvent];
     /// The shell's pods run the pod template of the running operator release.

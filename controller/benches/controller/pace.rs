@@ -18,7 +18,17 @@ pub(crate) fn ticks(rate: u32) -> Interval {
 pub(crate) async fn failures(mut sent: JoinSet<Result<(), kube::Error>>) -> usize {
     let mut failed = 0;
     while let Some(result) = sent.join_next().await {
-        failed += usize::from(!matches!(result, Ok(Ok(()))));
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                failed += 1;
+                eprintln!("    (a request failed: {e})");
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("    (a request's task failed: {e})");
+            }
+        }
     }
     failed
 }

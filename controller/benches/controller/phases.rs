@@ -122,11 +122,17 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
     if options.stops > 0 {
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
+        let writes = WritesPer::start(&client).await;
         stops_floor(&client, floor_ns, options.stops.min(n), options.stop_rate).await;
         println!("    {}", latency.line(&client).await);
         println!("    {}", cpu.line(cluster, controller.process.pid()));
         floor_caught_up(&client, floor_ns).await;
         quiet.settle("the stops").await;
+        // What scaling a Deployment with a pod to 0 costs the apiserver with no controller at
+        // all: the benchmark's patch, and what kube-controller-manager and the node write about
+        // it (the Deployment's status, their Events). A stop through the controller adds to it.
+        let floor_stops = options.stops.min(n);
+        println!("    floor {}", writes.line(&client, "stop", floor_stops, 0).await);
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
         let m = options.stops.min(n);

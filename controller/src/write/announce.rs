@@ -1,5 +1,13 @@
-//! What a reconcile tells in Events, as pure functions: what its lifetime did
-//! ([`lifetime_events`]), and a failure or a pod problem once per cause ([`trouble_event`]).
+//! What a reconcile tells in Events, as pure functions: a stop coming ([`lifetime_events`]),
+//! and a failure or a pod problem once per cause ([`trouble_event`]); and what its lifetime did,
+//! for the metrics ([`transitions`]).
+//!
+//! A start and a stop are no Events: the status says each (`status.startedAt`, `Available`,
+//! `status.stopped` with its reason and message, which `kubectl describe` shows), and an Event
+//! saying it again was one more write per transition on an apiserver that a class of shells
+//! stopping together keeps busy (issue 41: `cargo xtask bench controller` counts them). The
+//! warning of a stop stays an Event: it is the one someone acts on (`extend`), and a Warning
+//! reaches those who watch Events.
 
 use myownshell_api::MyOwnShellStatus;
 use myownshell_api::names::conditions::DEGRADED;
@@ -22,29 +30,36 @@ pub struct Announcement {
     pub note: String,
 }
 
-/// The Events of what the lifetime did in this reconcile (`plan.happenings`); `name` is the
-/// shell's, `replicas` the pods it runs now.
-pub fn lifetime_events(name: &str, plan: &Plan, replicas: i32) -> Vec<Announcement> {
-    let event = |type_, reason, note| Announcement { type_, reason, action: actions::LIFETIME, note };
+/// The Events of what the lifetime did in this reconcile (`plan.happenings`): the warning of a
+/// stop; `name` is the shell's.
+pub fn lifetime_events(name: &str, plan: &Plan) -> Vec<Announcement> {
     plan.happenings
         .iter()
-        .map(|happening| match happening {
-            Happening::Started => event(
-                EventType::Normal,
-                reasons::STARTED,
-                format!("Started: {replicas} shell pod(s) come back, and the lifetime's clocks start again"),
-            ),
-            Happening::StoppingSoon(next) => event(
-                EventType::Warning,
-                reasons::STOPPING_SOON,
-                format!(
+        .filter_map(|happening| match happening {
+            Happening::StoppingSoon(next) => Some(Announcement {
+                type_: EventType::Warning,
+                reason: reasons::STOPPING_SOON,
+                action: actions::LIFETIME,
+                note: format!(
                     "Stops at {} ({}); `kubectl myownshell extend {name}` pushes the stop back without a restart",
                     next.at.0, next.reason
                 ),
-            ),
-            Happening::Stopped(stop) => {
-                event(EventType::Normal, reasons::STOPPED, format!("Stopped ({}): {}", stop.reason, stop.message))
-            }
+            }),
+            Happening::Started | Happening::Stopped(_) => None,
+        })
+        .collect()
+}
+
+/// What the lifetime did in this reconcile, as `(transition, reason)` labels of
+/// `myownshell_controller_lifetime_transitions_total`: `Started` (no reason), `StoppingSoon`
+/// and `Stopped` with the stop's reason (`Idle`, `MaxRunTime`, `Requested`, …).
+pub fn transitions(plan: &Plan) -> Vec<(&'static str, String)> {
+    plan.happenings
+        .iter()
+        .map(|happening| match happening {
+            Happening::Started => (reasons::STARTED, String::new()),
+            Happening::StoppingSoon(next) => (reasons::STOPPING_SOON, next.reason.clone()),
+            Happening::Stopped(stop) => (reasons::STOPPED, stop.reason.clone()),
         })
         .collect()
 }
@@ -166,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn each_happening_is_an_event() {
+    fn a_warning_is_an_event_and_every_happening_is_counted() {
         let at = time(Timestamp::from_second(1_800_000_000).unwrap());
         let plan = Plan {
             phase: Phase::Running { started_at: at.0 },
@@ -179,18 +194,20 @@ mod tests {
             wake_at: None,
             delete: false,
         };
-        let events = lifetime_events("web", &plan, 2);
+        let events = lifetime_events("web", &plan);
         let got: Vec<(EventType, &str)> = events.iter().map(|e| (e.type_, e.reason)).collect();
-        assert_eq!(
-            got,
-            vec![(EventType::Normal, "Started"), (EventType::Warning, "StoppingSoon"), (EventType::Normal, "Stopped")]
-        );
-        assert!(events[0].note.contains("2 shell pod(s)"), "{}", events[0].note);
+        assert_eq!(got, vec![(EventType::Warning, "StoppingSoon")], "only the warning is an Event");
         assert!(
-            events[1].note.contains("2027-01-15T08:00:00Z (Idle)") && events[1].note.contains("extend web"),
+            events[0].note.contains("2027-01-15T08:00:00Z (Idle)") && events[0].note.contains("extend web"),
             "{}",
-            events[1].note
+            events[0].note
         );
-        assert_eq!(events[2].note, "Stopped (Idle): no new connection for 40s");
+        let counted = transitions(&plan);
+        let counted: Vec<(&str, &str)> = counted.iter().map(|(t, r)| (*t, r.as_str())).collect();
+        assert_eq!(
+            counted,
+            vec![("Started", ""), ("StoppingSoon", "Idle"), ("Stopped", "Idle")],
+            "every one is counted"
+        );
     }
 }
