@@ -133,6 +133,11 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         // it (the Deployment's status, their Events). A stop through the controller adds to it.
         let floor_stops = options.stops.min(n);
         println!("    floor {}", writes.line(&client, "stop", floor_stops, 0).await);
+        let writes = WritesPer::start(&client).await;
+        starts_floor(&client, floor_ns, floor_stops, options.stop_rate).await;
+        floor_caught_up(&client, floor_ns).await;
+        quiet.settle("the floor's starts' writes").await;
+        println!("    floor {}", writes.line(&client, "start", floor_stops, 0).await);
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
         let m = options.stops.min(n);

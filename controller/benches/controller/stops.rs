@@ -92,6 +92,23 @@ pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) 
     );
 }
 
+/// The starts' floor: the first `m` of the floor's Deployments, scaled to 0 by [`stops_floor`],
+/// given their pod back by this benchmark, `rate` a second (the caller waits for them to be
+/// ready): what starting a Deployment costs the apiserver with no controller.
+pub(crate) async fn starts_floor(client: &Client, ns: &str, m: usize, rate: u32) {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let mut ticks = crate::pace::ticks(rate);
+    let mut sent = tokio::task::JoinSet::new();
+    for i in 0..m {
+        ticks.tick().await;
+        let (deployments, name) = (deployments.clone(), crate::shell(i).name_any());
+        let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": 1}}));
+        sent.spawn(async move { deployments.patch(&name, &PatchParams::default(), &patch).await.map(drop) });
+    }
+    let failed = crate::pace::failures(sent).await;
+    assert_eq!(failed, 0, "the floor's start patches failed");
+}
+
 /// How late each stop was seen after its deadline, in seconds: p50, p99, max, and how many early.
 struct Lateness {
     p50: f64,
