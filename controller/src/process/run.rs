@@ -243,7 +243,25 @@ async fn reconcile_until(
                 }
             })
     };
-    Controller::for_stream(shell_events, shells)
+    // One stop for both loops: the shells' and the namespaces' network isolation.
+    let done = CancellationToken::new();
+    let relay = {
+        let done = done.clone();
+        async move {
+            stop.await;
+            done.cancel();
+        }
+    };
+    let network = {
+        let (client, stop) = (ctx.client.clone(), done.clone().cancelled_owned());
+        let (settings, scope) = (args.network_settings(), args.namespace.clone());
+        async move {
+            if let Some(settings) = settings {
+                crate::network::isolate::run(client, settings, scope, stop).await;
+            }
+        }
+    };
+    let shells_loop = Controller::for_stream(shell_events, shells)
         // A Deployment event goes to the `MyOwnShell` of the same name, not through the
         // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
         .watches_stream(deployment_events, |d| Some(shell_of(&d)))
@@ -252,15 +270,15 @@ async fn reconcile_until(
         // The Controller backs its trigger streams off on errors too, by default up to 30 s.
         .trigger_backoff(watch::watch_backoff())
         .with_config(controller::Config::default().concurrency(args.concurrency))
-        .graceful_shutdown_on(stop)
+        .graceful_shutdown_on(done.clone().cancelled_owned())
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| {
             if let Err(e) = &result {
                 on_controller_error(e, &pending_events);
             }
             std::future::ready(())
-        })
-        .await;
+        });
+    tokio::join!(shells_loop, network, relay);
     ready_when_synced.abort();
 }
 

@@ -1,0 +1,316 @@
+//! The NetworkPolicies a namespace opened to shells should hold, as a pure function of the
+//! namespace and the operator's settings ([`desired`]), and the rule of which policies are ours
+//! ([`is_ours`]).
+//!
+//! One policy, [`POLICY_NAME`], selects every shell pod of the namespace (the labels the
+//! controller puts on them, which only the ReplicaSet controller may give a pod there:
+//! `config/policy/shell_workloads.yaml`) and isolates it both ways:
+//! - ingress only from the gateway's pods in the operator's namespace (traffic from the node
+//!   itself, the kubelet's, is never filtered by NetworkPolicy);
+//! - egress to the cluster's DNS (kube-system's `k8s-app: kube-dns` pods, port 53) and to every
+//!   address but the private, shared, link-local (the cloud metadata address among them) and
+//!   unique-local ranges and the operator's `--shell-egress-except` ranges: so not the nodes, not
+//!   other pods (other shells among them), not the apiserver, wherever those sit in such ranges.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use k8s_openapi::api::networking::v1::{
+    IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicySpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use myownshell_api::names;
+
+/// The name of the operator's policy in each namespace opened to shells. Names starting with
+/// `myownshell-` in those namespaces are the operator's (`config/policy/shell_network.yaml`
+/// lets nobody else make one).
+pub const POLICY_NAME: &str = "myownshell-shells";
+
+/// `app.kubernetes.io/component` on the operator's policies.
+pub const COMPONENT: &str = "network-isolation";
+
+/// The IPv4 ranges a shell never reaches unless an administrator says: private (RFC 1918),
+/// shared address space (RFC 6598, carrier-grade NAT, often a cluster's pods), link-local
+/// (RFC 3927, with the cloud metadata address 169.254.169.254).
+pub const DENIED_V4: [&str; 5] = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"];
+/// The IPv6 ranges a shell never reaches: unique-local (RFC 4193) and link-local.
+pub const DENIED_V6: [&str; 2] = ["fc00::/7", "fe80::/10"];
+
+/// The labels of the gateway's pods (`config/gateway/deployment.yaml`).
+pub fn gateway_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (names::LABEL_NAME.to_owned(), names::LABEL_NAME_VALUE.to_owned()),
+        ("app.kubernetes.io/component".to_owned(), "gateway".to_owned()),
+    ])
+}
+
+/// What the operator's flags say about shells' network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The namespace of the gateway's pods (the operator's).
+    pub gateway_namespace: String,
+    /// More ranges shells may not reach (`--shell-egress-except`): a cluster's pod, Service or
+    /// node ranges where they are public addresses.
+    pub egress_except: Vec<Cidr>,
+}
+
+/// An address range, `address/prefix`, as NetworkPolicy's ipBlock takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    /// The address.
+    pub addr: IpAddr,
+    /// The prefix length.
+    pub prefix: u8,
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+
+    /// `10.0.0.0/8`, `2001:db8::/32`: the address's host bits must be zero, as the apiserver
+    /// requires of an ipBlock.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (addr, prefix) =
+            text.split_once('/').ok_or_else(|| format!("{text:?} is not a range (address/prefix, e.g. 10.0.0.0/8)"))?;
+        let addr: IpAddr = addr.parse().map_err(|e| format!("{text:?}: the address: {e}"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix: u8 = prefix.parse().map_err(|_| format!("{text:?}: the prefix must be a number 0..={max}"))?;
+        if prefix > max {
+            return Err(format!("{text:?}: the prefix must be at most {max}"));
+        }
+        let bits = match addr {
+            IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
+            IpAddr::V6(a) => u128::from(a),
+        };
+        let host = if prefix == 0 { u128::MAX } else { u128::MAX >> prefix };
+        if prefix < 128 && bits & host != 0 {
+            return Err(format!(
+                "{text:?}: the address has bits set past the prefix (a range starts at its first address)"
+            ));
+        }
+        if prefix == 0 {
+            return Err(format!("{text:?}: a range of every address would leave shells no egress at all"));
+        }
+        Ok(Self { addr, prefix })
+    }
+}
+
+/// The labels on the operator's policies (and the watch's selector, [`owned_selector`]).
+pub fn policy_labels() -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (names::LABEL_NAME.to_owned(), names::LABEL_NAME_VALUE.to_owned()),
+        (names::LABEL_MANAGED_BY.to_owned(), names::LABEL_MANAGED_BY_VALUE.to_owned()),
+        ("app.kubernetes.io/component".to_owned(), COMPONENT.to_owned()),
+    ])
+}
+
+/// The label selector that finds the operator's policies.
+pub fn owned_selector() -> String {
+    policy_labels().iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
+}
+
+/// Whether `policy` is the operator's: it carries every one of [`policy_labels`]. Nothing else is
+/// written or deleted (a policy of an editor's that shares the name is left alone).
+pub fn is_ours(policy: &NetworkPolicy) -> bool {
+    let labels = policy.metadata.labels.as_ref();
+    policy_labels().iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+/// The selector of every shell pod: the labels the controller gives them
+/// ([`crate::labels::labels`]), whatever the instance.
+fn shell_pods() -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(BTreeMap::from([
+            (names::LABEL_NAME.to_owned(), names::LABEL_NAME_VALUE.to_owned()),
+            (names::LABEL_MANAGED_BY.to_owned(), names::LABEL_MANAGED_BY_VALUE.to_owned()),
+        ])),
+        match_expressions: None,
+    }
+}
+
+fn selector(labels: BTreeMap<String, String>) -> LabelSelector {
+    LabelSelector { match_labels: Some(labels), match_expressions: None }
+}
+
+fn namespace_named(name: &str) -> LabelSelector {
+    selector(BTreeMap::from([("kubernetes.io/metadata.name".to_owned(), name.to_owned())]))
+}
+
+fn port(protocol: &str, number: i32) -> NetworkPolicyPort {
+    NetworkPolicyPort { protocol: Some(protocol.to_owned()), port: Some(IntOrString::Int(number)), end_port: None }
+}
+
+/// Every address of one family but `denied` and those of `extra` of that family.
+fn public(all: &str, denied: &[&str], extra: &[Cidr], v4: bool) -> NetworkPolicyPeer {
+    let mut except: Vec<String> = denied.iter().map(|c| (*c).to_owned()).collect();
+    for cidr in extra.iter().filter(|c| c.addr.is_ipv4() == v4).map(Cidr::to_string) {
+        if !except.contains(&cidr) {
+            except.push(cidr);
+        }
+    }
+    NetworkPolicyPeer {
+        ip_block: Some(IPBlock { cidr: all.to_owned(), except: Some(except) }),
+        ..NetworkPolicyPeer::default()
+    }
+}
+
+/// The policies `namespace` (opened to shells) should hold, by name.
+pub fn desired(namespace: &str, settings: &Settings) -> Vec<NetworkPolicy> {
+    let gateway = NetworkPolicyPeer {
+        namespace_selector: Some(namespace_named(&settings.gateway_namespace)),
+        pod_selector: Some(selector(gateway_labels())),
+        ..NetworkPolicyPeer::default()
+    };
+    let dns = NetworkPolicyPeer {
+        namespace_selector: Some(namespace_named("kube-system")),
+        pod_selector: Some(selector(BTreeMap::from([("k8s-app".to_owned(), "kube-dns".to_owned())]))),
+        ..NetworkPolicyPeer::default()
+    };
+    let spec = NetworkPolicySpec {
+        pod_selector: Some(shell_pods()),
+        policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
+        ingress: Some(vec![NetworkPolicyIngressRule { from: Some(vec![gateway]), ports: None }]),
+        egress: Some(vec![
+            NetworkPolicyEgressRule { to: Some(vec![dns]), ports: Some(vec![port("UDP", 53), port("TCP", 53)]) },
+            NetworkPolicyEgressRule {
+                to: Some(vec![
+                    public("0.0.0.0/0", &DENIED_V4, &settings.egress_except, true),
+                    public("::/0", &DENIED_V6, &settings.egress_except, false),
+                ]),
+                ports: None,
+            },
+        ]),
+    };
+    vec![NetworkPolicy {
+        metadata: ObjectMeta {
+            name: Some(POLICY_NAME.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(policy_labels()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+    }]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn settings(except: &[&str]) -> Settings {
+        Settings {
+            gateway_namespace: "myownshell-system".to_owned(),
+            egress_except: except.iter().map(|c| c.parse().unwrap()).collect(),
+        }
+    }
+
+    fn one(namespace: &str, settings: &Settings) -> Value {
+        let all = desired(namespace, settings);
+        assert_eq!(all.len(), 1);
+        serde_json::to_value(&all[0]).unwrap()
+    }
+
+    #[test]
+    fn selects_every_shell_pod_and_is_labelled_ours() {
+        let p = one("team", &settings(&[]));
+        assert_eq!(p["metadata"]["name"], json!(POLICY_NAME));
+        assert_eq!(p["metadata"]["namespace"], json!("team"));
+        assert_eq!(
+            p["spec"]["podSelector"],
+            json!({"matchLabels": {"app.kubernetes.io/managed-by": "myownshell-operator", "app.kubernetes.io/name": "myownshell"}})
+        );
+        assert_eq!(p["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+        let policy: NetworkPolicy = serde_json::from_value(p).unwrap();
+        assert!(is_ours(&policy));
+        assert_eq!(
+            owned_selector(),
+            "app.kubernetes.io/component=network-isolation,app.kubernetes.io/managed-by=myownshell-operator,app.kubernetes.io/name=myownshell"
+        );
+    }
+
+    #[test]
+    fn ingress_only_from_the_gateway_in_the_operators_namespace() {
+        let p = one("team", &settings(&[]));
+        assert_eq!(
+            p["spec"]["ingress"],
+            json!([{"from": [{
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "myownshell-system"}},
+                "podSelector": {"matchLabels": {"app.kubernetes.io/component": "gateway", "app.kubernetes.io/name": "myownshell"}}
+            }]}])
+        );
+    }
+
+    #[test]
+    fn egress_to_dns_and_public_addresses_only() {
+        // (flag ranges, IPv4 except, IPv6 except)
+        let cases: [(&[&str], Vec<&str>, Vec<&str>); 3] = [
+            (&[], DENIED_V4.to_vec(), DENIED_V6.to_vec()),
+            (
+                &["203.0.113.0/24", "2001:db8::/32"],
+                [&DENIED_V4[..], &["203.0.113.0/24"]].concat(),
+                [&DENIED_V6[..], &["2001:db8::/32"]].concat(),
+            ),
+            (&["10.0.0.0/8"], DENIED_V4.to_vec(), DENIED_V6.to_vec()),
+        ];
+        for (flag, v4, v6) in cases {
+            let p = one("team", &settings(flag));
+            let egress = &p["spec"]["egress"];
+            assert_eq!(egress.as_array().unwrap().len(), 2, "{flag:?}");
+            assert_eq!(
+                egress[0],
+                json!({"to": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                               "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                       "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]}),
+                "{flag:?}"
+            );
+            assert_eq!(
+                egress[1],
+                json!({"to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": v4}}, {"ipBlock": {"cidr": "::/0", "except": v6}}]}),
+                "{flag:?}"
+            );
+        }
+        assert!(DENIED_V4.contains(&"169.254.0.0/16"), "the metadata address 169.254.169.254 is never reached");
+    }
+
+    #[test]
+    fn ranges_parse_as_the_apiserver_takes_them() {
+        let cases = [
+            ("10.0.0.0/8", Ok("10.0.0.0/8")),
+            ("203.0.113.10/32", Ok("203.0.113.10/32")),
+            ("2001:db8::/32", Ok("2001:db8::/32")),
+            ("10.0.0.1/8", Err("bits set past the prefix")),
+            ("10.0.0.0", Err("is not a range")),
+            ("10.0.0.0/33", Err("at most 32")),
+            ("::/129", Err("at most 128")),
+            ("0.0.0.0/0", Err("no egress at all")),
+            ("ten/8", Err("the address")),
+            ("10.0.0.0/x", Err("must be a number")),
+        ];
+        for (text, want) in cases {
+            let got = text.parse::<Cidr>().map(|c| c.to_string());
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{text}: {got}"),
+                (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_policy_without_every_label_is_not_ours() {
+        let mut p = desired("team", &settings(&[])).remove(0);
+        assert!(is_ours(&p));
+        p.metadata.labels.as_mut().unwrap().remove(names::LABEL_MANAGED_BY);
+        assert!(!is_ours(&p), "an editor's policy of the same name");
+        p.metadata.labels = None;
+        assert!(!is_ours(&p));
+    }
+}

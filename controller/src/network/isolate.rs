@@ -1,0 +1,169 @@
+//! The loop that keeps [`super::desired`]'s policies in every namespace opened to shells: a
+//! controller of namespaces, triggered by the namespaces' watch and by the watch of the
+//! operator's own policies (one edited or deleted is put back at once), that applies the policies
+//! server-side as the controller's field manager and deletes its own where a namespace was
+//! closed. It never writes or deletes a policy that is not the operator's ([`super::desired::is_ours`]),
+//! and asks the apiserver about one only when its own watch does not hold it.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use myownshell_api::names::{self, SHELLS_NAMESPACE_LABEL, SHELLS_NAMESPACE_LABEL_VALUE};
+use tracing::{info, warn};
+
+use super::desired::{Settings, desired, is_ours, owned_selector};
+
+/// How soon a namespace whose policies could not be written is tried again.
+const RETRY: Duration = Duration::from_secs(5);
+
+/// Why a namespace's policies could not be made right.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A policy of the operator's name exists and is not the operator's: it is left alone.
+    #[error(
+        "NetworkPolicy {namespace}/{name} is not the operator's (it lacks the labels {labels}): the operator writes \
+         no policy it does not own, so shells there are not isolated until it is renamed or deleted"
+    )]
+    NotOurs {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The labels that make a policy the operator's.
+        labels: String,
+    },
+    /// The apiserver refused or failed a request.
+    #[error("{what} NetworkPolicy {namespace}/{name}: {source}")]
+    Api {
+        /// What was asked.
+        what: &'static str,
+        /// The policy's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The apiserver's answer.
+        source: kube::Error,
+    },
+}
+
+/// What every reconcile of a namespace shares.
+struct Context {
+    client: Client,
+    settings: Settings,
+    /// The operator's policies, as its watch last saw them.
+    policies: Store<NetworkPolicy>,
+}
+
+/// Whether `ns` is opened to shells (`myownshell.io/shells: enabled`).
+fn is_opened(ns: &Namespace) -> bool {
+    ns.labels().get(SHELLS_NAMESPACE_LABEL).map(String::as_str) == Some(SHELLS_NAMESPACE_LABEL_VALUE)
+}
+
+/// Keep the policies of every namespace (or only `scope`, with `--namespace`) until `stop`
+/// resolves.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    scope: Option<String>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (namespaces_config, policies): (_, Api<NetworkPolicy>) = match &scope {
+        Some(ns) => {
+            (watcher::Config::default().fields(&format!("metadata.name={ns}")), Api::namespaced(client.clone(), ns))
+        }
+        None => (watcher::Config::default(), Api::all(client.clone())),
+    };
+    let (store, writer) = reflector::store();
+    let policy_events =
+        reflector::reflector(writer, watcher(policies, watcher::Config::default().labels(&owned_selector())))
+            .default_backoff()
+            .touched_objects();
+    let ctx = Arc::new(Context { client: client.clone(), settings, policies: store });
+    info!(gateway_namespace = %ctx.settings.gateway_namespace, "keeping shells' NetworkPolicies");
+    Controller::new(Api::<Namespace>::all(client), namespaces_config)
+        .watches_stream(policy_events, |p: NetworkPolicy| p.namespace().map(|ns| ObjectRef::new(&ns)))
+        .graceful_shutdown_on(stop)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| {
+            if let Err(e) = result {
+                match e {
+                    kube::runtime::controller::Error::ReconcilerFailed(..) => {}
+                    other => tracing::debug!(error = %other, "network isolation"),
+                }
+            }
+            std::future::ready(())
+        })
+        .await;
+}
+
+fn error_policy(ns: Arc<Namespace>, error: &Error, _: Arc<Context>) -> Action {
+    warn!(namespace = %ns.name_any(), %error, "shells' NetworkPolicies");
+    Action::requeue(RETRY)
+}
+
+/// Make `ns`'s policies what [`desired`] says: every one applied (unless the watch shows it
+/// already so), and every other one of the operator's deleted.
+async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = ns.name_any();
+    if ns.metadata.deletion_timestamp.is_some() {
+        // Namespace deletion takes the policies with it, and the namespace's shells go first.
+        return Ok(Action::await_change());
+    }
+    let want = if is_opened(&ns) { desired(&namespace, &ctx.settings) } else { Vec::new() };
+    let api: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), &namespace);
+    for policy in &want {
+        let name = policy.name_any();
+        let live = ctx.policies.get(&ObjectRef::new(&name).within(&namespace));
+        match live {
+            Some(live) if is_ours(&live) && live.spec == policy.spec => continue,
+            Some(_) => {}
+            None => {
+                // Not in the watch of ours: a policy of that name may still be someone else's.
+                let other = api.get_opt(&name).await.map_err(|source| Error::Api {
+                    what: "reading",
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    source,
+                })?;
+                if other.as_ref().is_some_and(|p| !is_ours(p)) {
+                    return Err(Error::NotOurs { namespace, name, labels: owned_selector() });
+                }
+            }
+        }
+        let params = PatchParams::apply(names::FIELD_MANAGER).force();
+        api.patch(&name, &params, &Patch::Apply(policy)).await.map_err(|source| Error::Api {
+            what: "applying",
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source,
+        })?;
+        info!(%namespace, %name, "shells' NetworkPolicy applied");
+    }
+    let stale = ctx.policies.state().into_iter().filter(|p| {
+        p.namespace().as_deref() == Some(namespace.as_str())
+            && is_ours(p)
+            && !want.iter().any(|w| w.metadata.name == p.metadata.name)
+    });
+    for policy in stale {
+        let name = policy.name_any();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions { uid: policy.uid(), resource_version: None }),
+            ..DeleteParams::default()
+        };
+        match api.delete(&name, &params).await {
+            Ok(_) => info!(%namespace, %name, "shells' NetworkPolicy deleted: the namespace is closed to shells"),
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(source) => return Err(Error::Api { what: "deleting", namespace, name, source }),
+        }
+    }
+    Ok(Action::await_change())
+}
