@@ -75,7 +75,8 @@ fn overlays_shape_the_deployments() {
         assert!(pod["affinity"]["podAntiAffinity"].is_object(), "{name} needs anti-affinity in production");
         assert!(pod["containers"][0]["resources"]["limits"]["memory"].is_string());
     }
-    assert_eq!(of_kind(&prod, "PodDisruptionBudget").len(), 2);
+    // The controller's and the webhook's (the production overlay), and the gateway's (config/gateway).
+    assert_eq!(of_kind(&prod, "PodDisruptionBudget").len(), 3);
     assert_eq!(of_kind(&default, "NetworkPolicy").len(), 3);
     assert!(of_kind(&dev, "NetworkPolicy").is_empty(), "dev has no network policies");
     // Namespaces with shells get theirs from the controller (controller/src/network/), which may

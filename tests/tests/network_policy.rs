@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use myownshell_envtest::node::{self, network_policy};
 use myownshell_envtest::{Kubectl, eventually};
+use myownshell_tests::doors::{Cell, Door, Person, table};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a policy created or deleted may take to be enforced: kube-router's watch, a full
@@ -423,13 +424,40 @@ async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
         step.elapsed()
     );
 
-    // Into shells: only the gateway.
+    // Into shells: only the gateway; the rows of docs/doors.yaml walked here, as their cells say.
     let web_port = format!("{web_ip}:8080");
     let peer_port = format!("{peer_ip}:8080");
     let took = all_reach(&kubectl, &[&gateway], &web_port, SHELL_PAGE).await;
     all_reach(&kubectl, &[&gateway], &peer_port, SHELL_PAGE).await;
-    let (_, said) = all_refused(&kubectl, &[&editors, &other], &web_port).await;
-    eprintln!("shell network: the gateway reaches both shells ({took:.1?}); {editors} and {other} refused: {said}");
+    eprintln!("shell network: the gateway reaches both shells ({took:.1?})");
+    let rows: Vec<Door> = table().unwrap().into_iter().filter(|d| d.walked == "network").collect();
+    assert!(rows.iter().any(|d| d.door == "network"), "docs/doors.yaml's network row is walked here");
+    for row in &rows {
+        assert_eq!(
+            row.door, "network",
+            "docs/doors.yaml's row {} is walked here, and this test has no walk for it",
+            row.door
+        );
+        for person in Person::ALL {
+            let want = row.cell(person).unwrap_or_else(|e| panic!("docs/doors.yaml, row network: {e}"));
+            let client = match (person, want) {
+                (_, Cell::NotApplicable) => continue,
+                (Person::Editor, _) => &editors,
+                (Person::Pod, _) => &other,
+                (other, _) => {
+                    panic!("network, {}: only an editor's pod and another namespace's pod are walked", other.column())
+                }
+            };
+            let seen = if want == Cell::Yes {
+                all_reach(&kubectl, &[client], &web_port, SHELL_PAGE).await;
+                "yes".to_owned()
+            } else {
+                let (_, said) = all_refused(&kubectl, &[client], &web_port).await;
+                format!("no ({said})")
+            };
+            eprintln!("shell network: door network, {} ({client}): {seen}", person.column());
+        }
+    }
 
     // Out of a shell: the outside, not the metadata address, not another shell (which a pod that
     // is no shell's reaches: the refusals are the shells' policy's).

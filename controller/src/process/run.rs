@@ -182,8 +182,25 @@ async fn elect_and_reconcile(
     }
 }
 
-/// Run the Controller until `stop` resolves; in-flight reconciles finish first.
+/// Run the shells' Controller and the network isolation loop until `stop` resolves; in-flight
+/// reconciles finish first.
 async fn reconcile_until(
+    args: &Args,
+    settings: &crate::context::Settings,
+    client: Client,
+    metrics: Metrics,
+    readiness: ReadyFlag,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    // One stop for both loops: the shells' and the namespaces' network isolation.
+    let done = CancellationToken::new();
+    let network = network_isolation(args, client.clone(), done.clone());
+    let shells = reconcile_shells_until(args, settings, client, metrics, readiness, done.clone().cancelled_owned());
+    tokio::join!(shells, network, relay(stop, done));
+}
+
+/// The shells' Controller until `stop` resolves; in-flight reconciles finish first.
+async fn reconcile_shells_until(
     args: &Args,
     settings: &crate::context::Settings,
     client: Client,
@@ -243,25 +260,7 @@ async fn reconcile_until(
                 }
             })
     };
-    // One stop for both loops: the shells' and the namespaces' network isolation.
-    let done = CancellationToken::new();
-    let relay = {
-        let done = done.clone();
-        async move {
-            stop.await;
-            done.cancel();
-        }
-    };
-    let network = {
-        let (client, stop) = (ctx.client.clone(), done.clone().cancelled_owned());
-        let (settings, scope) = (args.network_settings(), args.namespace.clone());
-        async move {
-            if let Some(settings) = settings {
-                crate::network::isolate::run(client, settings, scope, stop).await;
-            }
-        }
-    };
-    let shells_loop = Controller::for_stream(shell_events, shells)
+    Controller::for_stream(shell_events, shells)
         // A Deployment event goes to the `MyOwnShell` of the same name, not through the
         // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
         .watches_stream(deployment_events, |d| Some(shell_of(&d)))
@@ -270,16 +269,36 @@ async fn reconcile_until(
         // The Controller backs its trigger streams off on errors too, by default up to 30 s.
         .trigger_backoff(watch::watch_backoff())
         .with_config(controller::Config::default().concurrency(args.concurrency))
-        .graceful_shutdown_on(done.clone().cancelled_owned())
+        .graceful_shutdown_on(stop)
         .run(reconcile::reconcile, reconcile::error_policy, ctx)
         .for_each(|result| {
             if let Err(e) = &result {
                 on_controller_error(e, &pending_events);
             }
             std::future::ready(())
-        });
-    tokio::join!(shells_loop, network, relay);
+        })
+        .await;
     ready_when_synced.abort();
+}
+
+/// Cancels `done` once `stop` resolves.
+async fn relay(stop: impl Future<Output = ()>, done: CancellationToken) {
+    stop.await;
+    done.cancel();
+}
+
+/// The network isolation loop until `done` (nothing with `--network-isolation=off`).
+fn network_isolation(
+    args: &Args,
+    client: Client,
+    done: CancellationToken,
+) -> impl Future<Output = ()> + Send + 'static {
+    let (settings, scope) = (args.network_settings(), args.namespace.clone());
+    async move {
+        if let Some(settings) = settings {
+            crate::network::isolate::run(client, settings, scope, done.cancelled_owned()).await;
+        }
+    }
 }
 
 /// An Api over `namespace`, or over every namespace.
