@@ -239,6 +239,9 @@ const METADATA_PAGE: &str = "metadata";
 /// default route.
 const OUTSIDE: &str = "203.0.113.10";
 const METADATA: &str = "169.254.169.254";
+/// A private address on the host (a package mirror, say), which only a class opens.
+const PRIVATE: &str = "192.168.77.10";
+const PRIVATE_PAGE: &str = "private";
 
 /// A device on the host holding `addresses`; deleted when dropped.
 struct HostAddresses {
@@ -368,7 +371,9 @@ async fn operator_policy(kubectl: &Kubectl, ns: &str) -> String {
 /// cannot open a connection to a shell's port; a pod labelled as the gateway in the operator's
 /// namespace reaches every shell; a shell reaches an address outside (a documentation address
 /// on the host standing for the internet) and neither the cloud metadata address nor another
-/// shell; an editor's allow-all policy is refused at admission and nothing opens; the operator's
+/// shell; an editor's allow-all policy is refused at admission and nothing opens; a class's
+/// `spec.network` opens a private address to its shells (within `--class-egress-allowed`), takes
+/// public addresses away from them, and lets another namespace's pods in; the operator's
 /// policy deleted or edited is put back, and is gone when the namespace is closed. Every device
 /// the test adds to the host is removed, and the cluster leaves nothing.
 #[tokio::test]
@@ -388,15 +393,12 @@ async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
     let other_ns = myownshell_envtest::create_namespace(&client, "sn-other").await.unwrap();
     namespace_editors(&client, &shells_ns, &["carol"], &[]).await.unwrap();
     let gateway_flag = format!("--gateway-namespace={system_ns}");
-    let controller = myownshell_tests::controller::ControllerProcess::start(
-        cp,
-        "shell-network",
-        &["--session-image=none", &gateway_flag],
-    )
-    .unwrap();
-    let host = HostAddresses::add(&[OUTSIDE, METADATA]).unwrap();
+    let flags = ["--session-image=none", &gateway_flag, "--class-egress-allowed=192.168.77.0/24"];
+    let controller = myownshell_tests::controller::ControllerProcess::start(cp, "shell-network", &flags).unwrap();
+    let host = HostAddresses::add(&[OUTSIDE, METADATA, PRIVATE]).unwrap();
     let (port, outside_listener) = listen(OUTSIDE, 0, OUTSIDE_PAGE).await;
     let (_, metadata_listener) = listen(METADATA, port, METADATA_PAGE).await;
+    let (_, private_listener) = listen(PRIVATE, port, PRIVATE_PAGE).await;
 
     let step = Instant::now();
     for shell in ["web", "peer"] {
@@ -489,6 +491,29 @@ async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
     assert!(!out.success && out.stderr.contains("are the MyOwnShell operator's"), "{}", out.stderr);
     eprintln!("shell network: carol's allow-all policy refused at admission, and her pod still refused");
 
+    // A class that narrows and widens: no public addresses, but the private address on its port,
+    // and pods of the other namespace let in. Its shells are out of the namespace's policy.
+    let step = Instant::now();
+    let class = format!(
+        r#"{{"apiVersion":"myownshell.io/v1alpha1","kind":"MyOwnShellClass","metadata":{{"name":"lab"}},"spec":{{"network":{{"publicEgress":false,"ingressFromNamespaces":["{other_ns}"],"egress":[{{"cidrs":["{PRIVATE}/32"],"ports":[{{"port":{port}}}]}}]}}}}}}"#
+    );
+    kubectl.apply("default", &class).await.unwrap().ok().unwrap();
+    let lab_shell = serving_shell("lab").replace(r#""spec":{"size":1"#, r#""spec":{"className":"lab","size":1"#);
+    kubectl.apply(&shells_ns, &lab_shell).await.unwrap().ok().unwrap();
+    let (lab, lab_ip) = shell_pod(&kubectl, &shells_ns, "lab").await;
+    let lab_port = format!("{lab_ip}:8080");
+    let private = format!("{PRIVATE}:{port}");
+    let (took, _) = shell_sees(&kubectl, &shells_ns, &lab, &private, Some(PRIVATE_PAGE)).await;
+    let (_, outside_said) = shell_sees(&kubectl, &shells_ns, &lab, &format!("{OUTSIDE}:{port}"), None).await;
+    let (_, web_said) = shell_sees(&kubectl, &shells_ns, &web, &private, None).await;
+    all_reach(&kubectl, &[&other, &gateway], &lab_port, SHELL_PAGE).await;
+    all_refused(&kubectl, &[&editors], &lab_port).await;
+    eprintln!(
+        "shell network: class lab: {lab} reaches {private} ({took:.1?}), refused outside ({outside_said}); {web} refused at \
+         {private} ({web_said}); {other} and the gateway let in, {editors} refused ({:.1?} in all)",
+        step.elapsed()
+    );
+
     // The operator's policy deleted or edited (by an administrator): put back.
     let step = Instant::now();
     kubectl.run(&["delete", "networkpolicy", "myownshell-shells", "-n", &shells_ns]).await.unwrap().ok().unwrap();
@@ -543,6 +568,7 @@ async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
 
     outside_listener.abort();
     metadata_listener.abort();
+    private_listener.abort();
     let link = host.link.clone();
     drop(host);
     assert!(!HostAddresses::exists(&link), "the host's device {link} is still there");

@@ -4,13 +4,21 @@
 //!
 //! One policy, [`POLICY_NAME`], selects every shell pod of the namespace (the labels the
 //! controller puts on them, which only the ReplicaSet controller may give a pod there:
-//! `config/policy/shell_workloads.yaml`) and isolates it both ways:
+//! `config/policy/shell_workloads.yaml`) but those of a class with `spec.network`, and isolates
+//! it both ways:
 //! - ingress only from the gateway's pods in the operator's namespace (traffic from the node
 //!   itself, the kubelet's, is never filtered by NetworkPolicy);
 //! - egress to the cluster's DNS (kube-system's `k8s-app: kube-dns` pods, port 53) and to every
 //!   address but the private, shared, link-local (the cloud metadata address among them) and
 //!   unique-local ranges and the operator's `--shell-egress-except` ranges: so not the nodes, not
 //!   other pods (other shells among them), not the apiserver, wherever those sit in such ranges.
+//!
+//! Each class with `spec.network` gets a policy of its own over its shells (their
+//! `myownshell.io/class` label), [`class_policy_name`]: the same, with the namespaces it names
+//! let in too, public addresses only unless `publicEgress: false`, and its `egress` ranges, each
+//! held to the operator's `--class-egress-allowed` (the metadata address only when that names
+//! it exactly). Policies add up, so a class's shells are kept out of the namespace's policy: a
+//! class can narrow as well as widen.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -19,9 +27,10 @@ use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyEgressRule, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
     NetworkPolicySpec,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use myownshell_api::names;
+use myownshell_api::{ClassNetwork, names};
 
 /// The name of the operator's policy in each namespace opened to shells. Names starting with
 /// `myownshell-` in those namespaces are the operator's (`config/policy/shell_network.yaml`
@@ -37,6 +46,8 @@ pub const COMPONENT: &str = "network-isolation";
 pub const DENIED_V4: [&str; 5] = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"];
 /// The IPv6 ranges a shell never reaches: unique-local (RFC 4193) and link-local.
 pub const DENIED_V6: [&str; 2] = ["fc00::/7", "fe80::/10"];
+/// The cloud metadata address, opened to a class only when `--class-egress-allowed` names it.
+pub const METADATA: &str = "169.254.169.254/32";
 
 /// The labels of the gateway's pods (`config/gateway/deployment.yaml`).
 pub fn gateway_labels() -> BTreeMap<String, String> {
@@ -54,6 +65,17 @@ pub struct Settings {
     /// More ranges shells may not reach (`--shell-egress-except`): a cluster's pod, Service or
     /// node ranges where they are public addresses.
     pub egress_except: Vec<Cidr>,
+    /// The ranges a class's `spec.network.egress` may open (`--class-egress-allowed`).
+    pub class_egress_allowed: Vec<Cidr>,
+}
+
+/// A class with `spec.network`, as its policy needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct ClassView<'a> {
+    /// The class's name.
+    pub name: &'a str,
+    /// Its `spec.network`.
+    pub network: &'a ClassNetwork,
 }
 
 /// An address range, `address/prefix`, as NetworkPolicy's ipBlock takes it.
@@ -63,6 +85,26 @@ pub struct Cidr {
     pub addr: IpAddr,
     /// The prefix length.
     pub prefix: u8,
+}
+
+impl Cidr {
+    /// The address as 128 bits (IPv4 in the top 32).
+    fn bits(&self) -> u128 {
+        match self.addr {
+            IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
+            IpAddr::V6(a) => u128::from(a),
+        }
+    }
+
+    /// Whether every address of `inner` is one of `self`'s.
+    pub fn contains(&self, inner: &Cidr) -> bool {
+        if self.addr.is_ipv4() != inner.addr.is_ipv4() || self.prefix > inner.prefix {
+            return false;
+        }
+        // The prefix counts from the top of the 128 bits either way (IPv4 sits there).
+        let mask = if self.prefix == 0 { 0 } else { u128::MAX << (128 - u32::from(self.prefix)) };
+        (self.bits() & mask) == (inner.bits() & mask)
+    }
 }
 
 impl std::fmt::Display for Cidr {
@@ -85,10 +127,7 @@ impl std::str::FromStr for Cidr {
         if prefix > max {
             return Err(format!("{text:?}: the prefix must be at most {max}"));
         }
-        let bits = match addr {
-            IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
-            IpAddr::V6(a) => u128::from(a),
-        };
+        let bits = Self { addr, prefix }.bits();
         let host = if prefix == 0 { u128::MAX } else { u128::MAX >> prefix };
         if prefix < 128 && bits & host != 0 {
             return Err(format!(
@@ -148,7 +187,7 @@ fn port(protocol: &str, number: i32) -> NetworkPolicyPort {
 }
 
 /// Every address of one family but `denied` and those of `extra` of that family.
-fn public(all: &str, denied: &[&str], extra: &[Cidr], v4: bool) -> NetworkPolicyPeer {
+fn public_block(all: &str, denied: &[&str], extra: &[Cidr], v4: bool) -> NetworkPolicyPeer {
     let mut except: Vec<String> = denied.iter().map(|c| (*c).to_owned()).collect();
     for cidr in extra.iter().filter(|c| c.addr.is_ipv4() == v4).map(Cidr::to_string) {
         if !except.contains(&cidr) {
@@ -161,42 +200,147 @@ fn public(all: &str, denied: &[&str], extra: &[Cidr], v4: bool) -> NetworkPolicy
     }
 }
 
-/// The policies `namespace` (opened to shells) should hold, by name.
-pub fn desired(namespace: &str, settings: &Settings) -> Vec<NetworkPolicy> {
+/// The name of the policy over the shells of the class `class`.
+pub fn class_policy_name(class: &str) -> String {
+    // A shortened label value holds `_`, which object names may not.
+    format!("{POLICY_NAME}-{}", crate::labels::class_value(class).replace('_', "-"))
+}
+
+/// The policies `namespace` (opened to shells) should hold, and what of the classes' networks
+/// was not opened, each naming the class, the field and the rule.
+pub fn desired(namespace: &str, settings: &Settings, classes: &[ClassView<'_>]) -> (Vec<NetworkPolicy>, Vec<String>) {
+    let mut base = shell_pods();
+    if !classes.is_empty() {
+        base.match_expressions = Some(vec![LabelSelectorRequirement {
+            key: names::LABEL_CLASS.to_owned(),
+            operator: "NotIn".to_owned(),
+            values: Some(classes.iter().map(|c| crate::labels::class_value(c.name)).collect()),
+        }]);
+    }
+    let mut policies =
+        vec![policy(namespace, POLICY_NAME, base, ingress(settings, &[]), egress(settings, true, Vec::new()))];
+    let mut refused = Vec::new();
+    for class in classes {
+        let mut pods = shell_pods();
+        if let Some(labels) = pods.match_labels.as_mut() {
+            labels.insert(names::LABEL_CLASS.to_owned(), crate::labels::class_value(class.name));
+        }
+        let from = class.network.ingress_from_namespaces.as_deref().unwrap_or_default();
+        let (rules, not_opened) = class_egress(class, settings);
+        refused.extend(not_opened);
+        let public = class.network.public_egress != Some(false);
+        let name = class_policy_name(class.name);
+        policies.push(policy(namespace, &name, pods, ingress(settings, from), egress(settings, public, rules)));
+    }
+    (policies, refused)
+}
+
+fn policy(
+    namespace: &str,
+    name: &str,
+    pods: LabelSelector,
+    ingress: Vec<NetworkPolicyIngressRule>,
+    egress: Vec<NetworkPolicyEgressRule>,
+) -> NetworkPolicy {
+    NetworkPolicy {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(policy_labels()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(pods),
+            policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
+            ingress: Some(ingress),
+            egress: Some(egress),
+        }),
+    }
+}
+
+/// In from the gateway, and from every pod of the namespaces `from`.
+fn ingress(settings: &Settings, from: &[String]) -> Vec<NetworkPolicyIngressRule> {
     let gateway = NetworkPolicyPeer {
         namespace_selector: Some(namespace_named(&settings.gateway_namespace)),
         pod_selector: Some(selector(gateway_labels())),
         ..NetworkPolicyPeer::default()
     };
+    let mut peers = vec![gateway];
+    peers.extend(
+        from.iter().map(|ns| NetworkPolicyPeer {
+            namespace_selector: Some(namespace_named(ns)),
+            ..NetworkPolicyPeer::default()
+        }),
+    );
+    vec![NetworkPolicyIngressRule { from: Some(peers), ports: None }]
+}
+
+/// Out to DNS, to public addresses if `public`, and by `more`.
+fn egress(settings: &Settings, public: bool, more: Vec<NetworkPolicyEgressRule>) -> Vec<NetworkPolicyEgressRule> {
     let dns = NetworkPolicyPeer {
         namespace_selector: Some(namespace_named("kube-system")),
         pod_selector: Some(selector(BTreeMap::from([("k8s-app".to_owned(), "kube-dns".to_owned())]))),
         ..NetworkPolicyPeer::default()
     };
-    let spec = NetworkPolicySpec {
-        pod_selector: Some(shell_pods()),
-        policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
-        ingress: Some(vec![NetworkPolicyIngressRule { from: Some(vec![gateway]), ports: None }]),
-        egress: Some(vec![
-            NetworkPolicyEgressRule { to: Some(vec![dns]), ports: Some(vec![port("UDP", 53), port("TCP", 53)]) },
-            NetworkPolicyEgressRule {
-                to: Some(vec![
-                    public("0.0.0.0/0", &DENIED_V4, &settings.egress_except, true),
-                    public("::/0", &DENIED_V6, &settings.egress_except, false),
-                ]),
-                ports: None,
-            },
-        ]),
-    };
-    vec![NetworkPolicy {
-        metadata: ObjectMeta {
-            name: Some(POLICY_NAME.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(policy_labels()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(spec),
-    }]
+    let mut rules =
+        vec![NetworkPolicyEgressRule { to: Some(vec![dns]), ports: Some(vec![port("UDP", 53), port("TCP", 53)]) }];
+    if public {
+        rules.push(NetworkPolicyEgressRule {
+            to: Some(vec![
+                public_block("0.0.0.0/0", &DENIED_V4, &settings.egress_except, true),
+                public_block("::/0", &DENIED_V6, &settings.egress_except, false),
+            ]),
+            ports: None,
+        });
+    }
+    rules.extend(more);
+    rules
+}
+
+/// The class's `egress` as rules, each range held to `--class-egress-allowed`; what was not
+/// opened, said. A rule left with no range is dropped whole (a rule with no peers would open
+/// every address).
+fn class_egress(class: &ClassView<'_>, settings: &Settings) -> (Vec<NetworkPolicyEgressRule>, Vec<String>) {
+    let metadata = Cidr { addr: IpAddr::from([169, 254, 169, 254]), prefix: 32 };
+    let metadata_named = settings.class_egress_allowed.contains(&metadata);
+    let (mut rules, mut refused) = (Vec::new(), Vec::new());
+    for (i, rule) in class.network.egress.iter().flatten().enumerate() {
+        let mut peers = Vec::new();
+        for (j, text) in rule.cidrs.iter().enumerate() {
+            let field = format!("class {}: spec.network.egress[{i}].cidrs[{j}]", class.name);
+            match opened(text, settings, metadata, metadata_named) {
+                Ok(block) => peers.push(NetworkPolicyPeer { ip_block: Some(block), ..NetworkPolicyPeer::default() }),
+                Err(why) => refused.push(format!("{field}: {why}")),
+            }
+        }
+        if peers.is_empty() {
+            continue;
+        }
+        let ports = rule.ports.as_ref().map(|ports| {
+            ports.iter().map(|p| port(p.protocol.as_deref().unwrap_or("TCP"), p.port)).collect::<Vec<_>>()
+        });
+        rules.push(NetworkPolicyEgressRule { to: Some(peers), ports });
+    }
+    (rules, refused)
+}
+
+/// The ipBlock a class's range `text` opens, or why it opens nothing.
+fn opened(text: &str, settings: &Settings, metadata: Cidr, metadata_named: bool) -> Result<IPBlock, String> {
+    let cidr: Cidr = text.parse()?;
+    if !settings.class_egress_allowed.iter().any(|a| a.contains(&cidr)) {
+        let allowed: Vec<String> = settings.class_egress_allowed.iter().map(Cidr::to_string).collect();
+        return Err(format!(
+            "{cidr} is not within what the operator lets classes open (--class-egress-allowed: [{}])",
+            allowed.join(", ")
+        ));
+    }
+    let holds_metadata = cidr.contains(&metadata) && !metadata_named;
+    if holds_metadata && cidr.prefix == 32 {
+        return Err(format!(
+            "{cidr} is the cloud metadata address, opened only when --class-egress-allowed names {METADATA}"
+        ));
+    }
+    Ok(IPBlock { cidr: cidr.to_string(), except: holds_metadata.then(|| vec![METADATA.to_owned()]) })
 }
 
 #[cfg(test)]
@@ -209,11 +353,13 @@ mod tests {
         Settings {
             gateway_namespace: "myownshell-system".to_owned(),
             egress_except: except.iter().map(|c| c.parse().unwrap()).collect(),
+            class_egress_allowed: Vec::new(),
         }
     }
 
     fn one(namespace: &str, settings: &Settings) -> Value {
-        let all = desired(namespace, settings);
+        let (all, refused) = desired(namespace, settings, &[]);
+        assert!(refused.is_empty());
         assert_eq!(all.len(), 1);
         serde_json::to_value(&all[0]).unwrap()
     }
@@ -306,11 +452,102 @@ mod tests {
 
     #[test]
     fn a_policy_without_every_label_is_not_ours() {
-        let mut p = desired("team", &settings(&[])).remove(0);
+        let mut p = desired("team", &settings(&[]), &[]).0.remove(0);
         assert!(is_ours(&p));
         p.metadata.labels.as_mut().unwrap().remove(names::LABEL_MANAGED_BY);
         assert!(!is_ours(&p), "an editor's policy of the same name");
         p.metadata.labels = None;
         assert!(!is_ours(&p));
+    }
+
+    fn network(value: Value) -> ClassNetwork {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_class_with_a_network_has_its_own_policy_and_its_shells_leave_the_namespaces() {
+        let (lab, quiet) = (
+            network(
+                json!({"ingressFromNamespaces": ["proxy"], "egress": [{"cidrs": ["10.20.0.0/16"], "ports": [{"port": 5432}]}]}),
+            ),
+            network(json!({"publicEgress": false})),
+        );
+        let mut settings = settings(&[]);
+        settings.class_egress_allowed = vec!["10.20.0.0/16".parse().unwrap()];
+        let classes = [ClassView { name: "lab", network: &lab }, ClassView { name: "quiet", network: &quiet }];
+        let (all, refused) = desired("team", &settings, &classes);
+        assert!(refused.is_empty(), "{refused:?}");
+        let all: Vec<Value> = all.iter().map(|p| serde_json::to_value(p).unwrap()).collect();
+        let names: Vec<&str> = all.iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["myownshell-shells", "myownshell-shells-lab", "myownshell-shells-quiet"]);
+        assert_eq!(
+            all[0]["spec"]["podSelector"]["matchExpressions"],
+            json!([{"key": "myownshell.io/class", "operator": "NotIn", "values": ["lab", "quiet"]}]),
+            "a class's shells are out of the namespace's policy (policies add up: else no class could narrow)"
+        );
+        assert_eq!(all[1]["spec"]["podSelector"]["matchLabels"]["myownshell.io/class"], json!("lab"));
+        assert_eq!(
+            all[1]["spec"]["ingress"][0]["from"][1],
+            json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "proxy"}}})
+        );
+        let lab_egress = all[1]["spec"]["egress"].as_array().unwrap();
+        assert_eq!(lab_egress.len(), 3, "DNS, public, the class's: {lab_egress:?}");
+        assert_eq!(
+            lab_egress[2],
+            json!({"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}], "ports": [{"protocol": "TCP", "port": 5432}]})
+        );
+        let quiet_egress = all[2]["spec"]["egress"].as_array().unwrap();
+        assert_eq!(quiet_egress.len(), 1, "publicEgress false: DNS only: {quiet_egress:?}");
+        assert!(all.iter().all(|p| serde_json::from_value::<NetworkPolicy>(p.clone()).is_ok_and(|p| is_ours(&p))));
+    }
+
+    #[test]
+    fn a_class_opens_only_what_the_operator_allows_and_the_metadata_address_only_by_name() {
+        // (allowed by the flag, the class's range, the ipBlock opened or the refusal's words)
+        let cases: [(&[&str], &str, Result<Value, &str>); 8] = [
+            (&[], "10.20.0.0/16", Err("not within what the operator lets classes open (--class-egress-allowed: [])")),
+            (&["10.0.0.0/8"], "10.20.0.0/16", Ok(json!({"cidr": "10.20.0.0/16"}))),
+            (&["10.0.0.0/8"], "192.168.1.0/24", Err("not within")),
+            (&["10.20.0.0/16"], "10.0.0.0/8", Err("not within")),
+            (
+                &["169.254.0.0/16"],
+                "169.254.0.0/16",
+                Ok(json!({"cidr": "169.254.0.0/16", "except": ["169.254.169.254/32"]})),
+            ),
+            (&["169.254.0.0/16"], "169.254.169.254/32", Err("the cloud metadata address")),
+            (&["169.254.169.254/32"], "169.254.169.254/32", Ok(json!({"cidr": "169.254.169.254/32"}))),
+            (&["2001:db8::/32"], "2001:db8:1::/48", Ok(json!({"cidr": "2001:db8:1::/48"}))),
+        ];
+        for (allowed, range, want) in cases {
+            let mut settings = settings(&[]);
+            settings.class_egress_allowed = allowed.iter().map(|c| c.parse().unwrap()).collect();
+            let net = network(json!({"egress": [{"cidrs": [range]}]}));
+            let (all, refused) = desired("team", &settings, &[ClassView { name: "lab", network: &net }]);
+            let egress = serde_json::to_value(&all[1]).unwrap()["spec"]["egress"].clone();
+            match want {
+                Ok(block) => {
+                    assert!(refused.is_empty(), "{allowed:?} {range}: {refused:?}");
+                    assert_eq!(egress[2]["to"], json!([{"ipBlock": block}]), "{allowed:?} {range}");
+                }
+                Err(words) => {
+                    assert_eq!(
+                        egress.as_array().unwrap().len(),
+                        2,
+                        "{allowed:?} {range}: a rule with no range is dropped whole"
+                    );
+                    assert_eq!(refused.len(), 1, "{allowed:?} {range}: {refused:?}");
+                    assert!(refused[0].starts_with("class lab: spec.network.egress[0].cidrs[0]: "), "{refused:?}");
+                    assert!(refused[0].contains(words), "{allowed:?} {range}: {refused:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_class_names_make_valid_policy_names() {
+        let long = "c".repeat(100);
+        let name = class_policy_name(&long);
+        assert!(name.len() <= 253 && !name.contains('_'), "{name}");
+        assert_eq!(class_policy_name("lab"), "myownshell-shells-lab");
     }
 }

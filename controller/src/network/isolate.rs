@@ -1,6 +1,7 @@
 //! The loop that keeps [`super::desired`]'s policies in every namespace opened to shells: a
-//! controller of namespaces, triggered by the namespaces' watch and by the watch of the
-//! operator's own policies (one edited or deleted is put back at once), that applies the policies
+//! controller of namespaces, triggered by the namespaces' watch, by the watch of the operator's
+//! own policies (one edited or deleted is put back at once) and by the classes' (a class's
+//! `spec.network` changed: every namespace), that applies the policies
 //! server-side as the controller's field manager and deletes its own where a namespace was
 //! closed. It never writes or deletes a policy that is not the operator's ([`super::desired::is_ours`]),
 //! and asks the apiserver about one only when its own watch does not hold it.
@@ -17,10 +18,11 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use myownshell_api::MyOwnShellClass;
 use myownshell_api::names::{self, SHELLS_NAMESPACE_LABEL, SHELLS_NAMESPACE_LABEL_VALUE};
 use tracing::{info, warn};
 
-use super::desired::{Settings, desired, is_ours, owned_selector};
+use super::desired::{ClassView, Settings, desired, is_ours, owned_selector};
 
 /// How soon a namespace whose policies could not be written is tried again.
 const RETRY: Duration = Duration::from_secs(5);
@@ -61,6 +63,8 @@ struct Context {
     settings: Settings,
     /// The operator's policies, as its watch last saw them.
     policies: Store<NetworkPolicy>,
+    /// The shell classes, as their watch last saw them.
+    classes: Store<MyOwnShellClass>,
 }
 
 /// Whether `ns` is opened to shells (`myownshell.io/shells: enabled`).
@@ -87,10 +91,28 @@ pub async fn run(
         reflector::reflector(writer, watcher(policies, watcher::Config::default().labels(&owned_selector())))
             .default_backoff()
             .touched_objects();
-    let ctx = Arc::new(Context { client: client.clone(), settings, policies: store });
+    let (classes, classes_writer) = reflector::store();
+    let class_events = reflector::reflector(
+        classes_writer,
+        watcher(Api::<MyOwnShellClass>::all(client.clone()), watcher::Config::default()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let ctx = Arc::new(Context { client: client.clone(), settings, policies: store, classes });
     info!(gateway_namespace = %ctx.settings.gateway_namespace, "keeping shells' NetworkPolicies");
-    Controller::new(Api::<Namespace>::all(client), namespaces_config)
+    let controller = Controller::new(Api::<Namespace>::all(client), namespaces_config);
+    let namespaces = controller.store();
+    controller
         .watches_stream(policy_events, |p: NetworkPolicy| p.namespace().map(|ns| ObjectRef::new(&ns)))
+        // A class changed: every namespace opened to shells (its policies may name the class).
+        .watches_stream(class_events, move |_: MyOwnShellClass| {
+            namespaces
+                .state()
+                .iter()
+                .filter(|ns| is_opened(ns))
+                .map(|ns| ObjectRef::from_obj(&**ns))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(stop)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| {
@@ -118,7 +140,20 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Erro
         // Namespace deletion takes the policies with it, and the namespace's shells go first.
         return Ok(Action::await_change());
     }
-    let want = if is_opened(&ns) { desired(&namespace, &ctx.settings) } else { Vec::new() };
+    let want = if is_opened(&ns) {
+        let classes = ctx.classes.state();
+        let views: Vec<ClassView<'_>> = classes
+            .iter()
+            .filter_map(|c| Some(ClassView { name: c.metadata.name.as_deref()?, network: c.spec.network.as_ref()? }))
+            .collect();
+        let (policies, refused) = desired(&namespace, &ctx.settings, &views);
+        for why in refused {
+            warn!(%namespace, "a class's network not opened: {why}");
+        }
+        policies
+    } else {
+        Vec::new()
+    };
     let api: Api<NetworkPolicy> = Api::namespaced(ctx.client.clone(), &namespace);
     for policy in &want {
         let name = policy.name_any();

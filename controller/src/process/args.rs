@@ -121,6 +121,13 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub shell_egress_except: Vec<crate::network::desired::Cidr>,
 
+    /// Address ranges a class's `spec.network.egress` may open to its shells, comma-separated
+    /// (`10.20.0.0/16`): a class range outside them opens nothing, and the controller logs it.
+    /// None by default. The cloud metadata address is opened only when named exactly
+    /// (`169.254.169.254/32`).
+    #[arg(long, value_delimiter = ',')]
+    pub class_egress_allowed: Vec<crate::network::desired::Cidr>,
+
     /// `--log-format` (text or JSON), shared by every binary.
     #[command(flatten)]
     pub log: LogArgs,
@@ -177,6 +184,7 @@ impl Args {
         (self.network_isolation == NetworkIsolation::Managed).then(|| crate::network::desired::Settings {
             gateway_namespace: self.gateway_namespace.clone().unwrap_or_else(myownshell_runtime::pod::namespace),
             egress_except: self.shell_egress_except.clone(),
+            class_egress_allowed: self.class_egress_allowed.clone(),
         })
     }
 
