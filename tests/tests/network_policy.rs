@@ -373,7 +373,8 @@ async fn operator_policy(kubectl: &Kubectl, ns: &str) -> String {
 /// on the host standing for the internet) and neither the cloud metadata address nor another
 /// shell; an editor's allow-all policy is refused at admission and nothing opens; a class's
 /// `spec.network` opens a private address to its shells (within `--class-egress-allowed`), takes
-/// public addresses away from them, and lets another namespace's pods in; the operator's
+/// public addresses away from them, and lets another namespace's pods in; a policy made before
+/// its namespace was opened is left alone and told of in a Warning Event on it; the operator's
 /// policy deleted or edited is put back, and is gone when the namespace is closed. Every device
 /// the test adds to the host is removed, and the cluster leaves nothing.
 #[tokio::test]
@@ -512,6 +513,41 @@ async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
         "shell network: class lab: {lab} reaches {private} ({took:.1?}), refused outside ({outside_said}); {web} refused at \
          {private} ({web_said}); {other} and the gateway let in, {editors} refused ({:.1?} in all)",
         step.elapsed()
+    );
+
+    // An allow-all policy made before its namespace was opened (admission never saw it): the
+    // operator does not touch it, and tells, on the policy, once the namespace is opened.
+    let step = Instant::now();
+    let late_ns = myownshell_envtest::create_namespace(&client, "sn-late").await.unwrap();
+    kubectl.apply(&late_ns, &allow_all).await.unwrap().ok().unwrap();
+    kubectl.run(&["label", "namespace", &late_ns, "myownshell.io/shells=enabled"]).await.unwrap().ok().unwrap();
+    operator_policy(&kubectl, &late_ns).await;
+    let told = eventually("a Warning Event on the allow-all policy", TIMEOUT, || async {
+        let args = [
+            "get",
+            "events",
+            "-n",
+            &late_ns,
+            "--field-selector",
+            "reason=NetworkPolicyOpensShells",
+            "-o",
+            "jsonpath={range .items[*]}{.involvedObject.kind}/{.involvedObject.name}: {.message}{\"\\n\"}{end}",
+        ];
+        let out = kubectl.run(&args).await?;
+        if out.stdout.contains("NetworkPolicy/allow-all") {
+            Ok(out.stdout)
+        } else {
+            Err(format!("{}{}", out.stdout, out.stderr))
+        }
+    })
+    .await
+    .unwrap();
+    let kept = kubectl.run(&["get", "networkpolicy", "allow-all", "-n", &late_ns, "-o", "name"]).await.unwrap();
+    assert!(kept.success, "the operator left the allow-all policy alone: {}", kept.stderr);
+    eprintln!(
+        "shell network: a policy older than the namespace's opening, told in {:.1?}: {}",
+        step.elapsed(),
+        told.trim()
     );
 
     // The operator's policy deleted or edited (by an administrator): put back.

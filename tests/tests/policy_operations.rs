@@ -494,6 +494,13 @@ async fn an_editor_cannot_make_a_network_policy_that_opens_shells() {
             false,
         ),
         (
+            "a class's shells by their class label",
+            "p15",
+            json!({}),
+            json!({"podSelector": {"matchLabels": {"myownshell.io/class": "lab"}}, "ingress": allow}),
+            false,
+        ),
+        (
             "named as the operator's, deny-only",
             "myownshell-shells",
             json!({}),

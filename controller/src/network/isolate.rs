@@ -13,13 +13,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use myownshell_api::MyOwnShellClass;
-use myownshell_api::names::{self, SHELLS_NAMESPACE_LABEL, SHELLS_NAMESPACE_LABEL_VALUE};
+use myownshell_api::names::{self, SHELLS_NAMESPACE_LABEL, SHELLS_NAMESPACE_LABEL_VALUE, reasons};
+use myownshell_runtime::events::{EventType, Occurrence, Reporter};
 use tracing::{info, warn};
 
 use super::desired::{ClassView, Settings, desired, is_ours, owned_selector};
@@ -183,6 +184,9 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Erro
         })?;
         info!(%namespace, %name, "shells' NetworkPolicy applied");
     }
+    if !want.is_empty() {
+        tell_foreign(&ctx.client, &api, &namespace).await;
+    }
     let stale = ctx.policies.state().into_iter().filter(|p| {
         p.namespace().as_deref() == Some(namespace.as_str())
             && is_ours(p)
@@ -201,4 +205,37 @@ async fn reconcile(ns: Arc<Namespace>, ctx: Arc<Context>) -> Result<Action, Erro
         }
     }
     Ok(Action::await_change())
+}
+
+/// Tell of every policy of someone else's in `namespace` that opens shells anyway
+/// ([`super::foreign`]): a Warning Event on it, and a log line. Best effort, as every Event.
+async fn tell_foreign(client: &Client, api: &Api<NetworkPolicy>, namespace: &str) {
+    let list = match api.list(&ListParams::default()).await {
+        Ok(list) => list,
+        Err(error) => {
+            warn!(%namespace, %error, "listing NetworkPolicies to find those that open shells");
+            return;
+        }
+    };
+    let reporter = Reporter::new(crate::process::run::REPORTER);
+    for policy in list.items.iter().filter(|p| !is_ours(p) && super::foreign::opens_shells(p)) {
+        let name = policy.name_any();
+        let note = format!(
+            "NetworkPolicy {namespace}/{name} allows traffic and its podSelector can select shell pods: it opens them \
+             past the operator's isolation (NetworkPolicies add up). Rule shell pods out of spec.podSelector, or \
+             delete it; the operator does not change what it does not own"
+        );
+        warn!(%namespace, %name, "a NetworkPolicy opens shells past the operator's isolation");
+        let occurrence = Occurrence {
+            regarding: policy.object_ref(&()),
+            related: None,
+            type_: EventType::Warning,
+            reason: reasons::NETWORK_POLICY_OPENS_SHELLS,
+            action: "Isolate",
+            note,
+        };
+        if let Err(error) = myownshell_runtime::events::publish(client, occurrence, &reporter).await {
+            warn!(%namespace, %name, %error, "could not publish an event");
+        }
+    }
 }
