@@ -17,12 +17,18 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 /// sync of the node's filter table.
 const ENFORCED_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The probe image's archive (busybox's httpd and curl), built as the node suite builds it.
+/// The probe image's archive (busybox's httpd and curl), built as the node suite builds it: once
+/// per test binary, since the tests here run at once and would build it in the same folder.
 fn probe_archive() -> std::path::PathBuf {
-    let images = myownshell_envtest::assets::target_dir().join("images");
-    let archive = images.join("probe-network-policy.tar");
-    node::images::build_probe(&archive, &images.join("probe-network-policy-work")).unwrap();
-    archive
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let images = myownshell_envtest::assets::target_dir().join("images");
+            let archive = images.join("probe-network-policy.tar");
+            node::images::build_probe(&archive, &images.join("probe-network-policy-work")).unwrap();
+            archive
+        })
+        .clone()
 }
 
 /// A pod of the probe image on `node` (no scheduler involved) running `script`.
