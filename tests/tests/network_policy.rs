@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use myownshell_envtest::node::{self, network_policy};
 use myownshell_envtest::{Kubectl, eventually};
 use myownshell_tests::doors::{Cell, Door, Person, table};
+use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a policy created or deleted may take to be enforced: kube-router's watch, a full
@@ -373,7 +374,7 @@ async fn operator_policy(kubectl: &Kubectl, ns: &str) -> String {
 }
 
 /// Shells isolated by the operator's own NetworkPolicies, on a node that enforces them, with the
-/// controller running: an editor's pod in the shell's namespace and a pod of another namespace
+/// controller and the webhooks running: an editor's pod in the shell's namespace and a pod of another namespace
 /// cannot open a connection to a shell's port; a pod labelled as the gateway in the operator's
 /// namespace reaches every shell; a shell reaches an address outside (a documentation address
 /// on the host standing for the internet) and neither the cloud metadata address nor another
@@ -400,6 +401,16 @@ async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
     let other_ns = myownshell_envtest::create_namespace(&client, "sn-other").await.unwrap();
     namespace_editors(&client, &shells_ns, &["carol"], &[]).await.unwrap();
     let gateway_flag = format!("--gateway-namespace={system_ns}");
+    // The webhooks for the shells' namespace (defaults, the class's `use`, the connect gate), as
+    // the API suites run them: a process the apiserver calls at 127.0.0.1.
+    let port = myownshell_envtest::ports::free_port().unwrap();
+    let base_url = format!("https://127.0.0.1:{port}");
+    let target = Target { base_url, ca_bundle: None, namespace: shells_ns.clone() };
+    let installed = InstalledWebhooks::install(&client, &shells_ns, &target).await.unwrap();
+    let mut options = WebhookOptions::for_installed(&installed, &shells_ns, port);
+    options.args = vec![format!("--apiserver-client-ca-file={}", cp.webhook_client_ca_file().display())];
+    let mut webhook = WebhookProcess::spawn(cp, &options).unwrap();
+    webhook.wait_ready(TIMEOUT).await.unwrap();
     let flags = ["--session-image=none", &gateway_flag, "--class-egress-allowed=192.168.77.0/24"];
     let controller = myownshell_tests::controller::ControllerProcess::start(cp, "shell-network", &flags).unwrap();
     let host = HostAddresses::add(&[OUTSIDE, METADATA, PRIVATE]).unwrap();
@@ -411,6 +422,9 @@ async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
     for shell in ["web", "peer"] {
         kubectl.apply(&shells_ns, &serving_shell(shell)).await.unwrap().ok().unwrap();
     }
+    // The mutating webhook stamped the owner: the creator, not the "alice" the manifest claims.
+    let owner = kubectl.run(&["get", "mos", "web", "-n", &shells_ns, "-o", "jsonpath={.spec.owner}"]).await.unwrap();
+    assert!(!owner.stdout.is_empty() && owner.stdout != "alice", "the webhooks did not see the shell: {owner:?}");
     let uid = operator_policy(&kubectl, &shells_ns).await;
     let (web, web_ip) = shell_pod(&kubectl, &shells_ns, "web").await;
     let (peer, peer_ip) = shell_pod(&kubectl, &shells_ns, "peer").await;
@@ -615,6 +629,7 @@ async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
     drop(host);
     assert!(!HostAddresses::exists(&link), "the host's device {link} is still there");
     drop(controller);
+    drop(webhook);
     let footprint = cluster.footprint();
     cluster.stop().unwrap();
     eventually("nothing of the cluster left", Duration::from_secs(30), || async {
