@@ -209,6 +209,11 @@ pub fn class_policy_name(class: &str) -> String {
 /// The policies `namespace` (opened to shells) should hold, and what of the classes' networks
 /// was not opened, each naming the class, the field and the rule.
 pub fn desired(namespace: &str, settings: &Settings, classes: &[ClassView<'_>]) -> (Vec<NetworkPolicy>, Vec<String>) {
+    // In one order whatever order the classes come in: else the namespace's policy would differ
+    // from one reconcile to the next, and each write would bring the next.
+    let mut classes = classes.to_vec();
+    classes.sort_by(|a, b| a.name.cmp(b.name));
+    let classes = classes.as_slice();
     let mut base = shell_pods();
     if !classes.is_empty() {
         base.match_expressions = Some(vec![LabelSelectorRequirement {
@@ -541,6 +546,13 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_classes_order_changes_nothing() {
+        let net = network(json!({"publicEgress": false}));
+        let (a, b) = (ClassView { name: "a", network: &net }, ClassView { name: "b", network: &net });
+        assert_eq!(desired("team", &settings(&[]), &[a, b]).0, desired("team", &settings(&[]), &[b, a]).0);
     }
 
     #[test]
