@@ -65,6 +65,9 @@ pub struct Settings {
     /// More ranges shells may not reach (`--shell-egress-except`): a cluster's pod, Service or
     /// node ranges where they are public addresses.
     pub egress_except: Vec<Cidr>,
+    /// More addresses shells may ask DNS (port 53), besides kube-system's `k8s-app: kube-dns`
+    /// pods (`--shell-dns`): a node-local DNS cache's link-local address, say.
+    pub dns: Vec<Cidr>,
     /// The ranges a class's `spec.network.egress` may open (`--class-egress-allowed`).
     pub class_egress_allowed: Vec<Cidr>,
 }
@@ -287,8 +290,12 @@ fn egress(settings: &Settings, public: bool, more: Vec<NetworkPolicyEgressRule>)
         pod_selector: Some(selector(BTreeMap::from([("k8s-app".to_owned(), "kube-dns".to_owned())]))),
         ..NetworkPolicyPeer::default()
     };
-    let mut rules =
-        vec![NetworkPolicyEgressRule { to: Some(vec![dns]), ports: Some(vec![port("UDP", 53), port("TCP", 53)]) }];
+    let mut to = vec![dns];
+    to.extend(settings.dns.iter().map(|c| NetworkPolicyPeer {
+        ip_block: Some(IPBlock { cidr: c.to_string(), except: None }),
+        ..NetworkPolicyPeer::default()
+    }));
+    let mut rules = vec![NetworkPolicyEgressRule { to: Some(to), ports: Some(vec![port("UDP", 53), port("TCP", 53)]) }];
     if public {
         rules.push(NetworkPolicyEgressRule {
             to: Some(vec![
@@ -358,6 +365,7 @@ mod tests {
         Settings {
             gateway_namespace: "myownshell-system".to_owned(),
             egress_except: except.iter().map(|c| c.parse().unwrap()).collect(),
+            dns: Vec::new(),
             class_egress_allowed: Vec::new(),
         }
     }
@@ -546,6 +554,21 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn more_dns_servers_only_on_port_53() {
+        let mut settings = settings(&[]);
+        settings.dns = vec!["169.254.20.10/32".parse().unwrap()];
+        let p = one("team", &settings);
+        let dns = &p["spec"]["egress"][0];
+        assert_eq!(dns["to"][1], json!({"ipBlock": {"cidr": "169.254.20.10/32"}}));
+        assert_eq!(dns["ports"], json!([{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]));
+        assert_eq!(
+            p["spec"]["egress"][1]["to"][0]["ipBlock"]["except"],
+            json!(DENIED_V4),
+            "still out of reach otherwise"
+        );
     }
 
     #[test]

@@ -121,6 +121,12 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub shell_egress_except: Vec<crate::network::desired::Cidr>,
 
+    /// Addresses shells may ask DNS (port 53, UDP and TCP) besides kube-system's
+    /// `k8s-app: kube-dns` pods, comma-separated: a node-local DNS cache (`169.254.20.10/32`),
+    /// which the link-local range would otherwise keep out of reach.
+    #[arg(long, value_delimiter = ',')]
+    pub shell_dns: Vec<crate::network::desired::Cidr>,
+
     /// Address ranges a class's `spec.network.egress` may open to its shells, comma-separated
     /// (`10.20.0.0/16`): a class range outside them opens nothing, and the controller logs it.
     /// None by default. The cloud metadata address is opened only when named exactly
@@ -184,6 +190,7 @@ impl Args {
         (self.network_isolation == NetworkIsolation::Managed).then(|| crate::network::desired::Settings {
             gateway_namespace: self.gateway_namespace.clone().unwrap_or_else(myownshell_runtime::pod::namespace),
             egress_except: self.shell_egress_except.clone(),
+            dns: self.shell_dns.clone(),
             class_egress_allowed: self.class_egress_allowed.clone(),
         })
     }
