@@ -111,6 +111,13 @@ pub struct MyOwnShellClassSpec {
     #[schemars(range(min = 0))]
     pub max_running_per_namespace: Option<i32>,
 
+    /// The network of these shells, beside the operator's own isolation (in only from the
+    /// gateway; out only to DNS and public addresses): more ranges they may reach (within what
+    /// the operator lets classes open), whether they reach public addresses, and namespaces
+    /// whose pods may reach them. Unset: the operator's isolation as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<ClassNetwork>,
+
     /// Approval before a shell of this class starts (four eyes): how many, from whom, and for
     /// how long. A shell of the class runs only while approved (its `Approved` condition says by
     /// whom and until when); its owner can never approve it. Unset: no approval needed.
@@ -258,6 +265,68 @@ pub struct ClassRecording {
     /// cannot be turned off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
+}
+
+/// The network of a class's shells. The controller keeps one NetworkPolicy per class that has
+/// this, over that class's shell pods (labelled `myownshell.io/class`), in every namespace
+/// opened to shells.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassNetwork {
+    /// Addresses these shells may reach besides DNS and public addresses (a package mirror, a
+    /// database in the cluster). Each range must lie inside one the operator lets classes open
+    /// (the controller's `--class-egress-allowed`, none by default): a range outside is not
+    /// opened, and the controller logs it naming the field. The cloud metadata address
+    /// (169.254.169.254) is never opened unless `--class-egress-allowed` names it exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub egress: Option<Vec<ClassEgressRule>>,
+
+    /// Whether these shells reach public addresses (every address but the private, shared,
+    /// link-local and unique-local ranges). Default true; false leaves them DNS and `egress`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_egress: Option<bool>,
+
+    /// Namespaces whose pods may open connections to these shells, by name, besides the
+    /// gateway's (a proxy in front of notebooks, say).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 32),
+        inner(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))
+    )]
+    pub ingress_from_namespaces: Option<Vec<String>>,
+}
+
+/// Addresses a class's shells may reach, and on which ports.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassEgressRule {
+    /// Address ranges, `address/prefix` (`10.20.0.0/16`, `2001:db8::/32`; a single address is
+    /// `/32` or `/128`).
+    #[schemars(
+        length(min = 1, max = 32),
+        inner(length(min = 3, max = 43), regex(pattern = r"^[0-9a-fA-F:.]+/[0-9]{1,3}$"))
+    )]
+    pub cidrs: Vec<String>,
+
+    /// Ports on those addresses. Unset: every port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    pub ports: Option<Vec<ClassPort>>,
+}
+
+/// A port a class's shells may reach.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassPort {
+    /// The port number.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+
+    /// `TCP` (default), `UDP` or `SCTP`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(TCP|UDP|SCTP)$"))]
+    pub protocol: Option<String>,
 }
 
 /// What a shell's container runs, as the controller builds it and the webhook and `FitsClass`

@@ -18,8 +18,8 @@ pub mod quantity;
 mod types;
 
 pub use class::{
-    ApprovalSubjects, ClassApproval, ClassHome, ClassImages, ClassLifetime, ClassRecording, ClassResources,
-    ClassSessions, MyOwnShellClass, MyOwnShellClassSpec,
+    ApprovalSubjects, ClassApproval, ClassEgressRule, ClassHome, ClassImages, ClassLifetime, ClassNetwork, ClassPort,
+    ClassRecording, ClassResources, ClassSessions, MyOwnShellClass, MyOwnShellClassSpec,
 };
 pub use types::{
     Approval, Connection, Decision, Home, HomeOnDelete, HomeStatus, Lifetime, MyOwnShell, MyOwnShellSpec,

@@ -86,6 +86,12 @@ pub const ANNOTATION_HOME_OWNER_UID: &str = "myownshell.io/owner-uid";
 /// the shell's finalizer on a foreground deletion, whatever `spec.home.onDelete` says.
 pub const ANNOTATION_HOME_SHELL_UID: &str = "myownshell.io/shell-uid";
 
+/// On a shell's pods (and Deployment): the name of the shell's class (shortened as
+/// `app.kubernetes.io/instance` is when longer than a label value may be). The operator's
+/// NetworkPolicies select a class's shells by it; nobody but Kubernetes' controllers changes a
+/// shell pod's labels (`config/policy/shell_workloads.yaml`).
+pub const LABEL_CLASS: &str = "myownshell.io/class";
+
 /// The label a cluster administrator puts on a namespace to open it to shells, with
 /// [`SHELLS_NAMESPACE_LABEL_VALUE`]: shells are created only there, and the admission policies
 /// that take MyOwnShells as parameters look only there (`config/policy/shell_namespaces.yaml`).

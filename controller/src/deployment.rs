@@ -123,7 +123,7 @@ pub fn desired_mounting(
             selector: LabelSelector { match_labels: Some(labels::selector_labels(&instance)), match_expressions: None },
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {
-                    labels: Some(labels),
+                    labels: Some(labels::with_class(labels, class.and_then(|c| c.metadata.name.as_deref()))),
                     annotations: (!settings.pod_annotations.is_empty()).then(|| settings.pod_annotations.clone()),
                     ..ObjectMeta::default()
                 }),

@@ -77,6 +77,21 @@ pub fn labels(instance: &str) -> BTreeMap<String, String> {
     labels
 }
 
+/// `labels` with the class label ([`names::LABEL_CLASS`]) of the class `class`, if any: on the
+/// pod template, so that the operator's NetworkPolicies can select a class's shells. Shortened
+/// as the instance label is ([`instance_value`]): class names may be longer than a label value.
+pub fn with_class(mut labels: BTreeMap<String, String>, class: Option<&str>) -> BTreeMap<String, String> {
+    if let Some(class) = class {
+        labels.insert(names::LABEL_CLASS.to_owned(), class_value(class));
+    }
+    labels
+}
+
+/// The class label's value for the class `name`.
+pub fn class_value(name: &str) -> String {
+    instance_value(name)
+}
+
 /// The selector in the string form `status.selector` (and so the scale subresource) uses.
 pub fn selector_string(instance: &str) -> String {
     selector_labels(instance).iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",")
@@ -159,6 +174,11 @@ mod tests {
         assert_eq!(labels.len(), 3);
         assert!(selector_labels("web").iter().all(|(k, v)| labels.get(k) == Some(v)), "pods match the selector");
         assert_eq!(managed_by_selector(), "app.kubernetes.io/managed-by=myownshell-operator");
+        let classed = with_class(labels.clone(), Some("lab"));
+        assert_eq!(classed.get("myownshell.io/class").map(String::as_str), Some("lab"));
+        assert_eq!(with_class(labels.clone(), None), labels, "no class, no label");
+        let long = "c".repeat(100);
+        assert_eq!(with_class(labels, Some(&long)).get("myownshell.io/class"), Some(&instance_value(&long)));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - [`health`]: the pods' and nodes' health and the diagnosis of a shell that cannot run;
 //! - [`home`]: the persistent home's claim (`spec.home`): whose it is, what status says of it,
 //!   and its writes;
+//! - [`network`]: the NetworkPolicies that isolate shell pods, per namespace opened to shells;
 //! - [`write`]: the Deployment apply, the status, what is told in Events, cleanup on delete;
 //! - [`process`]: flags, the run loop, leader election.
 //!
@@ -31,6 +32,7 @@ pub mod home;
 pub mod labels;
 pub mod life;
 pub mod metrics;
+pub mod network;
 pub mod ownership;
 pub mod process;
 pub mod reconcile;

@@ -75,22 +75,21 @@ fn overlays_shape_the_deployments() {
         assert!(pod["affinity"]["podAntiAffinity"].is_object(), "{name} needs anti-affinity in production");
         assert!(pod["containers"][0]["resources"]["limits"]["memory"].is_string());
     }
-    assert_eq!(of_kind(&prod, "PodDisruptionBudget").len(), 2);
+    // The controller's and the webhook's (the production overlay), and the gateway's (config/gateway).
+    assert_eq!(of_kind(&prod, "PodDisruptionBudget").len(), 3);
     assert_eq!(of_kind(&default, "NetworkPolicy").len(), 3);
     assert!(of_kind(&dev, "NetworkPolicy").is_empty(), "dev has no network policies");
-    // The one for namespaces with shells: every pod the operator labels as a shell's, no ingress.
-    let shells = render("network-policy/shell-namespace").unwrap();
-    let [deny] = of_kind(&shells, "NetworkPolicy")[..] else { panic!("one NetworkPolicy: {shells:?}") };
-    let selected = serde_json::json!({
-        names::LABEL_NAME: names::LABEL_NAME_VALUE,
-        names::LABEL_MANAGED_BY: names::LABEL_MANAGED_BY_VALUE,
-    });
-    assert_eq!(deny["spec"]["podSelector"]["matchLabels"], selected);
-    assert_eq!(
-        (&deny["spec"]["policyTypes"], &deny["spec"]["ingress"]),
-        (&serde_json::json!(["Ingress"]), &serde_json::json!([]))
+    // Namespaces with shells get theirs from the controller (controller/src/network/), which may
+    // write them.
+    let role = find(&default, "ClusterRole", "myownshell-controller-role").unwrap();
+    let rules = role["rules"].as_array().unwrap();
+    assert!(
+        rules.iter().any(|r| r["resources"] == serde_json::json!(["networkpolicies"])
+            && ["create", "patch", "delete", "watch"]
+                .iter()
+                .all(|v| r["verbs"].as_array().unwrap().contains(&serde_json::json!(v)))),
+        "{rules:?}"
     );
-    assert!(deny["metadata"]["namespace"].is_null(), "applied with -n into each namespace of shells");
 
     // cert-manager: files from the Secret, CA injected by cainjector.
     assert!(deployment_args(&certm, "myownshell-webhook").iter().any(|a| a.starts_with("--cert-dir=")));

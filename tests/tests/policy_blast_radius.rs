@@ -43,8 +43,19 @@ async fn deployment_admitted(kubectl: &Kubectl, ns: &str) -> Result<(), String> 
     if out.success { Ok(()) } else { Err(out.stderr) }
 }
 
-/// For `span`, every exec as bob into the plain pods of `namespaces`, and every Deployment he
-/// creates there, gets through admission.
+/// An allow-all NetworkPolicy bob creates in `ns` (a server-side dry run) gets through admission:
+/// the shell-network policy (`shell_network.yaml`) looks only at namespaces opened to shells.
+async fn network_policy_admitted(kubectl: &Kubectl, ns: &str) -> Result<(), String> {
+    let policy = r#"{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"allow-all"},"spec":{"podSelector":{},"ingress":[{}],"egress":[{}]}}"#;
+    let mut args = myownshell_tests::access::as_user("bob", AUTH);
+    args.extend(["create", "-n", ns, "--dry-run=server", "-f", "-"].map(str::to_owned));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = kubectl.run_with_stdin(&args, Some(policy)).await?;
+    if out.success { Ok(()) } else { Err(out.stderr) }
+}
+
+/// For `span`, every exec as bob into the plain pods of `namespaces`, and every Deployment and
+/// allow-all NetworkPolicy he creates there, gets through admission.
 async fn keeps_admitting(kubectl: &Kubectl, namespaces: &[&str], span: Duration, what: &str) {
     let started = Instant::now();
     let mut tries = 0;
@@ -55,6 +66,9 @@ async fn keeps_admitting(kubectl: &Kubectl, namespaces: &[&str], span: Duration,
             }
             if let Err(e) = deployment_admitted(kubectl, ns).await {
                 panic!("{what}: bob's Deployment in {ns} was refused after {tries} admitted: {e}");
+            }
+            if let Err(e) = network_policy_admitted(kubectl, ns).await {
+                panic!("{what}: bob's NetworkPolicy in {ns} was refused after {tries} admitted: {e}");
             }
             tries += 1;
         }

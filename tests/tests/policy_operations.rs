@@ -199,6 +199,29 @@ fn fixtures() -> Vec<Fixture> {
             object: claim("plain", &plain, json!({})),
         },
         Fixture {
+            resource: "networkpolicies",
+            scale: false,
+            maker: OPERATOR,
+            object: network_policy(
+                "myownshell-shells",
+                json!({names::LABEL_NAME: names::LABEL_NAME_VALUE, names::LABEL_MANAGED_BY: names::LABEL_MANAGED_BY_VALUE,
+                       "app.kubernetes.io/component": "network-isolation"}),
+                json!({"podSelector": {"matchLabels": shell_labels()}, "ingress": [{"from": [{"podSelector": {}}]}]}),
+            ),
+        },
+        Fixture {
+            resource: "networkpolicies",
+            scale: false,
+            maker: "admin",
+            object: network_policy("allow-all", json!({}), json!({"podSelector": {}, "ingress": [{}], "egress": [{}]})),
+        },
+        Fixture {
+            resource: "networkpolicies",
+            scale: false,
+            maker: EDITOR,
+            object: network_policy("deny-all", plain.clone(), json!({"podSelector": {}, "policyTypes": ["Ingress"]})),
+        },
+        Fixture {
             resource: "myownshells",
             scale: true,
             maker: "admin",
@@ -217,6 +240,10 @@ fn fixtures() -> Vec<Fixture> {
             object: object("myownshell.io/v1alpha1", "MyOwnShellClass", "ops-plain", json!({}), json!({"spec": {}})),
         },
     ]
+}
+
+fn network_policy(name: &str, labels: Value, spec: Value) -> Value {
+    object("networking.k8s.io/v1", "NetworkPolicy", name, labels, json!({"spec": spec}))
 }
 
 /// Every resource (without subresource) the policies match on.
@@ -311,6 +338,7 @@ fn collection(resource: &str, ns: &str) -> String {
         "deployments" | "replicasets" | "statefulsets" | "daemonsets" => "/apis/apps/v1",
         "jobs" | "cronjobs" => "/apis/batch/v1",
         "myownshells" | "myownshellclasses" => "/apis/myownshell.io/v1alpha1",
+        "networkpolicies" => "/apis/networking.k8s.io/v1",
         _ => "/api/v1",
     };
     format!("{group}/namespaces/{ns}/{resource}")
@@ -369,4 +397,179 @@ fn operations(fixture: &Fixture, ns: &str) -> Vec<(String, Vec<String>, Option<S
         }
     }
     ops
+}
+
+/// The shell-network rule (`config/policy/shell_network.yaml`) as a table: what a namespace
+/// editor may make in a namespace opened to shells. A policy that allows traffic and can select
+/// shell pods is refused; one that rules them out (by a label they never carry, or by their
+/// name or managed-by label), and any deny-only one, is let through; the operator's policies are
+/// nobody else's to make, change or delete; and every answer is the same through create, a
+/// merge patch and server-side apply.
+#[tokio::test]
+async fn an_editor_cannot_make_a_network_policy_that_opens_shells() {
+    let cp = shared();
+    let kubectl = cp.kubectl();
+    install_policies(&kubectl).await.unwrap();
+    let client = cp.client().unwrap();
+    let ns = create_shell_namespace(&client, "netpol-rule").await.unwrap();
+    namespace_editors(&client, &ns, &[EDITOR], &[]).await.unwrap();
+    let plain_ns = myownshell_envtest::create_namespace(&client, "netpol-plain").await.unwrap();
+    namespace_editors(&client, &plain_ns, &[EDITOR], &[]).await.unwrap();
+    let name_key = names::LABEL_NAME;
+    let managed_key = names::LABEL_MANAGED_BY;
+    let allow = json!([{}]);
+    // (what, name, labels, spec, admitted)
+    let cases: Vec<(&str, &str, Value, Value, bool)> = vec![
+        ("allow-all ingress, every pod", "p1", json!({}), json!({"podSelector": {}, "ingress": allow}), false),
+        ("allow-all egress, every pod", "p2", json!({}), json!({"podSelector": {}, "egress": allow}), false),
+        ("deny-all both ways", "p3", json!({}), json!({"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}), true),
+        (
+            "a label shell pods never carry",
+            "p4",
+            json!({}),
+            json!({"podSelector": {"matchLabels": {"app": "web"}}, "ingress": allow}),
+            true,
+        ),
+        (
+            "the shells' name label",
+            "p5",
+            json!({}),
+            json!({"podSelector": {"matchLabels": {name_key: "myownshell"}}, "ingress": allow}),
+            false,
+        ),
+        (
+            "another name",
+            "p6",
+            json!({}),
+            json!({"podSelector": {"matchLabels": {name_key: "web"}}, "ingress": allow}),
+            true,
+        ),
+        (
+            "managed-by NotIn the operator",
+            "p7",
+            json!({}),
+            json!({"podSelector": {"matchExpressions": [{"key": managed_key, "operator": "NotIn", "values": ["myownshell-operator"]}]}, "ingress": allow}),
+            true,
+        ),
+        (
+            "name DoesNotExist",
+            "p8",
+            json!({}),
+            json!({"podSelector": {"matchExpressions": [{"key": name_key, "operator": "DoesNotExist"}]}, "egress": allow}),
+            true,
+        ),
+        (
+            "name In, with the shells' among them",
+            "p9",
+            json!({}),
+            json!({"podSelector": {"matchExpressions": [{"key": name_key, "operator": "In", "values": ["web", "myownshell"]}]}, "ingress": allow}),
+            false,
+        ),
+        (
+            "name In, without the shells'",
+            "p10",
+            json!({}),
+            json!({"podSelector": {"matchExpressions": [{"key": name_key, "operator": "In", "values": ["web"]}]}, "ingress": allow}),
+            true,
+        ),
+        (
+            "managed-by NotIn something else",
+            "p11",
+            json!({}),
+            json!({"podSelector": {"matchExpressions": [{"key": managed_key, "operator": "NotIn", "values": ["helm"]}]}, "ingress": allow}),
+            false,
+        ),
+        (
+            "another label Exists",
+            "p12",
+            json!({}),
+            json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "ingress": allow}),
+            true,
+        ),
+        (
+            "another label DoesNotExist (shells have none)",
+            "p13",
+            json!({}),
+            json!({"podSelector": {"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, "ingress": allow}),
+            false,
+        ),
+        (
+            "a class's shells by their class label",
+            "p15",
+            json!({}),
+            json!({"podSelector": {"matchLabels": {"myownshell.io/class": "lab"}}, "ingress": allow}),
+            false,
+        ),
+        (
+            "named as the operator's, deny-only",
+            "myownshell-shells",
+            json!({}),
+            json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+            false,
+        ),
+        (
+            "labelled as the operator's, deny-only",
+            "p14",
+            json!({managed_key: "myownshell-operator"}),
+            json!({"podSelector": {}, "policyTypes": ["Ingress"]}),
+            false,
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (what, name, labels, spec, admitted) in &cases {
+        let text = network_policy(name, labels.clone(), spec.clone()).to_string();
+        for (how, args) in [
+            ("create", vec!["create", "--dry-run=server", "-n", &ns, "-f", "-"]),
+            ("apply", vec!["apply", "--server-side", "--dry-run=server", "-n", &ns, "-f", "-"]),
+        ] {
+            let out = run_as(&kubectl, EDITOR, &args, &text).await;
+            let refused = out.stderr.contains("shell-network");
+            if errored(&out) || out.success == refused || refused == *admitted {
+                wrong.push(format!("{what} ({how}): want admitted={admitted}, got {}{}", out.stdout, out.stderr));
+            }
+        }
+        // Outside namespaces opened to shells, everything goes.
+        let args = ["create", "--dry-run=server", "-n", &plain_ns, "-f", "-"];
+        let out = run_as(&kubectl, EDITOR, &args, &text).await;
+        if !out.success {
+            wrong.push(format!("{what}, outside shells' namespaces: {}", out.stderr));
+        }
+    }
+    // A deny-only policy of the editor's, then opened by a merge patch: refused; deleted: fine.
+    let deny = network_policy("mine", json!({}), json!({"podSelector": {}, "policyTypes": ["Ingress"]})).to_string();
+    let out = run_as(&kubectl, EDITOR, &["create", "-n", &ns, "-f", "-"], &deny).await;
+    assert!(out.success, "{}", out.stderr);
+    let open = r#"{"spec":{"ingress":[{}]}}"#;
+    let out =
+        kubectl_as(&kubectl, EDITOR, AUTH, &["patch", "networkpolicy", "mine", "-n", &ns, "--type=merge", "-p", open])
+            .await;
+    assert!(!out.success && out.stderr.contains("would open shells past the operator's isolation"), "{}", out.stderr);
+    let out = kubectl_as(&kubectl, EDITOR, AUTH, &["delete", "networkpolicy", "mine", "-n", &ns]).await;
+    assert!(out.success, "{}", out.stderr);
+    // The operator's own (made here by the admin): the editor neither changes nor deletes it.
+    let ours = network_policy(
+        "myownshell-shells",
+        json!({managed_key: "myownshell-operator"}),
+        json!({"podSelector": {"matchLabels": shell_labels()}, "policyTypes": ["Ingress"]}),
+    )
+    .to_string();
+    let out = kubectl.run_with_stdin(&["create", "-n", &ns, "-f", "-"], Some(&ours)).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    for args in [
+        vec!["delete", "networkpolicy", "myownshell-shells", "-n", &ns],
+        vec!["label", "networkpolicy", "myownshell-shells", "-n", &ns, &format!("{managed_key}-")],
+    ] {
+        let out = kubectl_as(&kubectl, EDITOR, AUTH, &args).await;
+        assert!(!out.success && out.stderr.contains("are the MyOwnShell operator's"), "{args:?}: {}", out.stderr);
+    }
+    assert!(wrong.is_empty(), "{} of {} answers wrong:\n{}", wrong.len(), cases.len() * 3, wrong.join("\n"));
+    eprintln!("policy operations: shell-network: {} policies each through create, apply and outside", cases.len());
+}
+
+/// kubectl `args` as `user`, with `stdin`.
+async fn run_as(kubectl: &myownshell_envtest::Kubectl, user: &str, args: &[&str], stdin: &str) -> KubectlOutput {
+    let mut all = myownshell_tests::access::as_user(user, AUTH);
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    kubectl.run_with_stdin(&all, Some(stdin)).await.unwrap()
 }

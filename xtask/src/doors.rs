@@ -30,7 +30,11 @@ pub fn table(yaml: &str) -> Result<String, String> {
     );
     for d in doors {
         let through = d.api.as_deref().or(d.route.as_deref()).map(|a| format!(" (`{a}`)")).unwrap_or_default();
-        let walked = if d.walked == "node" { " *(node)*" } else { "" };
+        let walked = match d.walked.as_str() {
+            "node" => " *(node)*",
+            "network" => " *(network)*",
+            _ => "",
+        };
         let cells = [&d.owner, &d.sharee, &d.editor, &d.stranger, &d.pod].map(|c| cell(c));
         out.push_str(&format!(
             "| `{}`{walked} | {}{through} | {} | {} |\n",

@@ -77,6 +77,11 @@ reasons! {
     /// The shell Deployment was deleted (or found gone, or left alone as not ours) because the
     /// `MyOwnShell` is being deleted.
     DELETED = "Deleted", [NormalEvent];
+    /// A NetworkPolicy of someone else's, in a namespace opened to shells, allows traffic and
+    /// can select shell pods, so it opens them past the operator's isolation (made before the
+    /// namespace was opened, or by an administrator: admission refuses it otherwise). Told on
+    /// the policy; the operator never changes it.
+    NETWORK_POLICY_OPENS_SHELLS = "NetworkPolicyOpensShells", [WarningEvent];
     /// A reconcile failed; the message says why. Mirrors `Degraded=True`.
     RECONCILE_FAILED = "ReconcileFailed", [WarningEvent];
     /// A Deployment of the shell's name exists and is not its own: nothing is written until it
@@ -242,6 +247,6 @@ mod tests {
             assert!(reason.meaning.trim().ends_with('.'), "{r}: a sentence of meaning");
             assert!(!reason.uses.is_empty(), "{r}: used somewhere");
         }
-        assert_eq!(ALL.len(), 64);
+        assert_eq!(ALL.len(), 69);
     }
 }

@@ -103,6 +103,37 @@ pub struct Args {
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub sweep_interval: Duration,
 
+    /// Whether the controller keeps shells' NetworkPolicies (`managed`: in every namespace opened
+    /// to shells, one that lets in only the gateway and lets out only DNS and public addresses),
+    /// or leaves shells' network to the cluster's own policies (`off`; the policies it made stay
+    /// until deleted).
+    #[arg(long, value_enum, default_value = "managed")]
+    pub network_isolation: NetworkIsolation,
+
+    /// The namespace of the gateway's pods, the one source shells let in (default: the
+    /// controller's own namespace, $POD_NAMESPACE, else myownshell-system).
+    #[arg(long)]
+    pub gateway_namespace: Option<String>,
+
+    /// Address ranges shells may not reach besides the private, shared, link-local and
+    /// unique-local ones, comma-separated (`203.0.113.0/24,2001:db8::/32`): a cluster's pod,
+    /// Service or node addresses where they are public.
+    #[arg(long, value_delimiter = ',')]
+    pub shell_egress_except: Vec<crate::network::desired::Cidr>,
+
+    /// Addresses shells may ask DNS (port 53, UDP and TCP) besides kube-system's
+    /// `k8s-app: kube-dns` pods, comma-separated: a node-local DNS cache (`169.254.20.10/32`),
+    /// which the link-local range would otherwise keep out of reach.
+    #[arg(long, value_delimiter = ',')]
+    pub shell_dns: Vec<crate::network::desired::Cidr>,
+
+    /// Address ranges a class's `spec.network.egress` may open to its shells, comma-separated
+    /// (`10.20.0.0/16`): a class range outside them opens nothing, and the controller logs it.
+    /// None by default. The cloud metadata address is opened only when named exactly
+    /// (`169.254.169.254/32`).
+    #[arg(long, value_delimiter = ',')]
+    pub class_egress_allowed: Vec<crate::network::desired::Cidr>,
+
     /// `--log-format` (text or JSON), shared by every binary.
     #[command(flatten)]
     pub log: LogArgs,
@@ -110,6 +141,15 @@ pub struct Args {
     /// `--kubeconfig`, shared by every binary.
     #[command(flatten)]
     pub client: ClientArgs,
+}
+
+/// `--network-isolation`: who keeps shells' NetworkPolicies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetworkIsolation {
+    /// The controller, in every namespace opened to shells.
+    Managed,
+    /// Nobody: the cluster manages its own.
+    Off,
 }
 
 /// `key=value`, the key a valid annotation name.
@@ -143,6 +183,16 @@ impl Args {
                 quiet_after: self.template_update_quiet_after,
             },
         }
+    }
+
+    /// What shells' NetworkPolicies are made of, or `None` with `--network-isolation=off`.
+    pub fn network_settings(&self) -> Option<crate::network::desired::Settings> {
+        (self.network_isolation == NetworkIsolation::Managed).then(|| crate::network::desired::Settings {
+            gateway_namespace: self.gateway_namespace.clone().unwrap_or_else(myownshell_runtime::pod::namespace),
+            egress_except: self.shell_egress_except.clone(),
+            dns: self.shell_dns.clone(),
+            class_egress_allowed: self.class_egress_allowed.clone(),
+        })
     }
 
     /// The Service in front of `/metrics`, in the namespace the controller runs in: the
@@ -181,5 +231,16 @@ mod tests {
         assert!(err.contains("--lease-duration") && err.contains("invalid duration"), "{err}");
         let err = Args::try_parse_from(["c", "--concurrency", "0"]).unwrap_err().to_string();
         assert!(err.contains("--concurrency"), "{err}");
+        let err = Args::try_parse_from(["c", "--shell-egress-except", "10.0.0.1/8"]).unwrap_err().to_string();
+        assert!(err.contains("--shell-egress-except") && err.contains("past the prefix"), "{err}");
+    }
+
+    #[test]
+    fn network_isolation_is_on_unless_turned_off() {
+        let args = Args::parse_from(["c", "--gateway-namespace", "ops", "--shell-egress-except", "203.0.113.0/24"]);
+        let settings = args.network_settings().unwrap();
+        assert_eq!(settings.gateway_namespace, "ops");
+        assert_eq!(settings.egress_except.iter().map(ToString::to_string).collect::<Vec<_>>(), ["203.0.113.0/24"]);
+        assert_eq!(Args::parse_from(["c", "--network-isolation", "off"]).network_settings(), None);
     }
 }

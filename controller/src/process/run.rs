@@ -182,8 +182,25 @@ async fn elect_and_reconcile(
     }
 }
 
-/// Run the Controller until `stop` resolves; in-flight reconciles finish first.
+/// Run the shells' Controller and the network isolation loop until `stop` resolves; in-flight
+/// reconciles finish first.
 async fn reconcile_until(
+    args: &Args,
+    settings: &crate::context::Settings,
+    client: Client,
+    metrics: Metrics,
+    readiness: ReadyFlag,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    // One stop for both loops: the shells' and the namespaces' network isolation.
+    let done = CancellationToken::new();
+    let network = network_isolation(args, client.clone(), done.clone());
+    let shells = reconcile_shells_until(args, settings, client, metrics, readiness, done.clone().cancelled_owned());
+    tokio::join!(shells, network, relay(stop, done));
+}
+
+/// The shells' Controller until `stop` resolves; in-flight reconciles finish first.
+async fn reconcile_shells_until(
     args: &Args,
     settings: &crate::context::Settings,
     client: Client,
@@ -262,6 +279,26 @@ async fn reconcile_until(
         })
         .await;
     ready_when_synced.abort();
+}
+
+/// Cancels `done` once `stop` resolves.
+async fn relay(stop: impl Future<Output = ()>, done: CancellationToken) {
+    stop.await;
+    done.cancel();
+}
+
+/// The network isolation loop until `done` (nothing with `--network-isolation=off`).
+fn network_isolation(
+    args: &Args,
+    client: Client,
+    done: CancellationToken,
+) -> impl Future<Output = ()> + Send + 'static {
+    let (settings, scope) = (args.network_settings(), args.namespace.clone());
+    async move {
+        if let Some(settings) = settings {
+            crate::network::isolate::run(client, settings, scope, done.cancelled_owned()).await;
+        }
+    }
 }
 
 /// An Api over `namespace`, or over every namespace.

@@ -2,7 +2,8 @@
 //! the policies and Kubernetes' own list has a row ([`coverage`]), and every row marked
 //! `walked: api` is tried as each of its five people ([`probes`], in the world of [`world`]),
 //! and gets what the row says. (The rows marked `walked: node` are walked by the e2e suite's
-//! doors phase on the real node.)
+//! doors phase on the real node, and `walked: network` by `tests/tests/network_policy.rs` on a
+//! node that enforces NetworkPolicies.)
 
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -130,6 +130,11 @@ pub async fn walk(w: &World, door: &str, person: Person) -> Option<Outcome> {
                               "spec": {"containers": [{"name": "c", "image": "busybox:1.37.0"}]}}});
             w.create(person, workload("apps/v1", "ReplicaSet", "web-5c7d9f8b6", spec)).await
         }
+        "network-policy" => {
+            let policy = json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "allow-all"},
+                                "spec": {"podSelector": {}, "ingress": [{}], "egress": [{}]}});
+            w.create(person, policy).await
+        }
         _ => return homes(w, door, person).await,
     })
 }

@@ -2,13 +2,12 @@
 //! node as each of the table's five people, each cell read from the table (a row's cell is
 //! what this phase expects; change the table and the walk follows, or fails saying which cell).
 //!
-//! - `network`: the shell's user serves a page on 8080 (`busybox httpd`); a pod of an editor's
-//!   in the shell's namespace and a pod of another namespace try to fetch it;
 //! - `gateway-reattach`: alice starts a held terminal through the gateway and types into it;
 //!   each person opens the gateway's terminal socket with its id and either joins it (her
 //!   screen, the session's id) or is refused without a byte of it.
 //!
-//! A row marked `walked: node` that this phase has no walk for fails the phase.
+//! A row marked `walked: node` that this phase has no walk for fails the phase. (The `network`
+//! row is walked where NetworkPolicies are enforced, by `tests/tests/network_policy.rs`.)
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,18 +15,15 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use myownshell_envtest::eventually;
-use myownshell_envtest::node::images::PROBE_IMAGE;
 use myownshell_tests::doors::{Cell, Door, Person, table};
 use myownshell_tests::gateway::GatewayClient;
 use serde_json::Value;
 use tokio_tungstenite::tungstenite::Message;
 
-use super::{E2e, GATEWAY, SYSTEM, import_probe_image, wait_running};
+use super::{E2e, GATEWAY, SYSTEM, wait_running};
 
 const SHELL: &str = "doors";
 const STEP: Duration = Duration::from_secs(120);
-/// What the shell's page serves, and what a probe that got through prints.
-const PAGE: &str = "door-open";
 
 /// The people, as the phase makes them: alice, bob and carol edit the shell's namespace (as
 /// users of shells do), dave is authenticated with no role in it, and the pod runs in a
@@ -52,20 +48,6 @@ impl People {
 
     fn token(&self, person: Person) -> &str {
         &self.token[Self::index(person)]
-    }
-
-    /// kubectl as `person` (with the groups its ServiceAccount has).
-    async fn kubectl(&self, e2e: &E2e, person: Person, args: &[&str]) -> Result<String, String> {
-        let mut all = vec![
-            "--as",
-            self.user(person),
-            "--as-group",
-            "system:authenticated",
-            "--as-group",
-            "system:serviceaccounts",
-        ];
-        all.extend_from_slice(args);
-        e2e.try_run(&all).await
     }
 }
 
@@ -97,7 +79,6 @@ async fn people(e2e: &E2e) -> People {
 pub async fn doors(e2e: &E2e) {
     let rows: Vec<Door> = table().unwrap().into_iter().filter(|d| d.walked == "node").collect();
     assert!(!rows.is_empty(), "docs/doors.yaml has no row walked on the node");
-    import_probe_image(e2e);
     let people = people(e2e).await;
     let manifest = format!(
         "apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata: {{name: {SHELL}}}\nspec: {{size: 1, sharedWith: {{users: [\"{}\"]}}}}\n",
@@ -114,11 +95,10 @@ pub async fn doors(e2e: &E2e) {
     apply.extend(["apply", "-n", &people.ns, "-f", "-"]);
     let out = e2e.kubectl.run_with_stdin(&apply, Some(&manifest)).await.unwrap();
     assert!(out.success, "{}", out.stderr);
-    let pod = wait_running(e2e, &people.ns, SHELL, 1).await.remove(0);
+    wait_running(e2e, &people.ns, SHELL, 1).await;
     let mut walked = Vec::new();
     for door in &rows {
         let outcomes = match door.door.as_str() {
-            "network" => network(e2e, &people, &pod, door).await,
             "gateway-reattach" => gateway_reattach(e2e, &people, door).await,
             other => {
                 panic!("docs/doors.yaml's row {other} is walked on the node, and the doors phase has no walk for it")
@@ -140,75 +120,6 @@ fn expected(door: &Door, person: Person) -> Cell {
 /// `name: yes|no` per person tried.
 fn outcome(person: Person, through: bool) -> String {
     format!("{} {}", person.column(), if through { "yes" } else { "no" })
-}
-
-/// The shell's ports over the pod network: alice serves a page; an editor's pod in the shell's
-/// namespace and a pod of another namespace fetch it, or cannot.
-async fn network(e2e: &E2e, people: &People, pod: &str, door: &Door) -> Vec<String> {
-    let serve = format!("echo {PAGE} > /tmp/index.html && busybox httpd -p 8080 -h /tmp");
-    let args = ["exec", "-n", &people.ns, pod, "-c", "shell", "--", "sh", "-c", &serve];
-    people.kubectl(e2e, Person::Owner, &args).await.unwrap_or_else(|e| panic!("alice serving a page: {e}"));
-    let ip = e2e.run(&["get", "pod", pod, "-n", &people.ns, "-o", "jsonpath={.status.podIP}"]).await;
-    let url = format!("http://{}:8080/", ip.trim());
-    let mut outcomes = Vec::new();
-    for person in Person::ALL {
-        let want = expected(door, person);
-        if want == Cell::NotApplicable {
-            continue;
-        }
-        let (ns, name) = match person {
-            Person::Editor => (&people.ns, "carols-probe"),
-            Person::Pod => (&people.elsewhere, "probe"),
-            other => panic!("network, {}: only an editor's pod and another namespace's pod are walked", other.column()),
-        };
-        let probe = probe_pod(e2e, people, person, ns, name).await;
-        // A yes is polled for (a fresh pod's route can take a moment); a no is one try of 5 s.
-        let fetch = format!("curl -s --max-time 5 {url} || echo unreachable");
-        let got = eventually(&format!("{name} fetching {url}"), Duration::from_secs(30), || async {
-            let out = e2e.try_run(&["exec", "-n", ns, &probe, "--", "sh", "-c", &fetch]).await?;
-            if out.trim() == PAGE || want == Cell::No { Ok(out) } else { Err(out) }
-        })
-        .await;
-        let through = got.as_deref().map(str::trim) == Ok(PAGE);
-        assert_eq!(
-            through,
-            want == Cell::Yes,
-            "network, {}: the table says {want:?}, {name} got {got:?}",
-            person.column()
-        );
-        outcomes.push(outcome(person, through));
-    }
-    outcomes
-}
-
-/// A probe pod `name` in `ns`, made as `person` (the pod: as its ServiceAccount, which runs it),
-/// Running.
-async fn probe_pod(e2e: &E2e, people: &People, person: Person, ns: &str, name: &str) -> String {
-    let account = if person == Person::Pod { "  serviceAccountName: prober\n" } else { "" };
-    let manifest = format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{account}  terminationGracePeriodSeconds: 1\n  containers:\n  - name: probe\n    image: {PROBE_IMAGE}\n    command: [sleep, \"3600\"]\n"
-    );
-    if person == Person::Pod {
-        e2e.apply(ns, &manifest).await.unwrap_or_else(|e| panic!("the probe pod in {ns}: {e}"));
-    } else {
-        let args = ["apply", "-n", ns, "-f", "-"];
-        let mut all = vec![
-            "--as",
-            people.user(person),
-            "--as-group",
-            "system:authenticated",
-            "--as-group",
-            "system:serviceaccounts",
-        ];
-        all.extend_from_slice(&args);
-        let out = e2e.kubectl.run_with_stdin(&all, Some(&manifest)).await.unwrap();
-        assert!(out.success, "{} making a probe pod: {}", person.column(), out.stderr);
-    }
-    e2e.wait_for(&format!("{name} Running"), &["get", "pod", name, "-n", ns, "-o", "jsonpath={.status.phase}"], |p| {
-        p == "Running"
-    })
-    .await;
-    name.to_owned()
 }
 
 /// The gateway at its Service's address, as a page's client (its certificate is self-signed).
