@@ -12,6 +12,9 @@ use tracing::warn;
 use crate::cache::namespaces::TerminatingNamespaces;
 use crate::metrics::Metrics;
 
+/// The name this controller reports in Events.
+pub const REPORTER: &str = "myownshell-controller";
+
 /// Actions (what the controller did), as the events.k8s.io API asks for.
 pub mod actions {
     /// The Deployment was server-side applied (created, scaled or updated).

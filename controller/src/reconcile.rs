@@ -116,11 +116,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // A class that asks for approval: the shell runs only while approved, and stops when its
     // approval runs out, warned ahead like any lifetime stop.
     let (verdict, approval) = crate::starts::approval(shell, ctx, now);
-    let approved_until = match &verdict {
-        myownshell_api::approval::Verdict::Approved { until, .. } => Some(*until),
-        _ => None,
-    };
-    let plan = lifetime::plan_approved(shell, previous.as_ref(), now, approved_until);
+    let plan = lifetime::plan_approved(shell, previous.as_ref(), now, approved_until(&verdict));
     // A shell runs only where the connect gate looks (`cache::open_namespaces`): elsewhere it is
     // held at no pods, and says so if it would run.
     let open = ctx.open.is_open(&namespace);
@@ -153,12 +149,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let error = error.or(home_error);
     let home_problem =
         home.as_ref().and_then(|h| h.problem.clone()).map(|(reason, message)| Failure { reason, message });
-    let failure = error
-        .as_ref()
-        .map(|e| Failure { reason: e.reason(), message: failure_message(e) })
-        .or_else(|| closed.then(|| not_open(&namespace)))
-        .or_else(|| home_problem.clone())
-        .or_else(|| waiting.clone());
+    let failure = failure_of(error.as_ref(), closed.then(|| not_open(&namespace)), &home_problem, &waiting);
     let class_fit = crate::starts::fit(shell, ctx);
     let inputs = status::Inputs {
         deployment: current.as_deref(),
@@ -178,31 +169,62 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // What the lifetime did is told once it is recorded: a reconcile that could not write the
     // status does it again, and tells it then.
     if written.is_ok() {
-        told.extend(announce::lifetime_events(&shell.name_any(), &plan));
-        for (transition, reason) in announce::transitions(&plan) {
-            let labels = crate::metrics::TransitionLabels { transition: transition.into(), reason };
-            ctx.metrics.lifetime_transitions.get_or_create(&labels).inc();
-        }
-        if let Some(event) = announce::approval_event(previous.as_ref(), approval.as_ref()) {
-            ctx.metrics
-                .approval_changes
-                .get_or_create(&crate::metrics::ReasonLabels { reason: event.reason.into() })
-                .inc();
-            told.push(event);
-        }
+        told.extend(recorded(shell, ctx, previous.as_ref(), &plan, approval.as_ref()));
     }
     tell(shell, ctx, told);
     if let Some(e) = error {
         return Err(e);
     }
     written?;
-    let quiet_at = match template {
-        Some(rollout::Decision::Wait { until, .. }) => Some(until),
-        _ => None,
-    };
+    let quiet_at = template.and_then(|t| t.waits_until());
     // A waiting shell looks again soon: a slot frees when a shell of its class stops.
     let recheck = waiting.map(|_| myownshell_runtime::time::plus(now, SLOT_RECHECK));
     Ok(next_look([plan.wake_at, diagnosis.and_then(|d| d.until), quiet_at, recheck]))
+}
+
+/// Until when the shell is approved, if its class asks for approval and it is.
+fn approved_until(verdict: &myownshell_api::approval::Verdict) -> Option<Timestamp> {
+    match verdict {
+        myownshell_api::approval::Verdict::Approved { until, .. } => Some(*until),
+        _ => None,
+    }
+}
+
+/// What the status says is wrong, the first that applies: the reconcile's error, the namespace
+/// not opened (`closed`), the home's problem, the wait for a slot of the class.
+fn failure_of(
+    error: Option<&Error>,
+    closed: Option<Failure>,
+    home_problem: &Option<Failure>,
+    waiting: &Option<Failure>,
+) -> Option<Failure> {
+    error
+        .map(|e| Failure { reason: e.reason(), message: failure_message(e) })
+        .or(closed)
+        .or_else(|| home_problem.clone())
+        .or_else(|| waiting.clone())
+}
+
+/// The Events of what this reconcile recorded in the status (a stop's warning, a change of
+/// what the approvals come to), each transition and approval change counted in the metrics.
+fn recorded(
+    shell: &MyOwnShell,
+    ctx: &Context,
+    previous: Option<&MyOwnShellStatus>,
+    plan: &lifetime::Plan,
+    approval: Option<&status::Value>,
+) -> Vec<announce::Announcement> {
+    let mut told = announce::lifetime_events(&shell.name_any(), plan);
+    for (transition, reason) in announce::transitions(plan) {
+        let labels = crate::metrics::TransitionLabels { transition: transition.into(), reason };
+        ctx.metrics.lifetime_transitions.get_or_create(&labels).inc();
+    }
+    if let Some(event) = announce::approval_event(previous, approval) {
+        let labels = crate::metrics::ReasonLabels { reason: event.reason.into() };
+        ctx.metrics.approval_changes.get_or_create(&labels).inc();
+        told.push(event);
+    }
+    told
 }
 
 /// How often a shell waiting for a slot of its class looks again.

@@ -175,23 +175,7 @@ pub fn plan_approved(
     let was_running = status.state.as_deref() == Some("Running");
     let mut happenings = Vec::new();
 
-    let held_stop = status.stopped.clone().filter(|stop| match stop.reason.as_str() {
-        // A stop the owner asked for holds while they ask; a lifetime stop until they start
-        // the shell again after it.
-        r if r == reasons::REQUESTED => shell.spec.stopped == Some(true),
-        // Both times are to the second: a start in the second of the stop comes after it.
-        _ => restarted_at.is_none_or(|r| r < stop.at.0),
-    });
-    let stop = match (shell.spec.stopped == Some(true), held_stop) {
-        (true, Some(stop)) if stop.reason == reasons::REQUESTED => Some(stop),
-        (true, _) => Some(Stop {
-            reason: reasons::REQUESTED.to_owned(),
-            at: time(now),
-            message: stop_message(shell, reasons::REQUESTED),
-        }),
-        (false, held) => held,
-    };
-    if let Some(stop) = stop {
+    if let Some(stop) = stop_in_force(shell, &status, restarted_at, now) {
         return stopped(shell, &status, stop, was_running, now, happenings);
     }
     if shell.spec.size == Some(0) {
@@ -246,6 +230,32 @@ pub fn plan_approved(
         happenings,
         wake_at: Some(wake_at),
         delete: false,
+    }
+}
+
+/// The stop that holds the shell now, if one does: the owner's `spec.stopped` (kept from the
+/// status while they ask, so its time does not move), or a lifetime stop until a start after it.
+fn stop_in_force(
+    shell: &MyOwnShell,
+    status: &MyOwnShellStatus,
+    restarted_at: Option<Timestamp>,
+    now: Timestamp,
+) -> Option<Stop> {
+    let held_stop = status.stopped.clone().filter(|stop| match stop.reason.as_str() {
+        // A stop the owner asked for holds while they ask; a lifetime stop until they start
+        // the shell again after it.
+        r if r == reasons::REQUESTED => shell.spec.stopped == Some(true),
+        // Both times are to the second: a start in the second of the stop comes after it.
+        _ => restarted_at.is_none_or(|r| r < stop.at.0),
+    });
+    match (shell.spec.stopped == Some(true), held_stop) {
+        (true, Some(stop)) if stop.reason == reasons::REQUESTED => Some(stop),
+        (true, _) => Some(Stop {
+            reason: reasons::REQUESTED.to_owned(),
+            at: time(now),
+            message: stop_message(shell, reasons::REQUESTED),
+        }),
+        (false, held) => held,
     }
 }
 

@@ -103,6 +103,16 @@ pub enum Decision {
     },
 }
 
+impl Decision {
+    /// The quiet moment a kept template waits for, if it waits.
+    pub fn waits_until(&self) -> Option<Timestamp> {
+        match self {
+            Decision::Wait { until, .. } => Some(*until),
+            _ => None,
+        }
+    }
+}
+
 /// What [`decide`] looks at.
 #[derive(Debug, Clone)]
 pub struct Input<'a> {

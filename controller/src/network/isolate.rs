@@ -223,7 +223,7 @@ async fn tell_foreign(client: &Client, api: &Api<NetworkPolicy>, namespace: &str
             return;
         }
     };
-    let reporter = Reporter::new(crate::process::run::REPORTER);
+    let reporter = Reporter::new(crate::events::REPORTER);
     for policy in list.items.iter().filter(|p| !is_ours(p) && super::foreign::opens_shells(p)) {
         let name = policy.name_any();
         let note = format!(

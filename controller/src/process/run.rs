@@ -36,8 +36,7 @@ use crate::process::leader::{HoldOutcome, LeaderConfig, LeaderElector, default_i
 use crate::reconcile;
 use crate::write::sweep;
 
-/// The name this controller reports in Events.
-pub const REPORTER: &str = "myownshell-controller";
+use crate::events::REPORTER;
 
 /// Why the controller process stops with a failure (`main` logs it and exits non-zero, and
 /// Kubernetes restarts the pod).

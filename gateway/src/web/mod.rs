@@ -65,11 +65,7 @@ async fn file(State(gw): State<Arc<Gateway>>, method: Method, request: Request) 
     }
 }
 
-/// The largest request body the gateway reads: its only bodies are a sign-in's token (a
-/// ServiceAccount token is about 1 KiB, an ID token with many groups a few) and small JSON. A
-/// body is refused at this size before authentication: 150 unauthenticated sign-ins announcing
-/// 2 MiB (axum's default) once took the gateway from 37 to 311 MB.
-pub const MAX_BODY_BYTES: usize = 32 * 1024;
+pub use body::MAX_BODY_BYTES;
 
 /// Every route of the gateway.
 pub fn router(gw: Arc<Gateway>) -> Router {
