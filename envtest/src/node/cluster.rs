@@ -217,16 +217,11 @@ impl Cluster {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                let logs: Vec<String> = self
-                    .nodes
-                    .iter()
-                    .filter(|n| names.iter().any(|m| m == n.name()))
-                    .map(ClusterNode::log_tails)
-                    .collect();
+                let logs = self.log_tails_of(names);
                 return Err(HarnessError::Start(format!(
                     "not Ready in {READY_TIMEOUT:?}; last seen: {}\n{}",
                     waiting.join("; "),
-                    logs.join("\n")
+                    logs
                 )));
             }
             tokio::time::sleep(crate::wait::POLL_INTERVAL).await;
@@ -286,6 +281,13 @@ impl Cluster {
         self.network_policy.is_some()
     }
 
+    /// The log tails of the nodes named `names`, one after another, for a failure message.
+    fn log_tails_of(&self, names: &[String]) -> String {
+        let logs: Vec<String> =
+            self.nodes.iter().filter(|n| names.iter().any(|m| m == n.name())).map(ClusterNode::log_tails).collect();
+        logs.join("\n")
+    }
+
     /// Wait until kube-router has done a full sync in each of the nodes `names`.
     async fn wait_enforcing(&mut self, names: &[String]) -> Result<(), HarnessError> {
         let deadline = Instant::now() + ENFORCING_TIMEOUT;
@@ -303,16 +305,11 @@ impl Cluster {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                let logs: Vec<String> = self
-                    .nodes
-                    .iter()
-                    .filter(|n| names.iter().any(|m| m == n.name()))
-                    .map(ClusterNode::log_tails)
-                    .collect();
+                let logs = self.log_tails_of(names);
                 return Err(HarnessError::Start(format!(
                     "NetworkPolicies not enforced in {ENFORCING_TIMEOUT:?}: {}\n{}",
                     waiting.join("; "),
-                    logs.join("\n")
+                    logs
                 )));
             }
             tokio::time::sleep(crate::wait::POLL_INTERVAL).await;

@@ -173,6 +173,12 @@ pub async fn not_found() -> Response<Body> {
     refused(Refusal { status: StatusCode::NOT_FOUND, message: "no such page".into() })
 }
 
+/// The signed-in caller of a request that changes a shell, as a client that acts as them.
+async fn changer(gw: &Gateway, headers: &HeaderMap, info: &Peer) -> Result<AsUser, Refusal> {
+    let caller = signin::caller(&gw.gate(), headers, peer(info), Purpose::Change).await?;
+    gw.as_user(&caller.user).map_err(|e| Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() })
+}
+
 /// `POST /api/shells/{namespace}/{name}/extend`: no lifetime stop for another idle timeout (or
 /// an hour), as `kubectl myownshell extend` does, written **as the user**: only someone who may
 /// change the shell's spec (its owner, an administrator) can.
@@ -182,13 +188,9 @@ pub async fn extend(
     info: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let caller = match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Change).await {
-        Ok(caller) => caller,
-        Err(refusal) => return refused(refusal),
-    };
-    let as_user = match gw.as_user(&caller.user) {
+    let as_user = match changer(&gw, &headers, &info).await {
         Ok(as_user) => as_user,
-        Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
+        Err(refusal) => return refused(refusal),
     };
     match extend_as(&as_user, &namespace, &name).await {
         Ok(until) => Json(json!({ "extendedUntil": until })).into_response(),
@@ -219,13 +221,9 @@ pub async fn approve(
     info: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let caller = match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Change).await {
-        Ok(caller) => caller,
-        Err(refusal) => return refused(refusal),
-    };
-    let as_user = match gw.as_user(&caller.user) {
+    let as_user = match changer(&gw, &headers, &info).await {
         Ok(as_user) => as_user,
-        Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
+        Err(refusal) => return refused(refusal),
     };
     match approve_as(&as_user, &namespace, &name).await {
         Ok(shell) => Json(json!({ "shell": row(&shell) })).into_response(),
