@@ -143,6 +143,18 @@ pub struct Args {
     /// --pod-ip, this long after SIGTERM.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub shutdown_delay: Duration,
+    /// How many of a stopping gateway's held terminals move to another replica at once: each
+    /// page opens its session through another replica before this one lets it go, and the next
+    /// page's turn comes when it has. A few at a time keep the node from starting an exec for
+    /// every page in the same moment.
+    #[arg(long, default_value_t = 8)]
+    pub handover_concurrency: usize,
+    /// How long a stopping gateway paces the move of its held terminals, from the moment it
+    /// stops serving: the pages still waiting then are all told to reattach at once. With
+    /// --shutdown-delay and --shutdown-max-wait it must stay below the pod's
+    /// terminationGracePeriodSeconds, with 10 s left for the last pages to move.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub handover_within: Duration,
     /// The longest the gateway waits for its address to leave the Service's endpoints after
     /// SIGTERM. --shutdown-delay plus this must stay below the pod's
     /// terminationGracePeriodSeconds, with time left to tell every page.

@@ -65,6 +65,9 @@ pub struct Gateway {
     pub shutdown: CancellationToken,
     /// The tasks serving pages, waited for on shutdown.
     pub tasks: TaskTracker,
+    /// The turns of held terminals to move to another replica once [`Gateway::shutdown`] is
+    /// cancelled.
+    pub handover: crate::web::handover::Handover,
 }
 
 impl Gateway {

@@ -24,6 +24,7 @@ use crate::signin::key;
 use crate::signin::seal::Sealer;
 use crate::signin::sessions::Sessions;
 use crate::terminal::registry::Terminals;
+use crate::web::handover::{Handover, MOVE_WITHIN};
 use crate::web::origin::AllowedOrigins;
 use crate::web::page::{Assets, AssetsError};
 use crate::web::{self, socket};
@@ -145,6 +146,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         },
         shutdown: serving.clone(),
         tasks: TaskTracker::new(),
+        handover: Handover::new(args.handover_concurrency, (args.handover_within, MOVE_WITHIN), serving.clone()),
     });
     let files = TlsFiles {
         cert_file: args.tls_cert_file.clone(),
@@ -174,7 +176,8 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     let _ = activity.await;
     socket::close_all(&gw);
     gw.tasks.close();
-    let _ = tokio::time::timeout(GOODBYE, gw.tasks.wait()).await;
+    // The pacing's time, the last page's time to move, then a moment for the goodbyes.
+    let _ = tokio::time::timeout(args.handover_within + MOVE_WITHIN + GOODBYE, gw.tasks.wait()).await;
     if let Some(health) = health {
         let _ = health.await;
     }

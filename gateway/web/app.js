@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { user: null, csrf: null, term: null, fit: null, socket: null, target: null, ended: false, retry: 0 };
+const state = { user: null, csrf: null, term: null, fit: null, socket: null, handing: null, moving: null, moves: 0, target: null, ended: false, retry: 0 };
 // A paste larger than this is sent in pieces (the gateway refuses messages above 1 MiB).
 const CHUNK = 64 * 1024;
 // How long the page keeps trying to reattach after the connection dropped: a held session stays
@@ -160,7 +160,10 @@ function presence(attached, allowDrive) {
   $("allow-drive").checked = !!allowDrive;
 }
 
-function connect(droppedAt) {
+// `previous`: the socket of a stopping gateway that hands this terminal over. It goes on showing
+// the session, and taking keys, until this socket is attached to it through another replica;
+// then it is closed, so the move leaves no gap in output or input.
+function connect(droppedAt, previous) {
   const { namespace, name } = state.target;
   const params = new URLSearchParams({ cols: state.term.cols, rows: state.term.rows });
   const remembered = known();
@@ -170,19 +173,40 @@ function connect(droppedAt) {
   const url = `wss://${location.host}/api/terminal/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}?${params}`;
   const socket = new WebSocket(url);
   socket.binaryType = "arraybuffer";
-  state.socket = socket;
+  if (previous) state.moving = socket;
+  else state.socket = socket;
   let attached = false;
   // A browser waits minutes for a connection that goes nowhere (an address a stopped replica
   // left behind); give up sooner, and try again (onclose).
   const opening = setTimeout(() => { if (socket.readyState === WebSocket.CONNECTING) socket.close(); }, CONNECT_TIMEOUT_MS);
   socket.onopen = () => clearTimeout(opening);
-  status(remembered ? "reattaching…" : "connecting…");
+  if (!previous) status(remembered ? "reattaching…" : "connecting…");
   socket.onmessage = (event) => {
-    if (typeof event.data !== "string") { state.term.write(new Uint8Array(event.data)); return; }
+    if (typeof event.data !== "string") {
+      if (state.socket === socket) state.term.write(new Uint8Array(event.data));
+      return;
+    }
     const message = JSON.parse(event.data);
+    // A move that was not let in (refused, unavailable): abandoned, the old socket still shows
+    // the session and is told to reattach in time.
+    if (previous && !attached && message.type !== "attached") {
+      if (message.type !== "notice") socket.close();
+      return;
+    }
     switch (message.type) {
       case "attached":
         attached = true;
+        if (previous) {
+          // Moved: this socket shows the session from now on.
+          previous.onmessage = previous.onclose = null;
+          previous.close();
+          state.handing = state.moving = null;
+          state.socket = socket;
+          state.moves++;
+        }
+        // The holder draws the session's recent screen next: drawn on a clean terminal, not
+        // after what this page already shows of it.
+        if (message.held && message.resumed) state.term.reset();
         sessionStorage.setItem(state.target.key, JSON.stringify(message.held
           ? { held: true, session: message.session } : { held: false, terminal: message.terminal }));
         state.retry = 0;
@@ -199,6 +223,18 @@ function connect(droppedAt) {
       case "notice": line(message.message, "33"); status(message.message); break;
       case "error": line(message.message, "31"); status(message.message); break;
       case "refused": end(message.message); break;
+      // Not opened this time (an apiserver or a holder that could not answer yet): the socket
+      // closes, and the page tries again as for a dropped connection.
+      case "unavailable": status(message.message); break;
+      case "handover":
+        // The gateway is stopping: open the session through another replica while this socket
+        // still shows it.
+        if (state.socket === socket && !state.handing && known()?.held) {
+          state.handing = socket;
+          status(message.message);
+          connect(Date.now(), socket);
+        }
+        break;
       case "stopping": stopping(message.message, message.canExtend); break;
       case "exit": end(`exited with code ${message.code}`); break;
       case "closed":
@@ -210,6 +246,12 @@ function connect(droppedAt) {
     }
   };
   socket.onclose = () => {
+    // A move that did not happen: the old socket still shows the session, and its gateway tells
+    // it to reattach in time.
+    if (previous && !attached) {
+      if (state.moving === socket) state.handing = state.moving = null;
+      return;
+    }
     if (state.socket !== socket || state.ended) return;
     // Dropped: try again for a while, counted from this drop (a socket that had attached) or
     // from the first drop of the tries before it.
@@ -217,7 +259,9 @@ function connect(droppedAt) {
     if (Date.now() - since > REATTACH_FOR_MS) { end("connection lost"); return; }
     status("connection lost; reattaching…");
     state.retry = Math.min(state.retry + 1, 5);
-    setTimeout(() => { if (state.socket === socket && !state.ended) connect(since); }, 500 * state.retry);
+    // Jittered, so that the pages of a gateway that went away do not come back all in one beat.
+    const wait = 500 * state.retry * (0.5 + Math.random());
+    setTimeout(() => { if (state.socket === socket && !state.ended) connect(since); }, wait);
   };
 }
 
@@ -251,6 +295,11 @@ function end(why) {
 function closeTerminal() {
   state.ended = true;
   if (state.socket) state.socket.close();
+  if (state.moving) {
+    state.moving.onmessage = state.moving.onclose = null;
+    state.moving.close();
+  }
+  state.handing = state.moving = null;
   if (state.term) state.term.dispose();
   state.socket = state.term = state.fit = null;
   $("terminal").replaceChildren();
@@ -319,6 +368,8 @@ window.myownshell = {
   stopping: () => $("stopping").hidden ? null : $("stopping-message").textContent,
   terminal: () => { const k = state.target ? known() : null; return k ? (k.session || k.terminal) : null; },
   presence: () => $("presence").textContent,
+  // How many times a stopping gateway handed this page's terminal over to another replica.
+  moves: () => state.moves,
 };
 
 window.addEventListener("resize", () => { if (state.fit) state.fit.fit(); });

@@ -16,9 +16,13 @@ use super::as_user::AsUser;
 /// Why no pod was found.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
-    /// The apiserver refused or failed a read (its message).
+    /// The apiserver refused a read (its message).
     #[error("{0}")]
     Api(String),
+    /// The apiserver could not answer now (unreachable, overloaded, a 5xx): trying again may
+    /// find the pod.
+    #[error("{0}")]
+    Unavailable(String),
     /// The shell is stopped or paused: what `connect` says, and how to start it.
     #[error("{0}")]
     Stopped(String),
@@ -29,8 +33,11 @@ pub enum TargetError {
 
 fn api_error(e: kube::Error) -> TargetError {
     match e {
+        kube::Error::Api(status) if status.code == 429 || status.code >= 500 => {
+            TargetError::Unavailable(status.message)
+        }
         kube::Error::Api(status) => TargetError::Api(status.message),
-        other => TargetError::Api(other.to_string()),
+        other => TargetError::Unavailable(other.to_string()),
     }
 }
 

@@ -37,6 +37,17 @@ pub enum UpgradeError {
     Failed(String),
 }
 
+impl UpgradeError {
+    /// Whether trying again may open it: the apiserver (or a webhook it calls) could not answer
+    /// now (429, 5xx) or the connection broke; a 4xx refusal stands.
+    pub fn transient(&self) -> bool {
+        match self {
+            UpgradeError::Refused(code, _) => *code == StatusCode::TOO_MANY_REQUESTS || code.is_server_error(),
+            UpgradeError::Failed(_) => true,
+        }
+    }
+}
+
 /// Open the exec `request` (an `exec` URL, headers as wanted) as a WebSocket.
 pub async fn open(client: &Client, request: Request<Vec<u8>>) -> Result<ExecSocket, UpgradeError> {
     let (mut parts, body) = request.into_parts();
@@ -127,5 +138,24 @@ mod tests {
             refusal(StatusCode::BAD_GATEWAY, b"<html>no</html>").to_string(),
             "could not open the exec: 502 Bad Gateway: <html>no</html>"
         );
+    }
+
+    #[test]
+    fn only_what_may_answer_next_time_is_transient() {
+        let cases = [
+            ("the gate's refusal", UpgradeError::Refused(StatusCode::FORBIDDEN, "no".into()), false),
+            ("no such pod", UpgradeError::Refused(StatusCode::NOT_FOUND, "gone".into()), false),
+            ("the apiserver's throttling", UpgradeError::Refused(StatusCode::TOO_MANY_REQUESTS, "later".into()), true),
+            (
+                "a webhook that could not be called",
+                UpgradeError::Refused(StatusCode::INTERNAL_SERVER_ERROR, "x".into()),
+                true,
+            ),
+            ("the kubelet unreachable", UpgradeError::Refused(StatusCode::BAD_GATEWAY, "x".into()), true),
+            ("a broken connection", UpgradeError::Failed("reset".into()), true),
+        ];
+        for (what, error, want) in cases {
+            assert_eq!(error.transient(), want, "{what}");
+        }
     }
 }

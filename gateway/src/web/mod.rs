@@ -11,6 +11,7 @@
 pub mod api;
 pub mod body;
 pub mod control;
+pub mod handover;
 pub mod opening;
 pub mod origin;
 pub mod page;

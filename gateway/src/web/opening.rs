@@ -32,6 +32,32 @@ const SHELL_CONTAINER: &str = "shell";
 /// How long the holder has to say which session an attach is.
 const HOLDER_ANSWERS: Duration = Duration::from_secs(30);
 
+/// Why no terminal was opened, in the words the page is told, and whether trying again may
+/// open it: a refusal (the gate's, the apiserver's 4xx, the holder's "no such session", a cap)
+/// stands, while an apiserver that could not answer or a holder that did not answer in time
+/// (a burst of reattaching pages) is told as `unavailable`, which the page retries within its
+/// reattach window instead of stopping a session that lives on in the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unopened {
+    /// What the page is told.
+    pub message: String,
+    /// Whether the page tries again (`unavailable`) rather than stopping (`refused`).
+    pub retry: bool,
+}
+
+impl Unopened {
+    /// A failure that trying again may cure.
+    pub fn transient(message: String) -> Self {
+        Unopened { message, retry: true }
+    }
+}
+
+impl From<String> for Unopened {
+    fn from(message: String) -> Self {
+        Unopened { message, retry: false }
+    }
+}
+
 /// Who a terminal belongs to.
 pub fn key(user: &myownshell_rbac_proxy::AuthenticatedUser) -> UserKey {
     UserKey { name: user.name.clone(), uid: user.uid.clone() }
@@ -45,7 +71,7 @@ pub async fn open(
     mut place: Place,
     query: &TerminalQuery,
     socket: &mut Socket,
-) -> Result<Arc<Terminal>, String> {
+) -> Result<Arc<Terminal>, Unopened> {
     let user = &credential.user;
     let reservation = gw.terminals.reserve(&key(user)).map_err(|e| e.to_string())?;
     let as_user = gw.as_user(user).map_err(|e| e.to_string())?;
@@ -56,7 +82,8 @@ pub async fn open(
         return Err(format!(
             "shell {}/{} asks for its sessions to be recorded, and this gateway keeps no recordings (--recordings-dir); ask an administrator",
             place.namespace, place.shell
-        ));
+        )
+        .into());
     }
     let id = ids::random()?;
     let recording = match record {
@@ -70,14 +97,15 @@ pub async fn open(
             return Err(format!(
                 "session {} of shell {}/{} is {}'s: you may join only your own, and its owner's when it is shared with you",
                 session.id, place.namespace, place.shell, session.user
-            ));
+            )
+            .into());
         }
         Ok(_) => held,
         Err(Ending::Failed(why)) if holder_missing(&why) => {
             let _ = send_json(socket, json!({ "type": "notice", "message": PLAIN_NOTICE })).await;
             start(gw, (&as_user, credential), (id, &place, Kind::Plain), query, recording).await?
         }
-        Err(ending) => return Err(ending_words(&ending)),
+        Err(ending) => return Err(unopened(&ending)),
     };
     gw.terminals.add(terminal.clone(), reservation);
     if terminal.kind == Kind::Plain
@@ -98,16 +126,15 @@ fn holder_missing(why: &str) -> bool {
     why.contains(myownshell_session::BINARY) && (why.contains("no such file") || why.contains("not found"))
 }
 
-/// An ending before a terminal started, in the words a page is refused with.
-fn ending_words(ending: &Ending) -> String {
+/// An ending before a terminal started, as the page is told it: the exec that broke or the
+/// holder that did not answer in time may well open on the next try; the holder's refusal, an
+/// ended session or lost access stand.
+fn unopened(ending: &Ending) -> Unopened {
     match ending {
-        Ending::Refused(why)
-        | Ending::Failed(why)
-        | Ending::Closed(why)
-        | Ending::AccessLost(why)
-        | Ending::Ended(_, why) => why.clone(),
-        Ending::Exited(code) => format!("the session's program exited with code {code}"),
-        Ending::Detached => "detached".into(),
+        Ending::Failed(why) | Ending::Closed(why) => Unopened::transient(why.clone()),
+        Ending::Refused(why) | Ending::AccessLost(why) | Ending::Ended(_, why) => why.clone().into(),
+        Ending::Exited(code) => format!("the session's program exited with code {code}").into(),
+        Ending::Detached => String::from("detached").into(),
     }
 }
 
@@ -119,7 +146,7 @@ async fn start(
     (id, place, kind): (String, &Place, Kind),
     query: &TerminalQuery,
     recording: Option<Recording>,
-) -> Result<Arc<Terminal>, String> {
+) -> Result<Arc<Terminal>, Unopened> {
     let (command, params) = match kind {
         Kind::Held => {
             let params = AttachParams::default().stdin(true).stdout(true).stderr(true).container(SHELL_CONTAINER);
@@ -130,7 +157,10 @@ async fn start(
     let exec = kube::core::Request::new(Pod::url_path(&(), Some(&place.namespace)))
         .exec(&place.pod, command, &params)
         .map_err(|e| e.to_string())?;
-    let connection = as_user.connect(exec).await.map_err(|e| e.to_string())?;
+    let connection = as_user.connect(exec).await.map_err(|e| match e.transient() {
+        true => Unopened::transient(e.to_string()),
+        false => e.to_string().into(),
+    })?;
     let forget = Arc::downgrade(gw);
     let terminal = Terminal::start(
         id,
@@ -170,7 +200,7 @@ fn hello(user: &str, query: &TerminalQuery) -> Hello {
 }
 
 /// The shell's ready pod, read as the user, telling the page what it waits for meanwhile.
-async fn find_pod(gw: &Gateway, as_user: &AsUser, place: &Place, socket: &mut Socket) -> Result<Found, String> {
+async fn find_pod(gw: &Gateway, as_user: &AsUser, place: &Place, socket: &mut Socket) -> Result<Found, Unopened> {
     let (waiting, mut lines) = tokio::sync::mpsc::unbounded_channel();
     let finding = target::find(as_user, &place.namespace, &place.shell, gw.settings.connect_timeout, waiting);
     let mut finding = std::pin::pin!(finding);
@@ -183,8 +213,9 @@ async fn find_pod(gw: &Gateway, as_user: &AsUser, place: &Place, socket: &mut So
         }
     };
     found.map_err(|e| match e {
-        TargetError::Api(m) | TargetError::Stopped(m) => m,
-        timeout @ TargetError::Timeout(..) => timeout.to_string(),
+        TargetError::Api(m) | TargetError::Stopped(m) => m.into(),
+        TargetError::Unavailable(m) => Unopened::transient(m),
+        timeout @ TargetError::Timeout(..) => timeout.to_string().into(),
     })
 }
 
@@ -229,4 +260,24 @@ pub async fn still_allowed(gw: &Gateway, terminal: &Terminal, credential: &Crede
     };
     let at = At { shell: &shell, uid: terminal.place.uid.as_deref(), pod: &terminal.place.pod };
     gw.access.refusal(&gw.tokens, credential, at).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_terminal_that_did_not_start_is_retried_only_when_it_may_start_next_time() {
+        let cases = [
+            ("the holder did not answer in time", Ending::Closed("the session holder did not answer".into()), true),
+            ("the exec broke before the holder answered", Ending::Failed("the pod closed the connection".into()), true),
+            ("the holder refused: no such session", Ending::Refused("no session 0a1b".into()), false),
+            ("the session ended meanwhile", Ending::Ended("killed", "ended by alice".into()), false),
+            ("access lost", Ending::AccessLost("no longer shared".into()), false),
+            ("the program exited", Ending::Exited(1), false),
+        ];
+        for (what, ending, retry) in cases {
+            assert_eq!(unopened(&ending).retry, retry, "{what}");
+        }
+    }
 }

@@ -48,6 +48,9 @@ pub async fn list(
             return Json(json!({ "sessions": [] })).into_response();
         }
         Err(TargetError::Api(why)) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: why }),
+        Err(TargetError::Unavailable(why)) => {
+            return refused(Refusal { status: StatusCode::SERVICE_UNAVAILABLE, message: why });
+        }
     };
     let place = (namespace.as_str(), found.pod.as_str(), "shell");
     match output(&as_user, place, myownshell_session::exec::list(), MAX_LISTING).await {

@@ -14,7 +14,10 @@
 //! it), `allowDrive` ([`super::control`]); to the page `attached`, `presence` (who is attached),
 //! `notice`, `stopping` (the shell's lifetime stops it soon: the `Stopping` condition's words),
 //! `error` (a message the page sent was not understood), `refused` (no terminal was opened: the
-//! apiserver's, the gate's or the holder's words), `exit`, `closed` (with a `reason`: the
+//! apiserver's, the gate's or the holder's words), `unavailable` (none was opened this time: an
+//! apiserver or a holder that could not answer yet; the page tries again), `handover` (this
+//! gateway is stopping: the page opens its session through another replica and closes this
+//! socket once attached there, [`super::handover`]), `exit`, `closed` (with a `reason`: the
 //! holder's `idleTtl`, `killed`, `podStopping`; `accessLost`, final; `execEnded`, the exec to a
 //! held session ended but not the session, so the page reattaches; `gateway`), `detached` and
 //! `replaced`. `attached` says the protocol's version (`protocol`, 2) and, for a held session,
@@ -38,6 +41,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use super::api::refused;
 use super::control::{self, Control};
+use super::handover::Leave;
 use super::opening::{key, open, still_allowed};
 use crate::access::Credential;
 use crate::gateway::Gateway;
@@ -142,8 +146,9 @@ async fn serve(gw: Arc<Gateway>, credential: Credential, place: Place, query: Te
         Some(t) => (t, true),
         _ => match open(&gw, &credential, place, &query, &mut socket).await {
             Ok(t) => (t, false),
-            Err(message) => {
-                let _ = send_json(&mut socket, json!({ "type": "refused", "message": message })).await;
+            Err(unopened) => {
+                let kind = if unopened.retry { "unavailable" } else { "refused" };
+                let _ = send_json(&mut socket, json!({ "type": kind, "message": unopened.message })).await;
                 close(&mut socket).await;
                 return;
             }
@@ -211,6 +216,8 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
     let mut ping = tokio::time::interval(gw.settings.ping_interval);
     let mut heard = Instant::now();
     let gone_after = gw.settings.ping_interval * 3;
+    // Held until this function returns: the page's turn to move ends with its socket.
+    let mut leaving = gw.handover.leaving(terminal.kind == Kind::Held);
     loop {
         tokio::select! {
             message = socket.next() => {
@@ -249,10 +256,18 @@ async fn bridge(gw: &Gateway, terminal: &Arc<Terminal>, resumed: bool, socket: &
                     break;
                 }
             }
-            () = gw.shutdown.cancelled() => {
-                goodbye(terminal, attached.viewer, gw, socket).await;
-                return;
-            }
+            leave = leaving.next() => match leave {
+                Leave::Tell => {
+                    let line = "the gateway is restarting: moving this terminal to another replica";
+                    if !send_json(socket, json!({ "type": "handover", "message": line })).await {
+                        break;
+                    }
+                }
+                Leave::Go => {
+                    goodbye(terminal, attached.viewer, gw, socket).await;
+                    return;
+                }
+            },
         }
     }
     terminal.detach(attached.viewer, gw.settings.grace);

@@ -68,6 +68,10 @@ pub fn to_down(text: &str) -> Down {
         "closed" => Down::Ended(closed_words(words, message["reason"].as_str().unwrap_or_default())),
         "detached" => Down::Detached,
         "refused" => Down::Refused(words),
+        // Not opened this time (an apiserver or a holder that could not answer yet), or a
+        // stopping gateway's turn to move this terminal: the session is the holder's, so the
+        // client reattaches (through another replica) rather than stopping.
+        "unavailable" | "handover" => Down::Dropped(words),
         // A gateway before v2: another page took the terminal over.
         "replaced" => Down::Ended("the terminal was opened elsewhere".to_owned()),
         _ => Down::Nothing,
@@ -194,6 +198,14 @@ mod tests {
             ),
             (r#"{"type":"detached"}"#, Down::Detached),
             (r#"{"type":"refused","message":"no session x"}"#, Down::Refused("no session x".into())),
+            (
+                r#"{"type":"unavailable","message":"the session holder did not answer"}"#,
+                Down::Dropped("the session holder did not answer".into()),
+            ),
+            (
+                r#"{"type":"handover","message":"the gateway is restarting"}"#,
+                Down::Dropped("the gateway is restarting".into()),
+            ),
             (r#"{"type":"replaced"}"#, Down::Ended("the terminal was opened elsewhere".into())),
             (r#"{"type":"later","x":1}"#, Down::Nothing),
             ("not json", Down::Nothing),

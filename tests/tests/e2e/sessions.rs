@@ -141,6 +141,10 @@ pub async fn sessions_and_rollout(e2e: &E2e) {
     let status = browser.evaluate(&tab, "window.myownshell.status()").await.unwrap();
     assert!(status.as_str().is_some_and(|s| s.starts_with(&format!("reattached to session {session}"))), "{status}");
     assert_eq!(shell_pid(&mut browser, &tab, 2).await, pid, "the same sh after the rollout");
+    // Its gateway stopped, so the page moved: handed over to another replica before the old
+    // socket went (no gap), not reattached after a drop.
+    let moves = browser.evaluate(&tab, "window.myownshell.moves()").await.unwrap();
+    assert!(moves.as_u64().is_some_and(|m| m >= 1), "the page was never handed over (moves: {moves})");
 
     shared_read_only_and_a_stranger_refused(&gw, &ns, &session, (&bob_token, &carol_token)).await;
     let presence = browser.evaluate(&tab, "window.myownshell.presence()").await.unwrap();
