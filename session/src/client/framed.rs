@@ -7,27 +7,44 @@
 //! The relay ends when the holder closes (after `Exited`, `Ended`, `Refused` or a detach), with
 //! 0; the frames say why.
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, BufReader};
 
-use super::{connect, stdin};
+use super::{connect, pipes, stdin};
 use crate::args::AttachArgs;
 use myownshell_session::protocol::ClientMessage;
 
+/// What the client reads of the holder's frames at once: two of its largest frames, so that a
+/// frame is one read and one write to stdout.
+const READ_BUFFER: usize = 64 * 1024;
+
 /// Relay until the holder closes.
 pub async fn run(args: &AttachArgs) -> Result<i32, String> {
-    let (mut read, mut write) = connect::open(&args.socket_dir).await?.into_split();
+    let (read, mut write) = connect::open(&args.socket_dir).await?.into_split();
     connect::send(&mut write, &ClientMessage::Hello(args.hello(args.size()))).await?;
-    let mut input = stdin::chunks();
     let up = async move {
-        while let Some(chunk) = input.recv().await {
-            write.write_all(&chunk).await?;
+        match pipes::stdin() {
+            Some(mut pipe) => {
+                tokio::io::copy(&mut pipe, &mut write).await?;
+            }
+            None => {
+                let mut input = stdin::chunks();
+                while let Some(chunk) = input.recv().await {
+                    write.write_all(&chunk).await?;
+                }
+            }
         }
         write.shutdown().await
     };
     let down = async {
-        let mut stdout = tokio::io::stdout();
-        tokio::io::copy(&mut read, &mut stdout).await?;
-        stdout.flush().await
+        let mut read = BufReader::with_capacity(READ_BUFFER, read);
+        match pipes::stdout() {
+            Some(mut pipe) => tokio::io::copy_buf(&mut read, &mut pipe).await.map(drop),
+            None => {
+                let mut stdout = tokio::io::stdout();
+                tokio::io::copy_buf(&mut read, &mut stdout).await?;
+                stdout.flush().await
+            }
+        }
     };
     tokio::pin!(up, down);
     let mut up_done = false;

@@ -12,5 +12,6 @@ pub mod admin;
 pub mod connect;
 pub mod framed;
 pub mod interactive;
+pub mod pipes;
 pub mod stdin;
 pub mod terminal;
