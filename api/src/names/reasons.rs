@@ -179,7 +179,8 @@ reasons! {
     /// count, and its next start is refused.
     CLASS_MISSING = "ClassMissing", [Condition("FitsClass=False")];
     /// The pod template of the running operator release was applied to the shell's pods
-    /// (restarting them): the note says why now.
+    /// (restarting them): the note says why now. A template taken at a start or a stop, with no
+    /// running pod to restart, is told by `UpToDate` only.
     TEMPLATE_UPDATED = "TemplateUpdated", [NormalEvent];
     /// A shell pod's image cannot be pulled (`ErrImagePull`, `ImagePullBackOff`,
     /// `InvalidImageName`, …): the message names the pod, the container and the kubelet's reason.

@@ -2,7 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
+use kube::api::{Api, ListParams};
 use myownshell_tests::controller::{resource_versions, written_between};
 
 use crate::apiserver_metrics::{self, WRITE_VERBS, label};
@@ -44,11 +47,44 @@ pub(crate) async fn changed(client: &Client, ns: &str, before: &BTreeMap<String,
 /// by the transitions the phase made: what one transition costs the apiserver.
 pub(crate) struct WritesPer {
     before: BTreeMap<String, f64>,
+    since: Timestamp,
 }
 
 impl WritesPer {
     pub(crate) async fn start(client: &Client) -> Self {
-        Self { before: apiserver_writes_by_resource(client).await }
+        Self { before: apiserver_writes_by_resource(client).await, since: Timestamp::now() }
+    }
+
+    /// The Events seen since [`WritesPer::start`], by who wrote them and why, with how many times
+    /// each was seen (an Event seen again is one more write, its count's patch): the Events
+    /// share of `writes per …` told apart. The most frequent first.
+    pub(crate) async fn events_line(&self, client: &Client) -> String {
+        let events: Api<Event> = Api::all(client.clone());
+        let Ok(list) = events.list(&ListParams::default()).await else {
+            return "events: could not be listed".to_owned();
+        };
+        let mut by: BTreeMap<String, i64> = BTreeMap::new();
+        for event in list.items {
+            let last = event.last_timestamp.as_ref().map(|t| t.0).or(event.event_time.as_ref().map(|t| t.0));
+            if last.is_none_or(|t| t < self.since) {
+                continue;
+            }
+            let who = event
+                .reporting_component
+                .filter(|c| !c.is_empty())
+                .or(event.source.and_then(|s| s.component))
+                .unwrap_or_default();
+            let key = format!(
+                "{who} {} in {}",
+                event.reason.unwrap_or_default(),
+                event.metadata.namespace.unwrap_or_default()
+            );
+            *by.entry(key).or_insert(0) += i64::from(event.count.unwrap_or(1).max(1));
+        }
+        let mut by: Vec<(String, i64)> = by.into_iter().collect();
+        by.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        let shown: Vec<String> = by.iter().take(8).map(|(key, n)| format!("{key}: {n}")).collect();
+        format!("events seen meanwhile, by who, why and where: {}", shown.join(", "))
     }
 
     /// `writes per WHAT: X` for `m` transitions, less the benchmark's own `requests` (the patch

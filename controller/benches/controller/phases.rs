@@ -133,6 +133,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         // it (the Deployment's status, their Events). A stop through the controller adds to it.
         let floor_stops = options.stops.min(n);
         println!("    floor {}", writes.line(&client, "stop", floor_stops, 0).await);
+        println!("      {}", writes.events_line(&client).await);
         let writes = WritesPer::start(&client).await;
         starts_floor(&client, floor_ns, floor_stops, options.stop_rate).await;
         floor_caught_up(&client, floor_ns).await;
@@ -147,6 +148,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         println!("    {}", cpu.line(cluster, controller.process.pid()));
         quiet.settle("the stops' writes").await;
         println!("    {}", writes.line(&client, "stop", m, m).await);
+        println!("      {}", writes.events_line(&client).await);
         // The same shells started again (their run time taken off): what a start writes.
         let writes = WritesPer::start(&client).await;
         let started = start_again(&client, ns, m, n, options.stop_rate).await;
