@@ -240,6 +240,14 @@ async fn retained_through_a_foreground_delete(e2e: &E2e, ns: &str) {
         .run(&["get", "pvc", "myownshell-home-kept", "-n", ns, "--ignore-not-found", "-o", "jsonpath={.metadata.uid}"])
         .await;
     assert_eq!(left, claim, "the kept home after a foreground delete of its shell");
+    // The shell goes once its Deployment has; the ReplicaSet's pods are removed after it, in
+    // the background. A new shell of the name is refused while they run (they would be handed
+    // to its owner: the webhook says to wait until they are gone), so the test waits, as its
+    // user would.
+    e2e.wait_for("the old shell's pods gone", &["get", "pods", "-n", ns, "-o", "name"], |out| {
+        !out.lines().any(|l| l.starts_with("pod/kept-"))
+    })
+    .await;
     e2e.apply(ns, manifest).await.unwrap();
     let pod = wait_running(e2e, ns, "kept", 1).await.remove(0);
     let read = e2e.run(&["exec", "-n", ns, &pod, "-c", "shell", "--", "cat", "/home/shell/kept.txt"]).await;
