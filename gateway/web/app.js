@@ -3,7 +3,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { user: null, csrf: null, term: null, fit: null, socket: null, handing: null, moving: null, moves: 0, target: null, ended: false, retry: 0 };
+const state = { user: null, csrf: null, term: null, fit: null, socket: null, moving: null, moves: 0, target: null, ended: false, retry: 0 };
 // A paste larger than this is sent in pieces (the gateway refuses messages above 1 MiB).
 const CHUNK = 64 * 1024;
 // How long the page keeps trying to reattach after the connection dropped: a held session stays
@@ -200,7 +200,7 @@ function connect(droppedAt, previous) {
           // Moved: this socket shows the session from now on.
           previous.onmessage = previous.onclose = null;
           previous.close();
-          state.handing = state.moving = null;
+          state.moving = null;
           state.socket = socket;
           state.moves++;
         }
@@ -229,8 +229,7 @@ function connect(droppedAt, previous) {
       case "handover":
         // The gateway is stopping: open the session through another replica while this socket
         // still shows it.
-        if (state.socket === socket && !state.handing && known()?.held) {
-          state.handing = socket;
+        if (state.socket === socket && !state.moving && known()?.held) {
           status(message.message);
           connect(Date.now(), socket);
         }
@@ -249,7 +248,7 @@ function connect(droppedAt, previous) {
     // A move that did not happen: the old socket still shows the session, and its gateway tells
     // it to reattach in time.
     if (previous && !attached) {
-      if (state.moving === socket) state.handing = state.moving = null;
+      if (state.moving === socket) state.moving = null;
       return;
     }
     if (state.socket !== socket || state.ended) return;
@@ -299,7 +298,7 @@ function closeTerminal() {
     state.moving.onmessage = state.moving.onclose = null;
     state.moving.close();
   }
-  state.handing = state.moving = null;
+  state.moving = null;
   if (state.term) state.term.dispose();
   state.socket = state.term = state.fit = null;
   $("terminal").replaceChildren();

@@ -789,14 +789,20 @@ async fn handover(
     let _ = let_go.send(());
     // Ended by its gateway before the page let it go: output stopped for a moment.
     let gap = reading.await.ok().flatten().is_some();
+    same_session(held, &attached, &mut page, n).await?;
+    Ok((page, to, took, took, !gap))
+}
+
+/// That `page`, just `attached`, is `held`'s session with the same `sh` (asked the `n`th time).
+async fn same_session(held: &Held, attached: &Value, page: &mut Page, n: usize) -> anyhow::Result<()> {
     if attached["session"].as_str() != Some(held.session.as_str()) {
-        bail!("moved to session {} instead of {}", attached["session"], held.session);
+        bail!("attached to session {} instead of {}", attached["session"], held.session);
     }
     let pid = page.shell_pid(n).await?;
     if pid != held.pid {
         bail!("session {}: a different sh (pid {pid}, was {})", held.session, held.pid);
     }
-    Ok((page, to, took, took, !gap))
+    Ok(())
 }
 
 /// Reattach `held` as gateway/web/app.js does after its socket ended at `ended`: after its
@@ -827,13 +833,7 @@ async fn reattach(
         match Page::open(&shared.door, &addr, &held.shell, &format!("session={}", held.session)).await {
             Ok(Ok((mut page, attached))) => {
                 let (took, opening) = (ended.elapsed(), started.elapsed());
-                if attached["session"].as_str() != Some(held.session.as_str()) {
-                    bail!("attached to session {} instead of {}", attached["session"], held.session);
-                }
-                let pid = page.shell_pid(n).await?;
-                if pid != held.pid {
-                    bail!("session {}: a different sh (pid {pid}, was {})", held.session, held.pid);
-                }
+                same_session(held, &attached, &mut page, n).await?;
                 return Ok((page, to, took, opening));
             }
             Ok(Err(told)) => bail!("the gateway said {told}"),

@@ -33,7 +33,9 @@ pub enum TargetError {
 
 fn api_error(e: kube::Error) -> TargetError {
     match e {
-        kube::Error::Api(status) if status.code == 429 || status.code >= 500 => {
+        kube::Error::Api(status)
+            if http::StatusCode::from_u16(status.code).is_ok_and(super::upgrade::answers_later) =>
+        {
             TargetError::Unavailable(status.message)
         }
         kube::Error::Api(status) => TargetError::Api(status.message),

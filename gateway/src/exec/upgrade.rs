@@ -37,12 +37,17 @@ pub enum UpgradeError {
     Failed(String),
 }
 
+/// Whether an apiserver's answer `code` may be different on the next try: throttled (429) or
+/// not able to answer now (5xx, a webhook it could not call included); a 4xx refusal stands.
+pub fn answers_later(code: StatusCode) -> bool {
+    code == StatusCode::TOO_MANY_REQUESTS || code.is_server_error()
+}
+
 impl UpgradeError {
-    /// Whether trying again may open it: the apiserver (or a webhook it calls) could not answer
-    /// now (429, 5xx) or the connection broke; a 4xx refusal stands.
+    /// Whether trying again may open it: [`answers_later`], or the connection broke.
     pub fn transient(&self) -> bool {
         match self {
-            UpgradeError::Refused(code, _) => *code == StatusCode::TOO_MANY_REQUESTS || code.is_server_error(),
+            UpgradeError::Refused(code, _) => answers_later(*code),
             UpgradeError::Failed(_) => true,
         }
     }
