@@ -723,7 +723,9 @@ pub fn new_run_dir() -> Result<PathBuf, HarnessError> {
     Ok(dir)
 }
 
-/// Remove the oldest run directories whose process is gone, keeping the newest [`RUNS_KEPT`].
+/// Remove the oldest run directories whose process is gone, keeping the newest [`RUNS_KEPT`]
+/// without their nodes' images (a test binary's shared cluster is never dropped, so nothing
+/// else removes them: 0.9 GiB a node).
 fn prune_runs(root: &Path) {
     let Ok(entries) = std::fs::read_dir(root) else { return };
     let mut dead: Vec<(std::time::SystemTime, PathBuf)> = entries
@@ -738,8 +740,22 @@ fn prune_runs(root: &Path) {
         .collect();
     dead.sort();
     let excess = dead.len().saturating_sub(RUNS_KEPT);
-    for (_, path) in dead.into_iter().take(excess) {
-        let _ = std::fs::remove_dir_all(path);
+    for (n, (_, path)) in dead.into_iter().enumerate() {
+        if n < excess {
+            let _ = std::fs::remove_dir_all(path);
+        } else {
+            discard_node_images(&path);
+        }
+    }
+}
+
+/// Remove the images of every node of a run whose process is gone (`node/`, `node-2/`, …).
+fn discard_node_images(run: &Path) {
+    let Ok(entries) = std::fs::read_dir(run) else { return };
+    for entry in entries.filter_map(Result::ok) {
+        if entry.file_name().to_string_lossy().starts_with("node") && entry.path().is_dir() {
+            let _ = std::fs::remove_dir_all(crate::node::config::containerd_root_in(&entry.path()));
+        }
     }
 }
 

@@ -91,8 +91,12 @@ async fn two_clusters_run_side_by_side_and_a_stopped_one_leaves_nothing() {
     .await
     .unwrap();
     let footprint = second.footprint();
+    let (images, log) = (second.node_config().containerd_root(), second.node_config().dir.join("kubelet.log"));
+    assert!(images.exists(), "{} while the node runs", images.display());
     second.stop().unwrap();
     assert_nothing_left(&footprint).await;
+    assert!(!images.exists(), "the stopped node's images are removed: {}", images.display());
+    assert!(log.exists(), "the stopped node's logs are kept: {}", log.display());
     // The shared cluster is untouched.
     let nodes = shared.control_plane().kubectl().run(&["get", "nodes", "-o", "name"]).await.unwrap();
     assert_eq!(nodes.stdout.trim(), "node/myownshell-node");

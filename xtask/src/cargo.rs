@@ -10,12 +10,19 @@ use anyhow::{Context, bail};
 /// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …): build scripts that watch those variables (ring's
 /// watches `CARGO_MANIFEST_DIR`) saw them change between a plain `cargo` and one run from
 /// `cargo xtask`, and ring, rustls, kube and everything above them were built again each time.
+///
+/// In CI, without incremental compilation (unless `CARGO_INCREMENTAL` says otherwise): a clean
+/// clone builds once, so its incremental caches only cost time and disk (18 of the 30 GiB of
+/// `target/debug` here; a CI run ended with "no space left on device").
 pub fn cargo() -> Command {
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_some_and(told_by_cargo_run) {
             cargo.env_remove(name);
         }
+    }
+    if in_ci() && std::env::var_os("CARGO_INCREMENTAL").is_none() {
+        cargo.env("CARGO_INCREMENTAL", "0");
     }
     cargo
 }

@@ -440,12 +440,17 @@ impl Cluster {
 
     /// Stop everything, and report anything that would be left behind.
     pub fn stop(mut self) -> Result<(), String> {
+        self.stop_all()
+    }
+
+    /// [`Self::stop`], for it and for a drop: the nodes' images are removed either way.
+    fn stop_all(&mut self) -> Result<(), String> {
         for process in &mut self.components {
             let _ = process.stop(STOP_GRACE);
         }
         let mut errors = Vec::new();
         for node in &mut self.nodes {
-            if let Err(e) = node.stop(&self.network) {
+            if let Err(e) = node.stop(&self.network).and_then(|()| node.discard_images()) {
                 errors.push(e);
             }
         }
@@ -453,5 +458,12 @@ impl Cluster {
             errors.push(e);
         }
         if errors.is_empty() { Ok(()) } else { Err(errors.join("; ")) }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // After a `stop` this finds everything stopped already and does nothing more.
+        let _ = self.stop_all();
     }
 }

@@ -52,6 +52,10 @@ impl NodeConfig {
     pub fn containerd_state(&self) -> PathBuf {
         self.path("containerd/state")
     }
+    /// containerd's root: the content store and snapshots of the node's images (about 0.9 GiB).
+    pub fn containerd_root(&self) -> PathBuf {
+        containerd_root_in(&self.dir)
+    }
     /// containerd's `--config` file.
     pub fn containerd_config(&self) -> PathBuf {
         self.path("containerd/config.toml")
@@ -72,6 +76,12 @@ impl NodeConfig {
     pub fn kube_proxy_config(&self) -> PathBuf {
         self.path("kube-proxy/config.yaml")
     }
+}
+
+/// containerd's root in the node directory `node_dir`: what [`NodeConfig::containerd_root`] is,
+/// for a run whose process is gone.
+pub fn containerd_root_in(node_dir: &Path) -> PathBuf {
+    node_dir.join("containerd/root")
 }
 
 fn show(path: &Path) -> String {
@@ -119,7 +129,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri.v1alpha2", "io.containerd.snapsho
   bin_dir = "{cni_bin}"
   conf_dir = "{cni_conf}"
 "#,
-        root = show(&dir.join("root")),
+        root = show(&cfg.containerd_root()),
         state = show(&cfg.containerd_state()),
         socket = show(&cfg.containerd_socket()),
         opt = show(&dir.join("opt")),
