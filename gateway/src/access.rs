@@ -22,10 +22,10 @@ use std::time::Duration;
 use kube::Client;
 use myownshell_api::MyOwnShell;
 use myownshell_api::access::{Asker, Sharing, may_connect};
-use myownshell_rbac_proxy::AuthenticatedUser;
-use myownshell_rbac_proxy::attributes::{RequestAttributes, ResourceRequest};
-use myownshell_rbac_proxy::authn::{ReviewCounters, TokenAuthenticator, TokenOutcome};
-use myownshell_rbac_proxy::authz::{Authorizer, AuthzCacheOptions, Decision};
+use myownshell_auth::AuthenticatedUser;
+use myownshell_auth::attributes::{RequestAttributes, ResourceRequest};
+use myownshell_auth::authn::{ReviewCounters, TokenAuthenticator, TokenOutcome};
+use myownshell_auth::authz::{Authorizer, AuthzCacheOptions, Decision};
 use secrecy::{ExposeSecret, SecretString};
 
 /// Who opened a terminal, and the credential to ask about again.

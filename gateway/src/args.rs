@@ -181,8 +181,8 @@ pub struct Args {
 
 impl Args {
     /// The authenticating proxy, when --client-ca-file is given.
-    pub fn front_proxy(&self) -> Option<crate::signin::front_proxy::FrontProxy> {
-        self.client_ca_file.as_ref().map(|_| crate::signin::front_proxy::FrontProxy {
+    pub fn front_proxy(&self) -> Option<myownshell_auth::request_header::FrontProxy> {
+        self.client_ca_file.as_ref().map(|_| myownshell_auth::request_header::FrontProxy {
             allowed_names: self.requestheader_allowed_names.clone(),
             user_headers: self.requestheader_username_headers.clone(),
             group_headers: self.requestheader_group_headers.clone(),

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use kube::Client;
-use myownshell_rbac_proxy::authn::TokenAuthenticator;
+use myownshell_auth::authn::TokenAuthenticator;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -11,11 +11,11 @@ use crate::exec::as_user::AsUser;
 use crate::exec::impersonate::{HeaderError, Mode};
 use crate::recording::store::Store;
 use crate::signin::Gate;
-use crate::signin::front_proxy::FrontProxy;
 use crate::signin::sessions::Sessions;
 use crate::terminal::registry::Terminals;
 use crate::web::origin::AllowedOrigins;
 use crate::web::page::Assets;
+use myownshell_auth::request_header::FrontProxy;
 
 /// How terminals behave.
 #[derive(Debug, Clone)]
@@ -82,7 +82,7 @@ impl Gateway {
     }
 
     /// The gateway's client speaking as `user`.
-    pub fn as_user(&self, user: &myownshell_rbac_proxy::AuthenticatedUser) -> Result<AsUser, HeaderError> {
+    pub fn as_user(&self, user: &myownshell_auth::AuthenticatedUser) -> Result<AsUser, HeaderError> {
         AsUser::new(self.client.clone(), user, self.impersonation)
     }
 }

@@ -4,9 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use myownshell_rbac_proxy::TlsFiles;
-use myownshell_rbac_proxy::authn::{AuthnCacheOptions, ReviewCounters, TokenAuthenticator};
-use myownshell_rbac_proxy::transport::{ServingTls, TransportError};
+use myownshell_auth::TlsFiles;
+use myownshell_auth::authn::{AuthnCacheOptions, ReviewCounters, TokenAuthenticator};
+use myownshell_auth::transport::{ServingTls, TransportError};
 use myownshell_runtime::client::ClientError;
 use myownshell_runtime::drain;
 use myownshell_runtime::flags::BindAddress;

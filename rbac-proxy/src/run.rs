@@ -5,7 +5,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{Args, FlagError};
 use crate::proxy::{Upstream, forward};
-use crate::secure_server::{SecureServer, ServeError};
+use myownshell_auth::secure_server::{SecureServer, ServeError};
 use myownshell_runtime::client::ClientError;
 use myownshell_runtime::probes::{self, BindError, Readiness};
 

@@ -11,12 +11,12 @@ use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, T
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use myownshell_envtest::ports::free_port;
-use myownshell_envtest::{create_namespace, eventually, service_account_token, service_account_user, shared};
-use myownshell_rbac_proxy::config::ProxyConfig;
-use myownshell_rbac_proxy::{
+use myownshell_auth::config::ProxyConfig;
+use myownshell_auth::{
     AuthOptions, ReviewCounts, SecureServer, SecureServingOptions, ServeError, TlsFiles, serve_secure_metrics,
 };
+use myownshell_envtest::ports::free_port;
+use myownshell_envtest::{create_namespace, eventually, service_account_token, service_account_user, shared};
 use myownshell_tests::rbac_proxy::*;
 use myownshell_tests::tokens::forge_service_account_token;
 use tokio_util::sync::CancellationToken;

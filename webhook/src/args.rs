@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use myownshell_rbac_proxy::metrics_args::MetricsService;
+use myownshell_auth::metrics_args::MetricsService;
 use myownshell_runtime::client::ClientArgs;
 use myownshell_runtime::flags::{LogArgs, ProbeArgs};
 use myownshell_runtime::time::parse_duration;
@@ -47,7 +47,7 @@ pub struct Args {
     pub probes: ProbeArgs,
     /// Where `/metrics` listens, who may read it, and the certificate it is served with.
     #[command(flatten)]
-    pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
+    pub metrics_auth: myownshell_auth::metrics_args::MetricsAuthArgs,
     /// Service in front of `/metrics`: its DNS names go into the self-signed metrics certificate.
     #[arg(long, default_value = "myownshell-webhook-metrics-service")]
     pub metrics_service_name: String,

@@ -179,7 +179,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> anyhow::Result<()> 
     // webhook's every path (`AppState::from_apiserver`) when its CA is given.
     let apiserver_ca = args.apiserver_client_ca_file.as_deref();
     let verifier = apiserver_ca
-        .map(myownshell_rbac_proxy::transport::client_verifier)
+        .map(myownshell_auth::transport::client_verifier)
         .transpose()
         .context("--apiserver-client-ca-file")?;
     let tls = Arc::new(tls::server_config(resolver, verifier).context("TLS configuration")?);

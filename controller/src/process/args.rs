@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::Parser;
-use myownshell_rbac_proxy::metrics_args::MetricsService;
+use myownshell_auth::metrics_args::MetricsService;
 use myownshell_runtime::client::ClientArgs;
 use myownshell_runtime::flags::{LogArgs, ProbeArgs};
 use myownshell_runtime::time::parse_duration;
@@ -17,7 +17,7 @@ pub struct Args {
     /// `--metrics-auth*` flags: where the metrics endpoint listens, how it gets its certificate
     /// and checks its callers (shared with the webhook).
     #[command(flatten)]
-    pub metrics_auth: myownshell_rbac_proxy::metrics_args::MetricsAuthArgs,
+    pub metrics_auth: myownshell_auth::metrics_args::MetricsAuthArgs,
 
     /// Service in front of /metrics: its DNS names go into the self-signed metrics certificate.
     #[arg(long, default_value = "myownshell-controller-metrics-service")]

@@ -59,7 +59,7 @@ pub enum RunError {
     LeadershipLost,
     /// The metrics endpoint could not start (port, certificate files).
     #[error("metrics endpoint: {0}")]
-    Metrics(#[from] myownshell_rbac_proxy::ServeError),
+    Metrics(#[from] myownshell_auth::ServeError),
     /// The controller's own pod could not be read for the session holder's image (give
     /// `--session-image`, or let it `get` its pod).
     #[error("reading this pod for the session holder's image (or set --session-image): {0}")]

@@ -4,7 +4,7 @@
 
 use http::HeaderMap;
 use kube::Client;
-use myownshell_rbac_proxy::AuthenticatedUser;
+use myownshell_auth::AuthenticatedUser;
 use serde::de::DeserializeOwned;
 
 use super::impersonate::{self, HeaderError, Mode};

@@ -16,7 +16,7 @@
 //! is not granted. Other users are sent whole, through the `user-info` mode.
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use myownshell_rbac_proxy::AuthenticatedUser;
+use myownshell_auth::AuthenticatedUser;
 
 /// A part of the user that cannot be sent as a header.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -93,7 +93,7 @@ fn encode_key(key: &str) -> String {
 mod tests {
     use std::collections::BTreeMap;
 
-    use myownshell_rbac_proxy::AuthMethod;
+    use myownshell_auth::AuthMethod;
 
     use super::*;
 

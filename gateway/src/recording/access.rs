@@ -7,7 +7,7 @@ use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessRevie
 use kube::Client;
 use kube::api::{Api, PostParams};
 use myownshell_api::names;
-use myownshell_rbac_proxy::AuthenticatedUser;
+use myownshell_auth::AuthenticatedUser;
 
 /// The subresource a recording is read through.
 pub const SUBRESOURCE: &str = "recordings";
@@ -45,7 +45,7 @@ pub async fn may_read(client: &Client, user: &AuthenticatedUser, namespace: &str
 
 #[cfg(test)]
 mod tests {
-    use myownshell_rbac_proxy::AuthMethod;
+    use myownshell_auth::AuthMethod;
 
     use super::*;
 

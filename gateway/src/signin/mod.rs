@@ -1,5 +1,5 @@
 //! Who is asking: an authenticating proxy's user (its client certificate and `X-Remote-*`
-//! headers, `front_proxy`), a bearer token the apiserver authenticates (TokenReview, cached as
+//! headers, `myownshell_auth::request_header`), a bearer token the apiserver authenticates (TokenReview, cached as
 //! the metrics proxy caches it), or the session cookie of a browser that signed in with one.
 //!
 //! Requests that carry the cookie must also come from the gateway's own page (`Origin`, see
@@ -12,7 +12,6 @@
 //! memory, or write one to a log, a URL or a page.
 
 pub mod cookie;
-pub mod front_proxy;
 pub mod key;
 pub mod seal;
 pub mod sessions;
@@ -20,17 +19,17 @@ pub mod sessions;
 use std::sync::Arc;
 
 use http::{HeaderMap, StatusCode, header};
-use myownshell_rbac_proxy::AuthenticatedUser;
-use myownshell_rbac_proxy::authn::{TokenAuthenticator, TokenOutcome};
-use myownshell_rbac_proxy::token::{BearerToken, bearer_token};
+use myownshell_auth::AuthenticatedUser;
+use myownshell_auth::authn::{TokenAuthenticator, TokenOutcome};
+use myownshell_auth::token::{BearerToken, bearer_token};
 use secrecy::ExposeSecret;
 
 use rustls_pki_types::CertificateDer;
 
-use self::front_proxy::{FrontProxy, Vouched};
 use self::sessions::{Session, Sessions};
 use crate::ids;
 use crate::web::origin::AllowedOrigins;
+use myownshell_auth::request_header::{FrontProxy, Vouched};
 
 /// Who asks, and how they proved it.
 #[derive(Debug, Clone)]

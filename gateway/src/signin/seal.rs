@@ -10,7 +10,7 @@ use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 
-use myownshell_rbac_proxy::AuthenticatedUser;
+use myownshell_auth::AuthenticatedUser;
 
 /// What is bound to every sealed cookie besides its contents: a cookie of another format or
 /// purpose never opens as a session.
@@ -55,7 +55,7 @@ impl SealedUser {
     /// The user again (authenticated by a token, as a session always is).
     pub fn user(&self) -> AuthenticatedUser {
         let mut user =
-            AuthenticatedUser::new(&self.name, self.groups.clone(), myownshell_rbac_proxy::AuthMethod::BearerToken);
+            AuthenticatedUser::new(&self.name, self.groups.clone(), myownshell_auth::AuthMethod::BearerToken);
         user.uid = self.uid.clone();
         user.extra = self.extra.clone();
         user

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use myownshell_rbac_proxy::AuthenticatedUser;
+use myownshell_auth::AuthenticatedUser;
 use parking_lot::Mutex;
 use secrecy::{ExposeSecret, SecretString};
 
@@ -209,7 +209,7 @@ impl Sessions {
 
 #[cfg(test)]
 mod tests {
-    use myownshell_rbac_proxy::AuthMethod;
+    use myownshell_auth::AuthMethod;
 
     use super::*;
 

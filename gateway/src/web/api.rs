@@ -15,7 +15,7 @@ use kube::api::{ListParams, ObjectList, Patch, PatchParams};
 use kube::core::Request;
 use myownshell_api::MyOwnShell;
 use myownshell_api::names::conditions::{APPROVED, AVAILABLE, DEGRADED};
-use myownshell_rbac_proxy::token::jwt_expiry;
+use myownshell_auth::token::jwt_expiry;
 use myownshell_runtime::server::ConnectionInfo;
 use rustls_pki_types::CertificateDer;
 use secrecy::SecretString;

@@ -59,7 +59,7 @@ impl From<String> for Unopened {
 }
 
 /// Who a terminal belongs to.
-pub fn key(user: &myownshell_rbac_proxy::AuthenticatedUser) -> UserKey {
+pub fn key(user: &myownshell_auth::AuthenticatedUser) -> UserKey {
     UserKey { name: user.name.clone(), uid: user.uid.clone() }
 }
 
@@ -224,7 +224,7 @@ async fn find_pod(gw: &Gateway, as_user: &AsUser, place: &Place, socket: &mut So
 async fn start_recording(
     gw: &Gateway,
     place: &Place,
-    user: &myownshell_rbac_proxy::AuthenticatedUser,
+    user: &myownshell_auth::AuthenticatedUser,
     id: &str,
     query: &TerminalQuery,
 ) -> Result<Recording, String> {

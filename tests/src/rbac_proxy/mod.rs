@@ -22,11 +22,11 @@ use hyper_util::rt::TokioIo;
 use k8s_openapi::api::authorization::v1::{NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Subject};
 use kube::api::{Api, DeleteParams, PostParams};
+use myownshell_auth::authn::AuthnCacheOptions;
+use myownshell_auth::authz::AuthzCacheOptions;
+use myownshell_auth::{AuthOptions, AuthenticatedUser, RbacAuth, SecureServer, SecureServingOptions, TlsFiles};
 use myownshell_certs::pki::{CertificateAuthority, CertifiedKeyPem, LeafSpec};
 use myownshell_envtest::eventually;
-use myownshell_rbac_proxy::authn::AuthnCacheOptions;
-use myownshell_rbac_proxy::authz::AuthzCacheOptions;
-use myownshell_rbac_proxy::{AuthOptions, AuthenticatedUser, RbacAuth, SecureServer, SecureServingOptions, TlsFiles};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -344,7 +344,7 @@ pub struct MetricsServer {
     /// Its serving certificate.
     pub pki: ServingPki,
     shutdown: CancellationToken,
-    task: Option<tokio::task::JoinHandle<Result<(), myownshell_rbac_proxy::ServeError>>>,
+    task: Option<tokio::task::JoinHandle<Result<(), myownshell_auth::ServeError>>>,
 }
 
 impl MetricsServer {

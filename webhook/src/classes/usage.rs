@@ -13,10 +13,10 @@
 use std::sync::Arc;
 
 use myownshell_api::{MyOwnShellSpec, names};
-use myownshell_rbac_proxy::attributes::{RequestAttributes, ResourceRequest};
-use myownshell_rbac_proxy::authn::{ReviewCounters, ReviewError};
-use myownshell_rbac_proxy::authz::{Authorizer, AuthzCacheOptions, Decision};
-use myownshell_rbac_proxy::user::AuthenticatedUser;
+use myownshell_auth::attributes::{RequestAttributes, ResourceRequest};
+use myownshell_auth::authn::{ReviewCounters, ReviewError};
+use myownshell_auth::authz::{Authorizer, AuthzCacheOptions, Decision};
+use myownshell_auth::user::AuthenticatedUser;
 
 use crate::review::request::Operation;
 

@@ -23,13 +23,13 @@ pub struct UserInfo<'a> {
 impl UserInfo<'_> {
     /// The user as SubjectAccessReview takes them (without extras, which the review does not
     /// decode: an authorizer that grants by extras then refuses, never allows more).
-    pub fn authenticated(&self) -> myownshell_rbac_proxy::user::AuthenticatedUser {
-        myownshell_rbac_proxy::user::AuthenticatedUser {
+    pub fn authenticated(&self) -> myownshell_auth::user::AuthenticatedUser {
+        myownshell_auth::user::AuthenticatedUser {
             name: self.username.clone().into_owned(),
             uid: self.uid().map(str::to_owned),
             groups: self.groups.iter().map(|g| g.clone().into_owned()).collect(),
             extra: Default::default(),
-            method: myownshell_rbac_proxy::user::AuthMethod::BearerToken,
+            method: myownshell_auth::user::AuthMethod::BearerToken,
         }
     }
 

@@ -9,9 +9,10 @@
 use std::collections::BTreeMap;
 
 use http::HeaderMap;
-use myownshell_rbac_proxy::authn::user_from_certificate;
-use myownshell_rbac_proxy::{AuthMethod, AuthenticatedUser};
 use rustls_pki_types::CertificateDer;
+
+use crate::authn::user_from_certificate;
+use crate::{AuthMethod, AuthenticatedUser};
 
 /// Where a proxy's users are read from.
 #[derive(Debug, Clone)]
