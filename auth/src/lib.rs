@@ -2,7 +2,8 @@
 //! authentication and authorization as a tower layer, the way the webhook, the controller, the
 //! gateway and the standalone `myownshell-rbac-proxy` all decide it. Modules in kube-rbac-proxy's
 //! split: authentication ([`authn`]: client certificates and TokenReview; [`request_header`]: an
-//! authenticating proxy's headers; [`token`], [`user`]), authorization ([`authz`],
+//! authenticating proxy's headers; [`oidc`]: an OpenID Connect issuer's ID tokens; [`token`],
+//! [`user`]), authorization ([`authz`],
 //! [`attributes`], [`config`], [`paths`]), their [`cache`], and serving ([`layer`], [`denials`],
 //! [`transport`], [`secure_server`], [`metrics_args`]).
 //!
@@ -65,6 +66,7 @@ pub mod config;
 pub mod denials;
 pub mod layer;
 pub mod metrics_args;
+pub mod oidc;
 pub mod paths;
 pub mod request_header;
 pub mod secure_server;

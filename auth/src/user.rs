@@ -9,6 +9,9 @@ pub enum AuthMethod {
     ClientCertificate,
     /// A bearer token that TokenReview accepted.
     BearerToken,
+    /// An ID token of the configured OpenID Connect issuer, verified by its keys
+    /// ([`crate::oidc`]): what kube-apiserver's JWT authenticator takes for the same issuer.
+    OidcIdToken,
 }
 
 /// Who made the request. Handlers behind the layer read it with

@@ -1,0 +1,184 @@
+//! OpenID Connect ID tokens, verified as kube-apiserver's JWT authenticator verifies them for
+//! the same issuer, so that a person the gateway signs in is the same user to the apiserver, the
+//! connect gate, RBAC and the audit log.
+//!
+//! [`Verifier::discover`] reads the issuer's discovery document once ([`discovery`]);
+//! [`Verifier::verify`] checks a token's signature with the issuer's keys ([`keys`]: rotated
+//! keys are fetched when a token names one), its issuer, audience (the client id), expiry and
+//! not-before (with [`LEEWAY`] for clocks that differ), its nonce and authorized party, and reads
+//! its user and groups with the apiserver's `--oidc-*` meanings ([`claims`]). It never fails
+//! open: an issuer that cannot be reached verifies nothing. Tokens are never logged or kept.
+
+pub mod claims;
+pub mod discovery;
+mod fetch;
+pub mod keys;
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Validation, decode, decode_header};
+use serde_json::Value;
+
+pub use self::claims::ClaimRules;
+pub use self::discovery::Provider;
+use self::fetch::Fetcher;
+use self::keys::KeyCache;
+use crate::user::AuthenticatedUser;
+
+/// How far the issuer's clock and this one may differ for `exp`, `nbf` and `iat`.
+pub const LEEWAY: Duration = Duration::from_secs(30);
+/// The longest ID token read (real ones are 1 to 4 KiB; a header is bounded by the server
+/// before, but a token may come in a form body too).
+pub const TOKEN_LIMIT: usize = 16 * 1024;
+
+/// The issuer and what its tokens must say, as kube-apiserver's `--oidc-*` flags say it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OidcOptions {
+    /// `--oidc-issuer-url`: https, exactly as the issuer writes its `iss`.
+    pub issuer_url: String,
+    /// `--oidc-client-id`: the audience every token must have.
+    pub client_id: String,
+    /// `--oidc-ca-file`: the CA the issuer's certificate chains to; the system's roots without.
+    pub ca_file: Option<PathBuf>,
+    /// How claims name the user and groups.
+    pub claims: ClaimRules,
+}
+
+/// Why a token was not taken, or the issuer could not be used. Each reads as one sentence a
+/// person can act on; none holds a token.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum OidcError {
+    /// The configuration cannot work (a CA file that does not read, an http issuer).
+    #[error("the OpenID Connect configuration: {0}")]
+    Config(String),
+    /// The issuer did not answer, or not with a document.
+    #[error("the identity provider cannot be reached: {0}")]
+    Unreachable(String),
+    /// The issuer answered with something that cannot be used.
+    #[error("the identity provider: {0}")]
+    Provider(String),
+    /// The token is not one of this issuer for this client.
+    #[error("the sign-in is not valid: {0}")]
+    Token(String),
+    /// The token names a key the issuer's set does not have, even fetched again.
+    #[error("the sign-in is not valid: it is signed with a key the identity provider does not have ({0})")]
+    UnknownKey(String),
+    /// The token expired (more than [`LEEWAY`] ago by this clock).
+    #[error("the sign-in has expired: sign in again")]
+    Expired,
+    /// The token is not valid yet by this clock: the clocks differ by more than [`LEEWAY`].
+    #[error(
+        "the sign-in is not valid yet: this server's clock and the identity provider's differ by more than {}s",
+        LEEWAY.as_secs()
+    )]
+    NotYetValid,
+}
+
+/// A token that verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedToken {
+    /// Who it names.
+    pub user: AuthenticatedUser,
+    /// Its `exp`.
+    pub expiry: SystemTime,
+}
+
+/// Verifies the ID tokens of one issuer for one client.
+#[derive(Debug)]
+pub struct Verifier {
+    options: OidcOptions,
+    provider: Provider,
+    keys: KeyCache,
+}
+
+impl Verifier {
+    /// Read the issuer's discovery document: the issuer must answer at start.
+    pub async fn discover(options: OidcOptions) -> Result<Self, OidcError> {
+        Self::discover_with(options, keys::REFRESH_AT_MOST_EVERY).await
+    }
+
+    /// [`Self::discover`], fetching the keys again for an unknown key id at most every
+    /// `refresh_at_most_every` (the tests of rotation do not wait).
+    pub(crate) async fn discover_with(
+        options: OidcOptions,
+        refresh_at_most_every: Duration,
+    ) -> Result<Self, OidcError> {
+        if !options.issuer_url.starts_with("https://") {
+            return Err(OidcError::Config(format!("the issuer URL {:?} is not https", options.issuer_url)));
+        }
+        if options.client_id.is_empty() {
+            return Err(OidcError::Config("the client id is empty".into()));
+        }
+        let fetcher = Fetcher::new(options.ca_file.as_deref())?;
+        let url = discovery::document_url(&options.issuer_url);
+        let body = fetcher.get(&url, "the discovery document", discovery::DOCUMENT_LIMIT).await?;
+        let provider = discovery::parse(&options.issuer_url, &body)?;
+        let keys = KeyCache::new(provider.jwks_uri.clone(), fetcher, refresh_at_most_every);
+        Ok(Self { options, provider, keys })
+    }
+
+    /// The issuer's endpoints.
+    pub fn provider(&self) -> &Provider {
+        &self.provider
+    }
+
+    /// The configuration it verifies with.
+    pub fn options(&self) -> &OidcOptions {
+        &self.options
+    }
+
+    /// Verify an ID token; `nonce` is the one the sign-in sent (none for a token a refresh
+    /// gave, which carries the first one or none).
+    pub async fn verify(&self, token: &str, nonce: Option<&str>) -> Result<VerifiedToken, OidcError> {
+        if token.len() > TOKEN_LIMIT {
+            return Err(OidcError::Token(format!("the token is longer than {TOKEN_LIMIT} bytes")));
+        }
+        let header = decode_header(token).map_err(|e| OidcError::Token(format!("it is not a signed JWT ({e})")))?;
+        let key = self.keys.key(header.kid.as_deref(), header.alg).await?;
+        let claims = self.check(token, header.alg, key.decoding())?;
+        claims::check_binding(&claims, &self.options.client_id, nonce)?;
+        let user = self.options.claims.user(&self.options.issuer_url, &claims)?;
+        let expiry = claims
+            .get("exp")
+            .and_then(Value::as_u64)
+            .and_then(|exp| UNIX_EPOCH.checked_add(Duration::from_secs(exp)))
+            .ok_or_else(|| OidcError::Token("the token's exp is not a time".into()))?;
+        Ok(VerifiedToken { user, expiry })
+    }
+
+    /// The signature, issuer, audience and times, by the signature library.
+    fn check(
+        &self,
+        token: &str,
+        algorithm: jsonwebtoken::Algorithm,
+        key: &jsonwebtoken::DecodingKey,
+    ) -> Result<Value, OidcError> {
+        let mut validation = Validation::new(algorithm);
+        validation.set_issuer(&[&self.options.issuer_url]);
+        validation.set_audience(&[&self.options.client_id]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
+        validation.leeway = LEEWAY.as_secs();
+        let data = decode::<Value>(token, key, &validation).map_err(|e| match e.kind() {
+            ErrorKind::ExpiredSignature => OidcError::Expired,
+            ErrorKind::ImmatureSignature => OidcError::NotYetValid,
+            ErrorKind::InvalidSignature => OidcError::Token("its signature does not verify".into()),
+            ErrorKind::InvalidIssuer => OidcError::Token("it is from another issuer".into()),
+            ErrorKind::InvalidAudience => OidcError::Token("it was issued for another client".into()),
+            ErrorKind::MissingRequiredClaim(claim) => OidcError::Token(format!("it has no {claim:?} claim")),
+            _ => OidcError::Token(format!("it does not verify ({e})")),
+        })?;
+        let claims = data.claims;
+        // `iat` in the future beyond the leeway is a clock that differs, as `nbf` is.
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        if claims.get("iat").and_then(Value::as_u64).is_some_and(|iat| iat > now + LEEWAY.as_secs()) {
+            return Err(OidcError::NotYetValid);
+        }
+        Ok(claims)
+    }
+}
+
+#[cfg(test)]
+mod tests;
