@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, StatusCode, header};
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -24,7 +24,7 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// An HTTPS-only client for the issuer's documents.
 #[derive(Clone)]
 pub(crate) struct Fetcher {
-    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 impl std::fmt::Debug for Fetcher {
@@ -80,23 +80,52 @@ impl Fetcher {
 
     /// The body of `GET url`, at most `limit` bytes; anything but a 200 is an error naming `what`.
     pub(crate) async fn get(&self, url: &str, what: &str, limit: usize) -> Result<Bytes, OidcError> {
-        let unreachable = |e: String| OidcError::Unreachable(format!("{what} at {url}: {e}"));
-        let request = Request::get(url)
+        let request = Request::get(url).header(header::ACCEPT, "application/json").body(Full::default());
+        let (status, body) = self.send(request, url, what, limit).await?;
+        if status != StatusCode::OK {
+            return Err(OidcError::Unreachable(format!("{what} at {url}: answered {status}")));
+        }
+        Ok(body)
+    }
+
+    /// `POST url` of a form with HTTP Basic client credentials (`client_secret_basic`, what
+    /// every issuer takes); the status and at most `limit` bytes of the answer, whatever the
+    /// status (a token endpoint says why in a 400's body).
+    pub(crate) async fn post_form(
+        &self,
+        url: &str,
+        what: &str,
+        basic: Option<&str>,
+        form: String,
+        limit: usize,
+    ) -> Result<(StatusCode, Bytes), OidcError> {
+        let mut request = Request::post(url)
             .header(header::ACCEPT, "application/json")
-            .body(Empty::new())
-            .map_err(|e| OidcError::Config(format!("{what}: {url} is not a URL: {e}")))?;
-        let fetch = async {
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+        if let Some(basic) = basic {
+            request = request.header(header::AUTHORIZATION, basic);
+        }
+        self.send(request.body(Full::new(Bytes::from(form))), url, what, limit).await
+    }
+
+    async fn send(
+        &self,
+        request: http::Result<Request<Full<Bytes>>>,
+        url: &str,
+        what: &str,
+        limit: usize,
+    ) -> Result<(StatusCode, Bytes), OidcError> {
+        let unreachable = |e: String| OidcError::Unreachable(format!("{what} at {url}: {e}"));
+        let request = request.map_err(|e| OidcError::Config(format!("{what}: {url} is not a URL: {e}")))?;
+        let exchange = async {
             let response = self.client.request(request).await.map_err(|e| unreachable(e.to_string()))?;
             let status = response.status();
-            if status != StatusCode::OK {
-                return Err(unreachable(format!("answered {status}")));
-            }
             let body = Limited::new(response.into_body(), limit)
                 .collect()
                 .await
                 .map_err(|e| unreachable(format!("the answer was cut off or longer than {limit} bytes: {e}")))?;
-            Ok(body.to_bytes())
+            Ok((status, body.to_bytes()))
         };
-        tokio::time::timeout(TIMEOUT, fetch).await.map_err(|_| unreachable(format!("no answer in {TIMEOUT:?}")))?
+        tokio::time::timeout(TIMEOUT, exchange).await.map_err(|_| unreachable(format!("no answer in {TIMEOUT:?}")))?
     }
 }

@@ -140,6 +140,11 @@ impl KeyCache {
         Self { url, fetcher, refresh_at_most_every, state: RwLock::new(None) }
     }
 
+    /// The client it fetches with (the token endpoint's requests go through it too).
+    pub(crate) fn fetcher(&self) -> &Fetcher {
+        &self.fetcher
+    }
+
     /// The key for a token's `kid` and `alg`, fetching the set again when it must.
     pub(crate) async fn key(&self, kid: Option<&str>, algorithm: Algorithm) -> Result<Key, OidcError> {
         {

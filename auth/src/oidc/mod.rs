@@ -12,6 +12,7 @@
 pub mod claims;
 pub mod discovery;
 mod fetch;
+pub mod flow;
 pub mod keys;
 
 use std::path::PathBuf;
@@ -42,8 +43,39 @@ pub struct OidcOptions {
     pub client_id: String,
     /// `--oidc-ca-file`: the CA the issuer's certificate chains to; the system's roots without.
     pub ca_file: Option<PathBuf>,
+    /// The client's secret (`--oidc-client-secret-file`), for the token endpoint; none for a
+    /// verifier that only verifies.
+    pub client_secret: Option<ClientSecret>,
     /// How claims name the user and groups.
     pub claims: ClaimRules,
+}
+
+/// A client secret: never shown, not even in a `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ClientSecret(pub String);
+
+impl std::fmt::Debug for ClientSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientSecret(…)")
+    }
+}
+
+/// A sign-in the issuer completed: the verified ID token, the token itself (what the gateway
+/// shows the apiserver as the user) and the refresh token (kept by the gateway only).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SignedIn {
+    /// Who, until when.
+    pub token: VerifiedToken,
+    /// The ID token.
+    pub id_token: String,
+    /// The refresh token, if the issuer gave one.
+    pub refresh_token: Option<String>,
+}
+
+impl std::fmt::Debug for SignedIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignedIn").field("token", &self.token).finish_non_exhaustive()
+    }
 }
 
 /// Why a token was not taken, or the issuer could not be used. Each reads as one sentence a
@@ -146,6 +178,50 @@ impl Verifier {
             .and_then(|exp| UNIX_EPOCH.checked_add(Duration::from_secs(exp)))
             .ok_or_else(|| OidcError::Token("the token's exp is not a time".into()))?;
         Ok(VerifiedToken { user, expiry })
+    }
+
+    /// Exchange the code a person came back with for tokens (with the sign-in's PKCE verifier),
+    /// and verify the ID token against the sign-in's nonce.
+    pub async fn exchange(
+        &self,
+        code: &str,
+        sign_in: &flow::SignIn,
+        redirect_uri: &str,
+    ) -> Result<SignedIn, OidcError> {
+        let tokens = self.token_request(flow::code_form(code, redirect_uri, &sign_in.verifier)).await?;
+        let id_token =
+            tokens.id_token.ok_or_else(|| OidcError::Provider("the token endpoint gave no ID token".into()))?;
+        let token = self.verify(&id_token, Some(&sign_in.nonce)).await?;
+        Ok(SignedIn { token, id_token, refresh_token: tokens.refresh_token })
+    }
+
+    /// A new ID token for a refresh token, before the old one expires; the issuer may rotate
+    /// the refresh token too. The user must be the same one.
+    pub async fn refresh(&self, signed_in: &SignedIn) -> Result<SignedIn, OidcError> {
+        let refresh_token = signed_in
+            .refresh_token
+            .as_deref()
+            .ok_or_else(|| OidcError::Provider("the identity provider gave no refresh token: sign in again".into()))?;
+        let tokens = self.token_request(flow::refresh_form(refresh_token)).await?;
+        let id_token =
+            tokens.id_token.ok_or_else(|| OidcError::Provider("the refresh gave no ID token: sign in again".into()))?;
+        let token = self.verify(&id_token, None).await?;
+        if token.user.name != signed_in.token.user.name {
+            return Err(OidcError::Token("the refreshed token names another user".into()));
+        }
+        let refresh_token = tokens.refresh_token.or_else(|| signed_in.refresh_token.clone());
+        Ok(SignedIn { token, id_token, refresh_token })
+    }
+
+    async fn token_request(&self, form: String) -> Result<flow::Tokens, OidcError> {
+        let basic = self.options.client_secret.as_ref().map(|s| flow::basic_credentials(&self.options.client_id, &s.0));
+        let endpoint = &self.provider.token_endpoint;
+        let (status, body) = self
+            .keys
+            .fetcher()
+            .post_form(endpoint, "the token endpoint", basic.as_deref(), form, flow::TOKEN_RESPONSE_LIMIT)
+            .await?;
+        flow::token_response(status, &body)
     }
 
     /// The signature, issuer, audience and times, by the signature library.

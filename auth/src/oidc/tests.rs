@@ -20,6 +20,7 @@ use super::*;
 use crate::user::AuthMethod;
 
 const CLIENT: &str = "myownshell-gateway";
+const SECRET: &str = "s3cret:with/odd chars";
 
 /// A signing key: its id, its PKCS#8 document, its public JWK.
 struct SigningKey {
@@ -45,6 +46,42 @@ struct Served {
     discovery: Arc<Mutex<Value>>,
     keys: Arc<Mutex<Value>>,
     key_fetches: Arc<AtomicUsize>,
+    /// Its token endpoint: the key it signs with, and the codes it gave (code: its PKCE
+    /// challenge and nonce), as an issuer has them after a person signed in.
+    signer: Arc<(String, Vec<u8>)>,
+    codes: Arc<Mutex<std::collections::HashMap<String, (String, String)>>>,
+}
+
+/// The token endpoint: `client_secret_basic`, the code with its PKCE verifier, or the refresh
+/// token `r1`; signed ID tokens for alice.
+async fn token_endpoint(State(s): State<Served>, headers: http::HeaderMap, form: String) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let refuse = |status: http::StatusCode, error: &str| (status, axum::Json(json!({"error": error}))).into_response();
+    let basic = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    if basic != Some(flow::basic_credentials(CLIENT, SECRET).as_str()) {
+        return refuse(http::StatusCode::UNAUTHORIZED, "invalid_client");
+    }
+    let form: std::collections::HashMap<String, String> =
+        form_urlencoded::parse(form.as_bytes()).into_owned().collect();
+    let iss = s.discovery.lock().unwrap()["issuer"].clone();
+    let mut claims = json!({"iss": iss, "aud": CLIENT, "sub": "a1", "preferred_username": "alice",
+        "groups": ["users"], "iat": now(), "exp": now() + 300});
+    let refresh = match form.get("grant_type").map(String::as_str) {
+        Some("authorization_code") => {
+            let Some((challenge, nonce)) = form.get("code").and_then(|c| s.codes.lock().unwrap().remove(c)) else {
+                return refuse(http::StatusCode::BAD_REQUEST, "invalid_grant");
+            };
+            if form.get("code_verifier").map(|v| flow::challenge(v)) != Some(challenge) {
+                return refuse(http::StatusCode::BAD_REQUEST, "invalid_grant");
+            }
+            claims["nonce"] = nonce.into();
+            "r1"
+        }
+        Some("refresh_token") if form.get("refresh_token").map(String::as_str) == Some("r1") => "r2",
+        _ => return refuse(http::StatusCode::BAD_REQUEST, "invalid_grant"),
+    };
+    let key = SigningKey { id: s.signer.0.clone(), pkcs8: s.signer.1.clone(), jwk: Value::Null };
+    axum::Json(json!({"id_token": sign(&key, &claims), "refresh_token": refresh, "expires_in": 300})).into_response()
 }
 
 struct Issuer {
@@ -71,6 +108,8 @@ async fn issuer(keys: &[&SigningKey]) -> Issuer {
         discovery: Arc::new(Mutex::new(discovery)),
         keys: Arc::new(Mutex::new(json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()}))),
         key_fetches: Arc::new(AtomicUsize::new(0)),
+        signer: Arc::new((keys[0].id.clone(), keys[0].pkcs8.clone())),
+        codes: Arc::default(),
     };
     let app = Router::new()
         .route(
@@ -84,6 +123,7 @@ async fn issuer(keys: &[&SigningKey]) -> Issuer {
                 axum::Json(s.keys.lock().unwrap().clone())
             }),
         )
+        .route("/oauth2/token", axum::routing::post(token_endpoint))
         .with_state(served.clone());
     let shutdown = CancellationToken::new();
     tokio::spawn(myownshell_runtime::server::serve_tls(
@@ -103,6 +143,7 @@ fn options(issuer: &Issuer) -> OidcOptions {
         issuer_url: issuer.url.clone(),
         client_id: CLIENT.into(),
         ca_file: Some(issuer.ca_file.path().to_owned()),
+        client_secret: Some(ClientSecret(SECRET.into())),
         claims: ClaimRules {
             username_claim: "preferred_username".into(),
             username_prefix: Some("oidc:".into()),
@@ -224,4 +265,52 @@ async fn an_issuer_that_cannot_be_used_is_said_at_start() {
     drop(listener);
     let e = Verifier::discover(OidcOptions { issuer_url: closed, ..options(&issuer) }).await.unwrap_err();
     assert!(matches!(e, OidcError::Unreachable(_)), "{e}");
+}
+
+#[tokio::test]
+async fn a_code_is_exchanged_with_its_verifier_and_refreshed_for_the_same_user() {
+    let key = signing_key("k1");
+    let issuer = issuer(&[&key]).await;
+    let verifier = Verifier::discover(options(&issuer)).await.unwrap();
+    let redirect = "https://gw.example/oidc/callback";
+    let sign_in = flow::begin(verifier.provider(), CLIENT, redirect, &["groups".into()]).unwrap();
+    assert!(sign_in.url.starts_with(&format!("{}/oauth2/auth?", issuer.url)), "{}", sign_in.url);
+    // The person signs in; the issuer keeps the code's challenge and nonce from the request.
+    let query: std::collections::HashMap<String, String> =
+        form_urlencoded::parse(sign_in.url.split_once('?').unwrap().1.as_bytes()).into_owned().collect();
+    let code = |name: &str| {
+        issuer
+            .served
+            .codes
+            .lock()
+            .unwrap()
+            .insert(name.into(), (query["code_challenge"].clone(), query["nonce"].clone()));
+        name.to_owned()
+    };
+
+    let signed_in = verifier.exchange(&code("c1"), &sign_in, redirect).await.unwrap();
+    assert_eq!(signed_in.token.user.name, "oidc:alice");
+    assert_eq!(signed_in.refresh_token.as_deref(), Some("r1"));
+    assert!(!format!("{signed_in:?}").contains(&signed_in.id_token), "no token in a Debug");
+
+    let refreshed = verifier.refresh(&signed_in).await.unwrap();
+    assert_eq!(refreshed.token.user, signed_in.token.user);
+    assert_eq!(refreshed.refresh_token.as_deref(), Some("r2"), "a rotated refresh token is kept");
+
+    let another_verifier = flow::SignIn { verifier: flow::random_value().unwrap(), ..sign_in.clone() };
+    let another_nonce = flow::SignIn { nonce: "someone else's".into(), ..sign_in.clone() };
+    let wrong_secret =
+        Verifier::discover(OidcOptions { client_secret: Some(ClientSecret("wrong".into())), ..options(&issuer) })
+            .await
+            .unwrap();
+    let cases = [
+        ("a used code", verifier.exchange("c1", &sign_in, redirect).await, "sign in again (invalid_grant)"),
+        ("another verifier", verifier.exchange(&code("c2"), &another_verifier, redirect).await, "invalid_grant"),
+        ("another sign-in's nonce", verifier.exchange(&code("c3"), &another_nonce, redirect).await, "nonce"),
+        ("a wrong secret", wrong_secret.exchange(&code("c4"), &sign_in, redirect).await, "client id or secret"),
+    ];
+    for (name, result, words) in cases {
+        let e = result.unwrap_err();
+        assert!(e.to_string().contains(words), "{name}: {e}");
+    }
 }
