@@ -46,8 +46,8 @@ pub struct ConsentRequest {
     pub requested_access_token_audience: Vec<String>,
 }
 
-/// An OAuth 2.0 client to register.
-#[derive(Debug, Clone, Serialize)]
+/// An OAuth 2.0 client to register. Its `Debug` leaves the secret out.
+#[derive(Clone, Serialize)]
 pub struct Client {
     /// Its id: the ID tokens' `aud`.
     pub client_id: String,
@@ -58,6 +58,16 @@ pub struct Client {
     /// How long its ID tokens live (Go duration, e.g. `1h`, `3s`); Hydra's default if `None`.
     #[serde(rename = "authorization_code_grant_id_token_lifespan", skip_serializing_if = "Option::is_none")]
     pub id_token_lifespan: Option<String>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("client_id", &self.client_id)
+            .field("redirect_uris", &self.redirect_uris)
+            .field("id_token_lifespan", &self.id_token_lifespan)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Hydra's answer to an accepted request: where the browser goes next.
