@@ -56,6 +56,25 @@ async fn kubectl_auth_whoami_names_the_person_hydra_signed_in_with_their_groups(
 }
 
 #[tokio::test]
+async fn the_providers_log_holds_no_token_code_challenge_or_password() {
+    use secrecy::ExposeSecret as _;
+    let bed = shared();
+    let tokens = bed.sign_in(&bed.client, BOB.name, BOB.password).await.unwrap();
+    let log = std::fs::read_to_string(bed.provider.log_path()).unwrap();
+    let refresh = tokens.refresh_token.as_ref().map(|t| t.expose_secret().to_owned()).unwrap();
+    for (what, secret) in [
+        ("the ID token", tokens.id_token.expose_secret()),
+        ("the refresh token", refresh.as_str()),
+        ("an authorization code", "code=ory_ac_"),
+        ("a login challenge", "login_challenge="),
+        ("a consent challenge", "consent_challenge="),
+        ("bob's password", BOB.password),
+    ] {
+        assert!(!log.contains(secret), "Hydra's log ({}) holds {what}", bed.provider.log_path().display());
+    }
+}
+
+#[tokio::test]
 async fn rbac_by_the_providers_groups_lets_members_in_and_no_one_else() {
     let bed = shared();
     let admin = bed.control_plane.client().unwrap();

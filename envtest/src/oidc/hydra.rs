@@ -5,7 +5,8 @@
 //! It runs as `hydra serve all` with `dsn: memory` (SQLite in memory: its state dies with the
 //! process, and migrations run at each start), both endpoints on 127.0.0.1 over TLS with the test
 //! bed's certificate, so that the apiserver reaches a real `https://` issuer. Telemetry is off
-//! (`--sqa-opt-out`), and its log never holds tokens (`log.leak_sensitive_values: false`).
+//! (`--sqa-opt-out`), and its log never holds tokens, codes or challenges (warnings and errors
+//! only, sensitive values redacted).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -100,7 +101,10 @@ impl HydraConfig {
             // Opaque access tokens: only the ID token is a JWT, the credential Kubernetes takes.
             "strategies": { "access_token": "opaque" },
             "ttl": { "id_token": "1h", "access_token": "1h", "refresh_token": "8h" },
-            "log": { "level": "info", "format": "text", "leak_sensitive_values": false },
+            // Warnings and errors only: Hydra's request log (info) writes each redirect's
+            // `Location`, authorization codes and login challenges included, even with
+            // `leak_sensitive_values` off.
+            "log": { "level": "warn", "format": "text", "leak_sensitive_values": false },
         });
         // A json! value always serializes.
         serde_json::to_string_pretty(&config).unwrap_or_default()
@@ -139,5 +143,6 @@ mod tests {
         assert_eq!(file["serve"]["tls"]["enabled"], true);
         assert_eq!(file["dsn"], "memory");
         assert_eq!(file["log"]["leak_sensitive_values"], false);
+        assert_eq!(file["log"]["level"], "warn", "Hydra's request log holds codes");
     }
 }
