@@ -1,14 +1,17 @@
 //! What makes the test apiserver trust the test bed's issuer: an `AuthenticationConfiguration`
 //! (`apiserver.config.k8s.io/v1`, GA since Kubernetes 1.34) with one JWT authenticator, given
-//! with `--authentication-config`. That flag cannot be combined with any `--oidc-*` flag (the
-//! harness sets none), and `--anonymous-auth` only conflicts with an `anonymous` section in the
-//! file, which this one has none of; the harness's client certificates and ServiceAccount tokens
-//! go on working beside it.
+//! with `--authentication-config`. As kube-apiserver 1.35.4 behaves: that flag and any
+//! `--oidc-*` flag refuse to start together ("authentication-config file and oidc-* flags are
+//! mutually exclusive"; the harness sets none), while `--anonymous-auth` is accepted beside a file
+//! without an `anonymous` section, such as this one. The harness's client certificates and
+//! ServiceAccount tokens go on working beside it.
 //!
-//! The apiserver fetches the issuer's discovery document and keys itself, in the background and
-//! retrying: it starts, and reports ready, even while the issuer is down, and refuses every token
-//! of that issuer with 401 until it has the keys. So the issuer is started first, and a caller
-//! that needs tokens accepted waits for one to be (see [`super::TrustingCluster`]).
+//! The apiserver fetches the issuer's discovery document and keys itself, in the background,
+//! every 10 s until it has them: it starts, and `/readyz` says ready, while the issuer is down
+//! (it logs "oidc authenticator: initializing plugin: … connection refused"), and it refuses every
+//! token of that issuer with 401 ("oidc: authenticator not initialized") until then. So the issuer
+//! is started first, and a caller that needs tokens accepted waits for one to be (see
+//! [`super::TrustingCluster`]; `tests/oidc.rs` starts them the other way round too).
 
 use std::path::Path;
 
