@@ -184,12 +184,12 @@ async fn an_id_token_for_another_audience_is_refused_by_the_apiserver() {
 #[tokio::test]
 async fn an_expired_id_token_is_refused_by_the_apiserver() {
     let bed = shared();
-    // Two tokens of a client whose ID tokens live 3 s: the first shown at once (accepted: the
+    // Two tokens of a client whose ID tokens live 5 s: the first shown at once (accepted: the
     // client's audience is trusted), the second only once the clock is past its own `exp` (never
     // shown before, so no cached answer of the apiserver's can stand for it).
     let fresh = bed.sign_in(&bed.short_lived, ALICE.name, ALICE.password).await.unwrap();
-    let expiring = bed.sign_in(&bed.short_lived, ALICE.name, ALICE.password).await.unwrap();
     assert_eq!(bed.whoami(&fresh.id_token).await.unwrap().0, format!("{USERNAME_PREFIX}{}", ALICE.name));
+    let expiring = bed.sign_in(&bed.short_lived, ALICE.name, ALICE.password).await.unwrap();
     let exp = claim(&expiring.id_token, "exp").unwrap().as_u64().unwrap();
     eventually("the clock to pass the ID token's exp", DEADLINE, || async {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();

@@ -73,7 +73,7 @@ impl TrustingCluster {
         let dir = new_run_dir()?;
         let planned = Provider::plan(&dir).map_err(HarnessError::Start)?;
         let client = new_client("myownshell-test-bed", None).map_err(HarnessError::Start)?;
-        let short_lived = new_client("myownshell-test-bed-short-lived", Some("3s")).map_err(HarnessError::Start)?;
+        let short_lived = new_client("myownshell-test-bed-short-lived", Some("5s")).map_err(HarnessError::Start)?;
         let other_audience = new_client("another-application", None).map_err(HarnessError::Start)?;
         let issuer = JwtIssuer {
             url: planned.issuer(),
