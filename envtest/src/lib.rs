@@ -10,6 +10,8 @@
 //! `cargo xtask dev` all run on it.
 //! For load at scale, a cluster of fake nodes ([`kwok`]) runs pods with no kubelet at all; both
 //! start kube-controller-manager and kube-scheduler through [`components`].
+//! For sign-in, a real OpenID Connect provider ([`oidc`]: Ory Hydra with a login page of our
+//! own and test users) and a control plane whose apiserver trusts it.
 
 #![warn(missing_docs)]
 
@@ -22,6 +24,7 @@ pub mod kustomize;
 pub mod kwok;
 pub mod namespace;
 pub mod node;
+pub mod oidc;
 pub mod ports;
 pub mod process;
 pub mod rbac;

@@ -15,6 +15,7 @@ mod e2e;
 mod envtest;
 mod go;
 mod helm;
+mod hydra;
 mod kube_router;
 mod kwok;
 mod local_path;
@@ -74,6 +75,9 @@ enum Command {
     /// configuration, kube-controller-manager and kube-scheduler; print, as the last line, the
     /// directory holding kwok (for MYOWNSHELL_KWOK).
     Kwok,
+    /// Make sure the OIDC test bed's provider is there: Ory Hydra, built once from the Go module
+    /// proxy; print, as the last line, the directory holding it (for MYOWNSHELL_HYDRA).
+    Hydra,
     /// Install the gateway page's JavaScript (xterm.js, from npm as gateway/web/package-lock.json
     /// pins it) once into ~/.cache/myownshell/web/, and print its node_modules directory (for
     /// MYOWNSHELL_GATEWAY_ASSETS and the gateway's --assets-dir).
@@ -123,6 +127,7 @@ fn main() -> std::process::ExitCode {
             Ok(())
         }),
         Command::Kwok => kwok::ensure().map(|dir| println!("{}", dir.display())),
+        Command::Hydra => hydra::ensure().map(|dir| println!("{}", dir.display())),
         Command::Web => web::run(),
         Command::Dev(args) => dev::run(args),
         Command::Bench { target } => bench::run(target),

@@ -3,15 +3,14 @@
 //! Two lanes, each step starting as soon as what it needs is there. The `tools` lane (a thread)
 //! makes the tools the tests run, which do not depend on the Rust build, in the order the tests
 //! need them: first what the workspace's tests need (the envtest binaries, kwok and what a kwok
-//! cluster runs, Helm, the page's JavaScript, Prometheus), then, for the node suites, the node's
-//! pieces, cert-manager, the volume provisioner and the NetworkPolicy enforcer. On a cold
-//! machine those are Go builds of many minutes; warm, they are cache checks. Meanwhile the
+//! cluster runs, Helm, the page's JavaScript, Ory Hydra, Prometheus), then, for the node suites,
+//! the node's pieces, cert-manager, the volume provisioner and the NetworkPolicy enforcer. On a
+//! cold machine those are Go builds of many minutes; warm, they are cache checks. Meanwhile the
 //! `main` lane runs the checks that need no tool (`crdgen --check`, the chart check, `cargo fmt
 //! --check`, `cargo clippy -D warnings`, a check of the fuzz target), builds every binary and
-//! compiles every test binary (the node suites' too); then, as soon as the tools lane has made
-//! the workspace's tools, the alert rules (promtool) and `cargo test` for the whole workspace,
-//! while the tools lane goes on with the node's; then the node suites. At the end, where the
-//! time went.
+//! compiles every test binary (the node suites' too); then, as soon as the tools lane has made the
+//! workspace's tools, the alert rules (promtool) and `cargo test` for the whole workspace, while
+//! the tools lane goes on with the node's; then the node suites. At the end, where the time went.
 //!
 //! Every cargo command selects the whole workspace (`--workspace`, the node suites by `--test`
 //! within it), so each dependency is built with one feature set: a `-p` selection unifies
@@ -50,6 +49,7 @@ struct Tools {
     kwok: PathBuf,
     helm: PathBuf,
     web: PathBuf,
+    hydra: PathBuf,
 }
 
 /// What the tools lane says as it goes.
@@ -99,6 +99,7 @@ fn main_lane(node_suites: bool, extra_args: &[String], made: &Receiver<Made>) ->
         .env(myownshell_envtest::kwok::KWOK_ENV, &tools.kwok)
         .env(crate::helm::chart::helm_binary::HELM_ENV, &tools.helm)
         .env(myownshell_envtest::web::ENV, &tools.web)
+        .env(myownshell_envtest::oidc::hydra::ENV, &tools.hydra)
         .stdout(Stdio::piped());
     let mut totals = run_tests(test)?;
     step.done();
@@ -214,12 +215,16 @@ fn tools_lane(node_suites: bool, stop: &AtomicBool, made: Sender<Made>) -> anyho
     let Some(web) = tool(stop, "web", "the gateway page's JavaScript (npm ci)", crate::web::ensure)? else {
         return Ok(());
     };
+    // tests/tests/oidc.rs signs people in through Ory Hydra, built from the Go module proxy.
+    let Some(hydra) = tool(stop, "hydra", "Ory Hydra (the OIDC test bed's provider)", crate::hydra::ensure)? else {
+        return Ok(());
+    };
     // For the alert rules' check, and the e2e suite's prometheus phase.
     if tool(stop, "prometheus", "Debian's prometheus and promtool", crate::prometheus::ensure)?.is_none() {
         return Ok(());
     }
     // The receiving end lives as long as the main lane; a send fails only once it has ended.
-    let _ = made.send(Made::Workspace(Tools { assets, kwok, helm, web }));
+    let _ = made.send(Made::Workspace(Tools { assets, kwok, helm, web, hydra }));
     if node_suites {
         let node = tool(stop, "node", "the node's pieces (kubelet, packages, images)", crate::node::ensure)?;
         let cert_manager = tool(stop, "cert-manager", "the e2e suite's cert-manager", crate::certmanager::ensure)?;

@@ -1,0 +1,184 @@
+//! A real OpenID Connect provider for tests: Ory Hydra ([`hydra`]) and a login and consent page
+//! of our own ([`login`], Hydra being headless) with the test bed's people ([`users`]), both on
+//! 127.0.0.1 over TLS with a certificate of the test bed's own CA; a browser that signs a person
+//! in through them ([`sign_in`]); and a control plane that trusts the provider as an issuer of
+//! ID tokens ([`apiserver`], [`TrustingCluster`]), so that a person signed in by Hydra is that
+//! person, with their groups, to Kubernetes.
+
+pub mod admin;
+pub mod apiserver;
+pub mod browser;
+mod cluster;
+pub mod https;
+pub mod hydra;
+pub mod login;
+pub mod sign_in;
+pub mod users;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+pub use cluster::{Order, TrustingCluster, shared};
+use rustls::ClientConfig;
+
+use crate::ports::free_port;
+use crate::process::ManagedProcess;
+use crate::tls::{LoopbackTls, loopback};
+use crate::wait::eventually;
+use admin::Admin;
+use hydra::HydraConfig;
+use login::LoginPage;
+
+/// Hydra and the login page, running; both stop when it is dropped (and die with the test
+/// process if it never is).
+pub struct Provider {
+    // Declared first: dropped (stopped) before the page it sends browsers to.
+    hydra: Mutex<ManagedProcess>,
+    login: LoginPage,
+    config: HydraConfig,
+    tls: LoopbackTls,
+    admin: Admin,
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider").field("issuer", &self.issuer()).field("login", &self.login.url()).finish()
+    }
+}
+
+/// A provider laid out but not started yet: its ports, certificate and issuer are fixed, and its
+/// login page is up, so that an apiserver can be told to trust an issuer that comes up later.
+pub struct Planned {
+    binary: PathBuf,
+    dir: PathBuf,
+    login: LoginPage,
+    config: HydraConfig,
+    tls: LoopbackTls,
+    admin: Admin,
+}
+
+impl Planned {
+    /// The issuer URL Hydra will have.
+    pub fn issuer(&self) -> String {
+        self.config.issuer()
+    }
+
+    /// PEM of the CA that signs Hydra's certificate.
+    pub fn ca_pem(&self) -> &str {
+        self.tls.ca.cert_pem()
+    }
+
+    /// Start Hydra and wait until it serves its discovery document and says it is ready.
+    pub async fn start(self) -> Result<Provider, String> {
+        let Self { binary, dir, login, config, tls, admin } = self;
+        let hydra = Mutex::new(hydra::spawn(&binary, &config, &dir)?);
+        let provider = Provider { hydra, login, config, tls, admin };
+        provider.wait_ready().await?;
+        Ok(provider)
+    }
+}
+
+impl Provider {
+    /// Lay a provider out with its files and logs in `dir`: Hydra's ports, a certificate, and
+    /// the login page, started.
+    pub fn plan(dir: &Path) -> Result<Planned, String> {
+        let binary = hydra::locate()?;
+        let tls = loopback("myownshell-oidc-test-bed")?;
+        let (cert, key) = (dir.join("oidc-serving.crt"), dir.join("oidc-serving.key"));
+        write_private(&cert, &tls.leaf.cert_pem)?;
+        write_private(&key, &tls.leaf.key_pem)?;
+        let port = || free_port().map_err(|e| format!("a port for Hydra: {e}"));
+        let (public_port, admin_port) = (port()?, port()?);
+        let admin = Admin::new(format!("https://127.0.0.1:{admin_port}"), tls.client.clone());
+        let login = LoginPage::start(tls.server.clone(), admin.clone())?;
+        let config =
+            HydraConfig { public_port, admin_port, login_url: login.url(), cert, key, secret: system_secret()? };
+        Ok(Planned { binary, dir: dir.to_owned(), login, config, tls, admin })
+    }
+
+    /// [`Provider::plan`] and [`Planned::start`].
+    pub async fn start(dir: &Path) -> Result<Self, String> {
+        Self::plan(dir)?.start().await
+    }
+
+    async fn wait_ready(&self) -> Result<(), String> {
+        let issuer = self.issuer();
+        eventually("Hydra to serve its discovery document and be ready", hydra::START_TIMEOUT, || async {
+            if let Some(exit) = self.hydra.lock().unwrap_or_else(PoisonError::into_inner).exit_status() {
+                let log = self.log_tail(30);
+                // Not worth polling further: said at once.
+                return Ok(Err(format!("Hydra exited ({exit}); its log ends:\n{log}")));
+            }
+            let get = |url: String| async move {
+                let request = http::Request::get(url).body(Vec::new()).map_err(|e| e.to_string())?;
+                https::send(&self.tls.client, request).await
+            };
+            let ready = get(format!("{}/health/ready", self.config.admin_url())).await?;
+            if ready.status != 200 {
+                return Err(format!("admin /health/ready: {} {}", ready.status, ready.text()));
+            }
+            let discovery = get(format!("{issuer}/.well-known/openid-configuration")).await?;
+            let doc: serde_json::Value = serde_json::from_slice(&discovery.body).map_err(|e| e.to_string())?;
+            match doc["issuer"].as_str() {
+                Some(named) if named == issuer => Ok(Ok(())),
+                other => Err(format!("discovery names the issuer {other:?}, expected {issuer}")),
+            }
+        })
+        .await?
+    }
+
+    /// The issuer URL (`https://127.0.0.1:PORT`), as discovery and every token say it.
+    pub fn issuer(&self) -> String {
+        self.config.issuer()
+    }
+
+    /// PEM of the CA that signed Hydra's and the login page's certificate.
+    pub fn ca_pem(&self) -> &str {
+        self.tls.ca.cert_pem()
+    }
+
+    /// A TLS client configuration trusting only [`Provider::ca_pem`].
+    pub fn client_tls(&self) -> Arc<ClientConfig> {
+        self.tls.client.clone()
+    }
+
+    /// Hydra's admin API.
+    pub fn admin(&self) -> &Admin {
+        &self.admin
+    }
+
+    /// The login page's base URL.
+    pub fn login_url(&self) -> String {
+        self.login.url()
+    }
+
+    /// Hydra's log file.
+    pub fn log_path(&self) -> PathBuf {
+        self.hydra.lock().unwrap_or_else(PoisonError::into_inner).log_path().to_owned()
+    }
+
+    /// The last `lines` of Hydra's log (for failure messages).
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.hydra.lock().unwrap_or_else(PoisonError::into_inner).log_tail(lines)
+    }
+}
+
+/// 32 random bytes, hex: Hydra's system secret for one run.
+fn system_secret() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("random bytes: {e}"))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn write_private(path: &Path, contents: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(contents.as_bytes()))
+        .map_err(|e| format!("writing {}: {e}", path.display()))
+}
