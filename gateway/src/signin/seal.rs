@@ -12,9 +12,12 @@ use serde::{Deserialize, Serialize};
 
 use myownshell_auth::AuthenticatedUser;
 
-/// What is bound to every sealed cookie besides its contents: a cookie of another format or
-/// purpose never opens as a session.
+/// What is bound to every sealed session cookie besides its contents: a cookie of another
+/// format or purpose never opens as a session.
 const AAD: &[u8] = b"myownshell-gateway-session-v1";
+/// The same for the cookie an OpenID Connect sign-in keeps its secrets in until the person comes
+/// back ([`crate::signin::oidc`]): it never opens as a session, nor a session as it.
+const SIGN_IN_AAD: &[u8] = b"myownshell-gateway-oidc-sign-in-v1";
 /// The longest cookie the gateway reads (browsers keep 4 KiB per cookie).
 pub const MAX_SEALED: usize = 4096;
 
@@ -62,10 +65,11 @@ impl SealedUser {
     }
 }
 
-/// Seals and opens sessions under one key.
+/// Seals and opens cookies of one purpose under one key.
 pub struct Sealer {
     key: LessSafeKey,
     random: SystemRandom,
+    purpose: &'static [u8],
 }
 
 impl std::fmt::Debug for Sealer {
@@ -75,27 +79,36 @@ impl std::fmt::Debug for Sealer {
 }
 
 impl Sealer {
-    /// Under `key` (32 bytes).
+    /// Sessions, under `key` (32 bytes).
     pub fn new(key: &[u8; 32]) -> Result<Self, String> {
+        Self::with_purpose(key, AAD)
+    }
+
+    /// OpenID Connect sign-ins under way, under `key` (32 bytes).
+    pub fn for_sign_ins(key: &[u8; 32]) -> Result<Self, String> {
+        Self::with_purpose(key, SIGN_IN_AAD)
+    }
+
+    fn with_purpose(key: &[u8; 32], purpose: &'static [u8]) -> Result<Self, String> {
         let unbound = UnboundKey::new(&AES_256_GCM, key).map_err(|_| "not an AES-256 key".to_owned())?;
-        Ok(Self { key: LessSafeKey::new(unbound), random: SystemRandom::new() })
+        Ok(Self { key: LessSafeKey::new(unbound), random: SystemRandom::new(), purpose })
     }
 
     /// `session` as a cookie's value.
-    pub fn seal(&self, session: &Sealed) -> Result<String, String> {
+    pub fn seal<T: Serialize>(&self, session: &T) -> Result<String, String> {
         let mut nonce = [0u8; NONCE_LEN];
         self.random.fill(&mut nonce).map_err(|_| "no randomness for a nonce".to_owned())?;
         let mut data = serde_json::to_vec(session).map_err(|e| e.to_string())?;
         self.key
-            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(AAD), &mut data)
+            .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), Aad::from(self.purpose), &mut data)
             .map_err(|_| "sealing failed".to_owned())?;
         let mut out = nonce.to_vec();
         out.extend_from_slice(&data);
         Ok(B64.encode(out))
     }
 
-    /// The session a cookie's value holds, if it opens under this key.
-    pub fn open(&self, cookie: &str) -> Option<Sealed> {
+    /// What a cookie's value holds, if it opens under this key for this purpose.
+    pub fn open<T: serde::de::DeserializeOwned>(&self, cookie: &str) -> Option<T> {
         if cookie.len() > MAX_SEALED {
             return None;
         }
@@ -106,7 +119,7 @@ impl Sealer {
         let (nonce, sealed) = bytes.split_at(NONCE_LEN);
         let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
         let mut sealed = sealed.to_vec();
-        let plain = self.key.open_in_place(nonce, Aad::from(AAD), &mut sealed).ok()?;
+        let plain = self.key.open_in_place(nonce, Aad::from(self.purpose), &mut sealed).ok()?;
         serde_json::from_slice(plain).ok()
     }
 }
@@ -138,13 +151,15 @@ mod tests {
         assert!(!cookie.contains("a-token") && !B64.decode(&cookie).unwrap().windows(7).any(|w| w == b"a-token"));
         assert_ne!(sealer.seal(&session()).unwrap(), cookie, "a fresh nonce each time");
         let other = Sealer::new(&[8; 32]).expect("a key");
-        assert_eq!(other.open(&cookie), None, "another key");
+        assert_eq!(other.open::<Sealed>(&cookie), None, "another key");
+        let sign_ins = Sealer::for_sign_ins(&[7; 32]).expect("a key");
+        assert_eq!(sign_ins.open::<Sealed>(&cookie), None, "the same key for another purpose");
         let mut bytes = B64.decode(&cookie).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert_eq!(sealer.open(&B64.encode(&bytes)), None, "a changed byte");
+        assert_eq!(sealer.open::<Sealed>(&B64.encode(&bytes)), None, "a changed byte");
         for junk in ["", "abc", "%%%", &"A".repeat(MAX_SEALED + 1)] {
-            assert_eq!(sealer.open(junk), None, "{junk:.8}");
+            assert_eq!(sealer.open::<Sealed>(junk), None, "{junk:.8}");
         }
     }
 }

@@ -169,7 +169,7 @@ impl Sessions {
     /// The session `cookie` holds, unless it has ended: this replica's, or taken up from the
     /// cookie (another replica opened it).
     pub fn get(&self, cookie: &str) -> Option<Arc<Session>> {
-        let sealed = self.sealer.open(cookie)?;
+        let sealed: Sealed = self.sealer.open(cookie)?;
         let now = SystemTime::now();
         let left = (SystemTime::UNIX_EPOCH + Duration::from_secs(sealed.expires)).duration_since(now).ok()?;
         if self.ended.lock().contains_key(&sealed.id) {
