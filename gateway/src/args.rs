@@ -168,6 +168,9 @@ pub struct Args {
     #[arg(long, env = "POD_IP")]
     pub pod_ip: Option<std::net::IpAddr>,
     // A doc comment on a flattened field is not help text: clap takes each flag's own.
+    /// `--oidc-*`.
+    #[command(flatten)]
+    pub oidc: crate::signin::oidc_args::OidcArgs,
     /// `--health-probe-bind-address`.
     #[command(flatten)]
     pub probes: ProbeArgs,

@@ -52,6 +52,8 @@ pub struct Gateway {
     pub origins: AllowedOrigins,
     /// The authenticating proxy in front (`--client-ca-file`), if any.
     pub front_proxy: Option<FrontProxy>,
+    /// Sign-in through an identity provider (`--oidc-issuer-url`), if configured.
+    pub oidc: Option<crate::signin::oidc::OidcSignIn>,
     /// Where sessions are recorded, if anywhere.
     pub recordings: Option<Store>,
     /// Whether every session is recorded.

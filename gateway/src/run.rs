@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use myownshell_auth::TlsFiles;
 use myownshell_auth::authn::{AuthnCacheOptions, ReviewCounters, TokenAuthenticator};
+use myownshell_auth::oidc::Verifier;
 use myownshell_auth::transport::{ServingTls, TransportError};
 use myownshell_runtime::client::ClientError;
 use myownshell_runtime::drain;
@@ -21,6 +22,7 @@ use crate::gateway::{Gateway, TerminalSettings};
 use crate::recording::quota::Quota;
 use crate::recording::store::Store;
 use crate::signin::key;
+use crate::signin::oidc::OidcSignIn;
 use crate::signin::seal::Sealer;
 use crate::signin::sessions::Sessions;
 use crate::terminal::registry::Terminals;
@@ -50,6 +52,12 @@ pub enum RunError {
     /// No key to seal sessions with.
     #[error("session key: {0}")]
     SessionKey(String),
+    /// `--oidc-client-secret-file` does not read.
+    #[error(transparent)]
+    OidcSecret(#[from] crate::signin::oidc_args::SecretFileError),
+    /// The identity provider cannot be used (not reached, or not as configured).
+    #[error("--oidc-issuer-url: {0}")]
+    Oidc(#[from] myownshell_auth::oidc::OidcError),
 }
 
 /// How long pages get to hear that the gateway stops.
@@ -73,17 +81,29 @@ async fn sweep(store: Store, shutdown: CancellationToken) {
     }
 }
 
-/// What seals browser sessions: the key every replica shares, else one of this replica's own.
-async fn session_sealer(client: &kube::Client, secret: &str) -> Result<Sealer, RunError> {
+/// The key browser sessions (and sign-ins under way) are sealed with: the one every replica
+/// shares, else one of this replica's own.
+async fn session_key(client: &kube::Client, secret: &str) -> Result<[u8; 32], RunError> {
     let namespace = myownshell_runtime::pod::namespace();
-    let key = match key::shared(client, &namespace, secret).await {
-        Ok(key) => key,
+    match key::shared(client, &namespace, secret).await {
+        Ok(key) => Ok(key),
         Err(e) => {
             tracing::warn!(error = %e, "no shared session key: sessions end with this replica");
-            key::random().map_err(RunError::SessionKey)?
+            key::random().map_err(RunError::SessionKey)
         }
+    }
+}
+
+/// Sign-in through the identity provider, when `--oidc-issuer-url` is given: its discovery
+/// document is read now, so that a provider that cannot be used stops the start with why.
+async fn oidc_sign_in(args: &Args, key: &[u8; 32]) -> Result<Option<OidcSignIn>, RunError> {
+    let (Some(options), Some(redirect_url)) = (args.oidc.options()?, args.oidc.oidc_redirect_url.clone()) else {
+        return Ok(None);
     };
-    Sealer::new(&key).map_err(RunError::SessionKey)
+    let verifier = Verifier::discover(options).await?;
+    tracing::info!(issuer = %verifier.provider().issuer, "sign-in through the identity provider");
+    let sealer = Sealer::for_sign_ins(key).map_err(RunError::SessionKey)?;
+    Ok(Some(OidcSignIn::new(verifier, redirect_url, args.oidc.oidc_extra_scopes.clone(), sealer)))
 }
 
 /// A token cancelled once nobody is sent to this replica after `shutdown` (its readiness turned
@@ -103,6 +123,28 @@ fn draining(args: &Args, client: &kube::Client, shutdown: &CancellationToken, re
     drain::once_drained(client, endpoint, args.shutdown_delay, args.shutdown_max_wait, shutdown)
 }
 
+/// Where sessions are recorded, with --recordings-dir.
+fn recording_store(args: &Args) -> Option<Store> {
+    args.recordings_dir.clone().map(|dir| Store {
+        dir,
+        max_bytes: args.recording_max_bytes,
+        retention: args.recording_retention,
+        quota: Arc::new(Quota::new(args.recordings_max_shell_bytes, args.recordings_max_total_bytes)),
+    })
+}
+
+/// How terminals behave, from the flags.
+fn terminal_settings(args: &Args) -> TerminalSettings {
+    TerminalSettings {
+        grace: args.reattach_grace,
+        scrollback: args.scrollback_bytes,
+        command: args.command.clone(),
+        connect_timeout: args.connect_timeout,
+        max_message: args.max_message_bytes,
+        ping_interval: args.ping_interval,
+    }
+}
+
 /// Run until `shutdown`.
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
     let client = args.client.client().await?;
@@ -114,7 +156,9 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         authn,
         Arc::new(ReviewCounters::default()),
     );
-    let sealer = session_sealer(&client, &args.session_key_secret).await?;
+    let key = session_key(&client, &args.session_key_secret).await?;
+    let sealer = Sealer::new(&key).map_err(RunError::SessionKey)?;
+    let oidc = oidc_sign_in(&args, &key).await?;
     // Ready while serving; not ready from SIGTERM on, while it goes on serving until nobody is
     // sent its way (`serving`): only then are pages told to go.
     let ready = ReadyFlag::default();
@@ -128,22 +172,11 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),
         origins: AllowedOrigins::new(&args.allowed_origins),
         front_proxy: args.front_proxy(),
-        recordings: args.recordings_dir.clone().map(|dir| Store {
-            dir,
-            max_bytes: args.recording_max_bytes,
-            retention: args.recording_retention,
-            quota: Arc::new(Quota::new(args.recordings_max_shell_bytes, args.recordings_max_total_bytes)),
-        }),
+        oidc,
+        recordings: recording_store(&args),
         record_all: args.record_all_sessions,
         assets,
-        settings: TerminalSettings {
-            grace: args.reattach_grace,
-            scrollback: args.scrollback_bytes,
-            command: args.command.clone(),
-            connect_timeout: args.connect_timeout,
-            max_message: args.max_message_bytes,
-            ping_interval: args.ping_interval,
-        },
+        settings: terminal_settings(&args),
         shutdown: serving.clone(),
         tasks: TaskTracker::new(),
         handover: Handover::new(args.handover_concurrency, (args.handover_within, MOVE_WITHIN), serving.clone()),

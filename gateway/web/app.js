@@ -20,7 +20,7 @@ async function api(method, path, body) {
   const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: "same-origin" });
   const text = await response.text();
   const json = text ? JSON.parse(text) : {};
-  if (!response.ok) throw Object.assign(new Error(json.error || response.statusText), { status: response.status });
+  if (!response.ok) throw Object.assign(new Error(json.error || response.statusText), { status: response.status, signIn: json.signIn });
   return json;
 }
 
@@ -383,4 +383,18 @@ $("detach").onclick = () => send(JSON.stringify({ type: "detach" }));
 $("allow-drive").onchange = (e) => send(JSON.stringify({ type: "allowDrive", allow: e.target.checked }));
 $("namespace").value = localStorage.getItem("namespace") || "";
 
-api("GET", "/api/session").then(signedIn, () => show("sign-in"));
+// Back from the identity provider with what went wrong (the gateway's own sentence, shown as
+// text): said once, and taken out of the address.
+const signInError = new URLSearchParams(location.search).get("sign-in-error");
+if (signInError !== null) {
+  $("sign-in-error").textContent = signInError;
+  history.replaceState(null, "", location.pathname + location.hash);
+}
+api("GET", "/api/session").then(signedIn, (e) => {
+  // The gateway names its identity provider's sign-in when it has one.
+  if (e.signIn) {
+    $("provider-sign-in").href = e.signIn;
+    $("provider").hidden = false;
+  }
+  show("sign-in");
+});

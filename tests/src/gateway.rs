@@ -44,6 +44,18 @@ impl GatewayProcess {
     /// Start it against `cp` with the credentials of `kubeconfig`, `--assets-dir` from
     /// `MYOWNSHELL_GATEWAY_ASSETS` and `extra` flags; wait until it is ready.
     pub async fn start(cp: &ControlPlane, kubeconfig: PathBuf, name: &str, extra: &[&str]) -> Result<Self, String> {
+        let port = free_port().map_err(|e| e.to_string())?;
+        Self::start_on(cp, kubeconfig, name, port, extra).await
+    }
+
+    /// [`Self::start`] on `port` (known before, e.g. for an identity provider's redirect URI).
+    pub async fn start_on(
+        cp: &ControlPlane,
+        kubeconfig: PathBuf,
+        name: &str,
+        port: u16,
+        extra: &[&str],
+    ) -> Result<Self, String> {
         let assets = myownshell_envtest::web::locate()?;
         let binary = workspace_binary(BINARY)?;
         let tls = loopback(name)?;
@@ -51,7 +63,6 @@ impl GatewayProcess {
         let (cert, key) = (certs.path().join("tls.crt"), certs.path().join("tls.key"));
         std::fs::write(&cert, &tls.leaf.cert_pem).map_err(|e| e.to_string())?;
         std::fs::write(&key, &tls.leaf.key_pem).map_err(|e| e.to_string())?;
-        let port = free_port().map_err(|e| e.to_string())?;
         let probe_port = free_port().map_err(|e| e.to_string())?;
         let log = cp.layout().dir.join(format!("{name}.log"));
         let spec = ProcessSpec::new(name, binary, log.clone())

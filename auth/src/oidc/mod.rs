@@ -213,8 +213,17 @@ impl Verifier {
         Ok(SignedIn { token, id_token, refresh_token })
     }
 
-    async fn token_request(&self, form: String) -> Result<flow::Tokens, OidcError> {
+    async fn token_request(&self, mut form: String) -> Result<flow::Tokens, OidcError> {
         let basic = self.options.client_secret.as_ref().map(|s| flow::basic_credentials(&self.options.client_id, &s.0));
+        if basic.is_none() {
+            // A public client names itself in the form (RFC 6749 4.1.3); PKCE is its proof.
+            form.push('&');
+            form.push_str(
+                &form_urlencoded::Serializer::new(String::new())
+                    .append_pair("client_id", &self.options.client_id)
+                    .finish(),
+            );
+        }
         let endpoint = &self.provider.token_endpoint;
         let (status, body) = self
             .keys

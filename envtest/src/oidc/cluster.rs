@@ -24,6 +24,11 @@ const TRUST_TIMEOUT: Duration = Duration::from_secs(60);
 /// Where Hydra sends the browser back; nothing listens there: the test's browser stops at it.
 pub const REDIRECT_URI: &str = "https://127.0.0.1/myownshell/callback";
 
+/// The client id of a gateway signing people in through the test bed's provider: the apiserver
+/// takes its ID tokens too. The test that runs the gateway registers it (with the gateway's own
+/// redirect URI, known once its port is).
+pub const GATEWAY_CLIENT_ID: &str = "myownshell-gateway";
+
 /// The provider, its clients, and the control plane trusting it.
 #[derive(Debug)]
 pub struct TrustingCluster {
@@ -78,7 +83,7 @@ impl TrustingCluster {
         let issuer = JwtIssuer {
             url: planned.issuer(),
             certificate_authority: planned.ca_pem().to_owned(),
-            audiences: vec![client.client_id.clone(), short_lived.client_id.clone()],
+            audiences: vec![client.client_id.clone(), short_lived.client_id.clone(), GATEWAY_CLIENT_ID.to_owned()],
         };
         let config = dir.join("authentication-config.yaml");
         std::fs::write(&config, apiserver::authentication_config(&issuer))

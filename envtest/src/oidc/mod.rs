@@ -18,7 +18,7 @@ pub mod users;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-pub use cluster::{Order, TrustingCluster, shared};
+pub use cluster::{GATEWAY_CLIENT_ID, Order, TrustingCluster, shared};
 use rustls::ClientConfig;
 
 use crate::ports::free_port;

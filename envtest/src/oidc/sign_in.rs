@@ -59,22 +59,9 @@ pub async fn sign_in(provider: &Provider, client: &Client, user: &str, password:
         ])
     );
     let mut browser = Browser::new(provider.client_tls(), redirect_uri);
-    let (page_url, page) = match browser.get(&authorize).await.map_err(fail)? {
-        Landed::Page(url, page) if page.status == 200 => (url, page),
-        Landed::Page(url, page) => {
-            return Err(fail(format!("expected the login form at {url}, got {}: {}", page.status, page.text())));
-        }
-        Landed::Stopped(_) => return Err(fail("the provider skipped the login form".into())),
-    };
-    let login_challenge = hidden_field(&page.text(), "login_challenge")
-        .ok_or_else(|| fail(format!("no login form at {}", https::redact(&page_url.parse().unwrap_or_default()))))?;
-    let action = super::browser::resolve(&page_url, "/login").map_err(fail)?;
-    let fields = [("login_challenge", login_challenge.as_str()), ("username", user), ("password", password)];
-    let callback = match browser.post_form(&action, &fields).await.map_err(fail)? {
+    let landed = browser.get(&authorize).await.map_err(fail)?;
+    let callback = match log_in(&mut browser, landed, user, password).await? {
         Landed::Stopped(callback) => callback,
-        Landed::Page(_, page) if page.status == 401 => {
-            return Err(SignInError::Refused(alert(&page.text()).unwrap_or_else(|| page.text())));
-        }
         Landed::Page(url, page) => {
             let url = https::redact(&url.parse().unwrap_or_default());
             return Err(fail(format!("the sign-in ended at {url} with {}: {}", page.status, page.text())));
@@ -94,6 +81,31 @@ pub async fn sign_in(provider: &Provider, client: &Client, user: &str, password:
         return Err(fail("the ID token's nonce is not the one sent".into()));
     }
     Ok(tokens)
+}
+
+/// Where a browser `landed` at the login form (sent there by the provider's authorization
+/// endpoint), log `user` in with `password` and follow the provider's redirects after: where the
+/// browser lands then (at the client's redirect URI, where its `stop_at` stops it, or a page of
+/// the client's that the redirect URI sent it on to), or the login page's refusal.
+pub async fn log_in(browser: &mut Browser, landed: Landed, user: &str, password: &str) -> Result<Landed, SignInError> {
+    let fail = SignInError::Failed;
+    let (page_url, page) = match landed {
+        Landed::Page(url, page) if page.status == 200 => (url, page),
+        Landed::Page(url, page) => {
+            return Err(fail(format!("expected the login form at {url}, got {}: {}", page.status, page.text())));
+        }
+        Landed::Stopped(_) => return Err(fail("the provider skipped the login form".into())),
+    };
+    let login_challenge = hidden_field(&page.text(), "login_challenge")
+        .ok_or_else(|| fail(format!("no login form at {}", https::redact(&page_url.parse().unwrap_or_default()))))?;
+    let action = super::browser::resolve(&page_url, "/login").map_err(fail)?;
+    let fields = [("login_challenge", login_challenge.as_str()), ("username", user), ("password", password)];
+    match browser.post_form(&action, &fields).await.map_err(fail)? {
+        Landed::Page(_, page) if page.status == 401 => {
+            Err(SignInError::Refused(alert(&page.text()).unwrap_or_else(|| page.text())))
+        }
+        landed => Ok(landed),
+    }
 }
 
 /// The token endpoint: the code and the PKCE verifier for tokens, the client authenticated with

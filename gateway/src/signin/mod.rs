@@ -13,6 +13,8 @@
 
 pub mod cookie;
 pub mod key;
+pub mod oidc;
+pub mod oidc_args;
 pub mod seal;
 pub mod sessions;
 

@@ -79,9 +79,14 @@ pub async fn sign_in(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Json(bo
 }
 
 /// `GET /api/session`: who is signed in, and the CSRF token for the page's requests.
+/// Refused, it also says where to sign in through the identity provider, when there is one.
 pub async fn session(State(gw): State<Arc<Gateway>>, info: Peer, headers: HeaderMap) -> Response {
     match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Read).await {
         Ok(caller) => Json(whoami(&caller)).into_response(),
+        Err(refusal) if gw.oidc.is_some() => {
+            (refusal.status, Json(json!({ "error": refusal.message, "signIn": crate::signin::oidc::LOGIN_PATH })))
+                .into_response()
+        }
         Err(refusal) => refused(refusal),
     }
 }

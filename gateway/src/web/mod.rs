@@ -1,7 +1,8 @@
 //! The HTTP side: the routes (`router`), the page's files (`page`), its JSON API (`api`), the
 //! terminal's WebSocket (`socket`, over the handshake of `upgrade`, its control messages read
 //! by `control`), a terminal's opening (`opening`), a shell's held sessions (`sessions`), the
-//! recordings' list and downloads (`recordings`), and the `Origin` rule
+//! recordings' list and downloads (`recordings`), sign-in through an identity provider
+//! (`oidc`), and the `Origin` rule
 //! (`origin`). Every answer carries headers that keep the page from being framed, sniffed or
 //! given scripts from anywhere else.
 //!
@@ -12,6 +13,7 @@ pub mod api;
 pub mod body;
 pub mod control;
 pub mod handover;
+pub mod oidc;
 pub mod opening;
 pub mod origin;
 pub mod page;
@@ -53,7 +55,7 @@ fn harden(response: &mut Response, is_api: bool) {
 }
 
 async fn hardened(request: Request, next: Next) -> Response {
-    let is_api = request.uri().path().starts_with("/api/");
+    let is_api = request.uri().path().starts_with("/api/") || request.uri().path().starts_with("/oidc/");
     let mut response = next.run(request).await;
     harden(&mut response, is_api);
     response
@@ -72,6 +74,8 @@ pub use body::MAX_BODY_BYTES;
 pub fn router(gw: Arc<Gateway>) -> Router {
     Router::new()
         .route("/api/session", get(api::session).post(api::sign_in).delete(api::sign_out))
+        .route(crate::signin::oidc::LOGIN_PATH, get(oidc::login))
+        .route(crate::signin::oidc::CALLBACK_PATH, get(oidc::callback))
         .route("/api/shells", get(api::shells))
         .route("/api/shells/{namespace}/{shell}/extend", post(api::extend))
         .route("/api/shells/{namespace}/{shell}/approve", post(api::approve))
