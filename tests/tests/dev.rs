@@ -80,6 +80,7 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
         "MYOWNSHELL_METRICS_URL",
         "MYOWNSHELL_METRICS_TOKEN",
         "MYOWNSHELL_GATEWAY_URL",
+        "MYOWNSHELL_OIDC_ISSUER_URL",
     ] {
         assert!(env.get(key).is_some_and(|v| !v.is_empty()), "{key} missing from {env:?}");
     }
@@ -89,6 +90,13 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
         let (status, body) = https_get(gateway, path, None).await.unwrap();
         assert!(status == 200 && body.contains(words), "{path}: {status}");
     }
+    // People sign in through the identity provider dev runs: the page is told where, and the
+    // issuer of the env file serves its discovery document (the apiserver trusts it).
+    let (status, body) = https_get(gateway, "/api/session", None).await.unwrap();
+    assert!(status == 401 && body.contains(r#""signIn":"/oidc/login""#), "{status}: {body}");
+    let issuer = &env["MYOWNSHELL_OIDC_ISSUER_URL"];
+    let (status, body) = https_get(addr_of(issuer), "/.well-known/openid-configuration", None).await.unwrap();
+    assert!(status == 200 && body.contains(&format!(r#""issuer":"{issuer}""#)), "{status}: {body}");
 
     // A second dev on the same state says so instead of clashing.
     let second = std::process::Command::new(&xtask).args(&args).output().unwrap();
@@ -178,10 +186,10 @@ async fn xtask_dev_runs_the_operator_and_cleans_up() {
     // SIGTERM: everything it started stops, and the env file goes.
     let pids: Vec<u32> =
         std::fs::read_to_string(state.join("pids")).unwrap().lines().map(|p| p.parse().unwrap()).collect();
-    // etcd, kube-apiserver, webhook, controller, gateway; on the node also the components, the
-    // holder of the cluster network's namespace, the node's processes (containerd, kubelet,
-    // kube-proxy, kube-router) and its sandbox.
-    let expected = if on_node { 13 } else { 5 };
+    // etcd, kube-apiserver, webhook, controller, gateway, the identity provider (Hydra); on the
+    // node also the components, the holder of the cluster network's namespace, the node's
+    // processes (containerd, kubelet, kube-proxy, kube-router) and its sandbox.
+    let expected = if on_node { 14 } else { 6 };
     assert_eq!(pids.len(), expected, "{pids:?}");
     let status = dev.stop(Duration::from_secs(60)).unwrap();
     assert!(status.success(), "xtask dev exited with {status}\n{}", dev.log_tail(40));

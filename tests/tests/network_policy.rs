@@ -136,7 +136,7 @@ async fn still_refused(kubectl: &Kubectl, client: &Client, target: &str) {
 async fn policies_admit_and_refuse_pod_traffic_on_both_nodes_and_leave_nothing() {
     assert_eq!(network_policy::host_traces().unwrap(), Vec::<String>::new(), "before any cluster");
     let step = Instant::now();
-    let options = node::ClusterOptions { nodes: 2, images: vec![probe_archive()] };
+    let options = node::ClusterOptions { nodes: 2, images: vec![probe_archive()], ..Default::default() };
     let mut cluster = node::Cluster::start(options).await.unwrap();
     eprintln!("network policy: cluster started in {:.1?}", step.elapsed());
     let step = Instant::now();
@@ -388,7 +388,7 @@ async fn operator_policy(kubectl: &Kubectl, ns: &str) -> String {
 async fn the_operator_isolates_shells_and_an_editor_cannot_open_them() {
     use myownshell_tests::access::{install_policies, kubectl_as, namespace_editors};
     let step = Instant::now();
-    let options = node::ClusterOptions { nodes: 1, images: vec![probe_archive()] };
+    let options = node::ClusterOptions { nodes: 1, images: vec![probe_archive()], ..Default::default() };
     let mut cluster = node::Cluster::start(options).await.unwrap();
     cluster.enforce_network_policies().await.unwrap();
     eprintln!("shell network: cluster enforcing NetworkPolicies in {:.1?}", step.elapsed());

@@ -233,7 +233,7 @@ fn probe_archive() -> std::path::PathBuf {
 #[tokio::test]
 async fn two_nodes_route_pods_and_services_across_and_survive_losing_one() {
     let step = Instant::now();
-    let options = node::ClusterOptions { nodes: 2, images: vec![probe_archive()] };
+    let options = node::ClusterOptions { nodes: 2, images: vec![probe_archive()], ..Default::default() };
     let mut cluster = node::Cluster::start(options).await.unwrap();
     eprintln!("two nodes: probe image built and cluster started in {:.1?}: {}", step.elapsed(), cluster.summary());
     let names = cluster.node_names();

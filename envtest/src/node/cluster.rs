@@ -38,11 +38,14 @@ pub struct ClusterOptions {
     /// OCI archives to import into every node besides the pause and shell images (e.g. the
     /// operator's).
     pub images: Vec<PathBuf>,
+    /// More kube-apiserver flags, after the cluster's own (e.g. `--authentication-config` for an
+    /// identity provider it trusts, `crate::oidc`).
+    pub apiserver_args: Vec<String>,
 }
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        Self { nodes: 1, images: Vec::new() }
+        Self { nodes: 1, images: Vec::new(), apiserver_args: Vec::new() }
     }
 }
 
@@ -94,7 +97,7 @@ impl Cluster {
             address: network.host_ip(),
             service_cidr: network.service_cidr(),
             node: true,
-            apiserver_args: lifecycle::apiserver_args(nodes),
+            apiserver_args: lifecycle::apiserver_args(nodes).into_iter().chain(options.apiserver_args).collect(),
         };
         let control_plane = ControlPlane::start_in(cp_assets, cp_options, run_dir.clone()).await?;
         let mut images: Vec<PathBuf> = assets::BASE_IMAGES.iter().map(|i| node_assets.images.join(i)).collect();

@@ -142,6 +142,11 @@ impl Provider {
         self.tls.client.clone()
     }
 
+    /// Hydra's process id (the login page runs in this process).
+    pub fn pid(&self) -> u32 {
+        self.hydra.lock().unwrap_or_else(PoisonError::into_inner).pid()
+    }
+
     /// Hydra's admin API.
     pub fn admin(&self) -> &Admin {
         &self.admin

@@ -173,7 +173,7 @@ fn node_images() -> Vec<std::path::PathBuf> {
 async fn the_operator_from_config_end_to_end() {
     // Two nodes: the production overlay's replicas spread, and one node can be lost or drained.
     let started = Instant::now();
-    let cluster = Cluster::start(ClusterOptions { nodes: 2, images: node_images() })
+    let cluster = Cluster::start(ClusterOptions { nodes: 2, images: node_images(), ..ClusterOptions::default() })
         .await
         .unwrap_or_else(|e| panic!("the two-node cluster: {e}"));
     eprintln!("e2e: {} ({:.1?})", cluster.summary(), started.elapsed());

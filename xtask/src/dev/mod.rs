@@ -12,6 +12,7 @@
 mod cluster;
 mod lock;
 mod logs;
+mod oidc;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -189,15 +190,16 @@ async fn start_binaries(
     ports: &Ports,
     (webhook_kubeconfig, webhook_flags): (&Path, Vec<String>),
     (controller_kubeconfig, controller_flags): (&Path, Vec<String>),
-    gateway_kubeconfig: &Path,
+    (gateway_kubeconfig, gateway_flags): (&Path, Vec<String>),
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Vec<Running>> {
     let assets = tokio::task::spawn_blocking(crate::web::ensure).await??;
-    let gateway_args = vec![
+    let mut gateway_args = vec![
         format!("--bind-address={}", local(ports.gateway)),
         format!("--health-probe-bind-address={}", local(ports.gateway_probe)),
         format!("--assets-dir={}", assets.display()),
     ];
+    gateway_args.extend(gateway_flags);
     let mut webhook_args = vec![
         format!("--webhook-port={}", ports.webhook),
         "--bind-address=127.0.0.1".into(),
@@ -241,11 +243,18 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
         kube_apiserver: assets_dir.join(myownshell_envtest::assets::KUBE_APISERVER),
         etcd: assets_dir.join(myownshell_envtest::assets::ETCD),
     };
+    // The identity provider people sign in to the page through, laid out first: the apiserver
+    // starts trusting it.
+    let step = Step::start("Ory Hydra and its login page (users alice and bob), trusted by the apiserver");
+    let provider = oidc::plan(state_dir).await?;
+    step.done();
+    let apiserver_args = provider.apiserver_args.clone();
     let plane = match tokio::task::spawn_blocking(node_or_why_not).await? {
         Ok(()) => {
             let what = if nodes == 1 { "a node".to_owned() } else { format!("{nodes} nodes") };
             let step = Step::start(format!("starting the cluster (control plane, and {what}: containerd, kubelet)"));
-            let mut node = Cluster::start(ClusterOptions { nodes, ..ClusterOptions::default() }).await?;
+            let mut node =
+                Cluster::start(ClusterOptions { nodes, apiserver_args, ..ClusterOptions::default() }).await?;
             step.done();
             // NetworkPolicies enforced, as on a cluster whose network plugin does (kube-router's
             // policy controller in each node, built once from the module proxy).
@@ -268,7 +277,8 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
         Err(why) => {
             eprintln!("xtask: dev runs API-only, no pods will run: {why}");
             let step = Step::start("starting the control plane (etcd + kube-apiserver)");
-            let cp = ControlPlane::start_with(found).await?;
+            let options = myownshell_envtest::control_plane::Options { apiserver_args, ..Default::default() };
+            let cp = ControlPlane::start_in(found, options, myownshell_envtest::control_plane::new_run_dir()?).await?;
             step.done();
             Plane::ApiOnly(Box::new(cp))
         }
@@ -276,6 +286,7 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
     let cp = plane.control_plane();
 
     let ports = Ports::new()?;
+    let provider = provider.start(ports.gateway).await?;
     let ids = cluster::install(cp, state_dir, ports.webhook).await?;
     let stop = Arc::new(AtomicBool::new(false));
     let webhook_flags = vec![
@@ -301,7 +312,7 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
         &ports,
         (&ids.webhook_kubeconfig, webhook_flags),
         (&ids.controller_kubeconfig, controller_flags),
-        &ids.gateway_kubeconfig,
+        (&ids.gateway_kubeconfig, provider.gateway_flags.clone()),
         &stop,
     )
     .await?;
@@ -310,12 +321,15 @@ async fn run_local(state_dir: &Path, nodes: usize) -> anyhow::Result<()> {
     env.extend(ports.urls());
     env.push(("MYOWNSHELL_METRICS_TOKEN", ids.metrics_token.clone()));
     env.push(("MYOWNSHELL_CLUSTER", plane.kind().to_owned()));
+    env.push(("MYOWNSHELL_OIDC_ISSUER_URL", provider.provider.issuer()));
     let mut pids = plane.pids();
     pids.extend(running.iter().map(|r| r.process.pid()));
+    pids.push(provider.provider.pid());
     write_pids(state_dir, &pids)?;
     write_env(state_dir, &env)?;
     announce(state_dir, &env, &plane.summary());
     let outcome = run_until_stopped(running, stop).await;
+    drop(provider);
     drop(plane);
     eprintln!("xtask: dev stopped; every process it started is gone");
     outcome
@@ -387,9 +401,15 @@ async fn run_remote(kubeconfig: &Path, state_dir: &Path) -> anyhow::Result<()> {
     let ports = Ports::new()?;
     let stop = Arc::new(AtomicBool::new(false));
     let webhook_flags = vec![format!("--cert-dir={}", cert_dir.display())];
-    let running =
-        start_binaries(state_dir, &ports, (kubeconfig, webhook_flags), (kubeconfig, Vec::new()), kubeconfig, &stop)
-            .await?;
+    let running = start_binaries(
+        state_dir,
+        &ports,
+        (kubeconfig, webhook_flags),
+        (kubeconfig, Vec::new()),
+        (kubeconfig, Vec::new()),
+        &stop,
+    )
+    .await?;
 
     let mut env = vec![("KUBECONFIG", kubeconfig.display().to_string())];
     env.extend(ports.urls());
