@@ -80,6 +80,7 @@ impl Gateway {
             sessions: &self.sessions,
             origins: &self.origins,
             front_proxy: self.front_proxy.as_ref(),
+            oidc: self.oidc.as_ref(),
         }
     }
 

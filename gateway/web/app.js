@@ -383,6 +383,20 @@ $("detach").onclick = () => send(JSON.stringify({ type: "detach" }));
 $("allow-drive").onchange = (e) => send(JSON.stringify({ type: "allowDrive", allow: e.target.checked }));
 $("namespace").value = localStorage.getItem("namespace") || "";
 
+// A sign-in through the identity provider is renewed when the page asks who is signed in: every
+// few minutes, and when the page is seen again (a laptop that slept). One that has ended says so.
+function checkSession() {
+  if (!state.user) return;
+  api("GET", "/api/session").catch((e) => {
+    if (e.status !== 401 || state.socket) return;
+    state.user = state.csrf = null;
+    $("sign-in-error").textContent = e.message;
+    show("sign-in");
+  });
+}
+setInterval(checkSession, 240000);
+document.addEventListener("visibilitychange", () => { if (!document.hidden) checkSession(); });
+
 // Back from the identity provider with what went wrong (the gateway's own sentence, shown as
 // text): said once, and taken out of the address.
 const signInError = new URLSearchParams(location.search).get("sign-in-error");

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use http::Method;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Subject};
@@ -27,6 +28,8 @@ use rustls_pki_types::pem::PemObject;
 
 /// The gateway's own identity: it asks TokenReview (`system:auth-delegator`), nothing more here.
 const GATEWAY_USER: &str = "myownshell-oidc-gateway";
+/// How long the provider's ID tokens for the gateway live.
+const ID_TOKEN_LIFESPAN: Duration = Duration::from_secs(15);
 
 /// A gateway signing people in through the test bed's provider, and where its files are.
 struct Signing {
@@ -59,7 +62,9 @@ async fn gateway(bed: &TrustingCluster) -> Signing {
         client_id: GATEWAY_CLIENT_ID.into(),
         client_secret: secret.clone(),
         redirect_uris: vec![redirect.clone()],
-        id_token_lifespan: None,
+        // Short-lived ID tokens: the test sees a session outlive its first one by renewals.
+        id_token_lifespan: Some(format!("{}s", ID_TOKEN_LIFESPAN.as_secs())),
+        refresh_id_token_lifespan: Some(format!("{}s", ID_TOKEN_LIFESPAN.as_secs())),
     };
     bed.provider.admin().create_client(&client).await.unwrap();
     let (secret_file, ca_file) = (files.path().join("client-secret"), files.path().join("issuer-ca.crt"));
@@ -113,6 +118,22 @@ fn page(landed: Landed) -> (String, u16, String) {
     match landed {
         Landed::Page(url, response) => (url, response.status, response.text()),
         Landed::Stopped(url) => panic!("stopped at {url}"),
+    }
+}
+
+/// The first text message of a terminal's socket.
+async fn first_text<S>(socket: &mut tokio_tungstenite::WebSocketStream<S>) -> String
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use futures::StreamExt as _;
+    let deadline = Duration::from_secs(30);
+    loop {
+        match tokio::time::timeout(deadline, socket.next()).await {
+            Ok(Some(Ok(tokio_tungstenite::tungstenite::Message::Text(text)))) => return text.to_string(),
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("no text from the terminal in {deadline:?}: {other:?}"),
+        }
     }
 }
 
@@ -183,6 +204,38 @@ async fn a_person_signs_in_through_the_provider_as_the_user_the_apiserver_names(
          owner denied the request)"
     );
 
+    // The session outlives its first ID token: the gateway renews it with the refresh token
+    // whenever the page asks who is signed in, and a terminal opened after the first token
+    // expired is checked with the renewed one.
+    // The page asks every 2 s here (every few minutes in life) until the first token is past
+    // its expiry: a wait for the clock, not for a state.
+    let signed_in_at = Instant::now();
+    let host = "127.0.0.1";
+    while signed_in_at.elapsed() < ID_TOKEN_LIFESPAN + Duration::from_secs(5) {
+        let (_, status, body) = page(browser.get(&format!("{origin}/api/session")).await.unwrap());
+        assert_eq!(status, 200, "{body}\n{}", gateway.log_tail());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let cookie = format!("__Host-myownshell-session={}", browser.cookie(host, "__Host-myownshell-session").unwrap());
+    let mut terminal = gateway
+        .websocket("/api/terminal/default/no-such-shell", &[("origin", &origin), ("cookie", &cookie)])
+        .await
+        .unwrap_or_else(|e| panic!("a terminal after the first ID token expired: {e}\n{}", gateway.log_tail()));
+    // Past sign-in, the terminal is opened for her (this gateway may not impersonate anyone, so
+    // it goes no further): the renewed token was taken.
+    let said = first_text(&mut terminal).await;
+    assert!(said.contains("oidc:alice") && !said.contains("sign in"), "the terminal said: {said}");
+
+    // Signing out ends the session (and revokes its refresh token at the provider).
+    let (_, _, body) = page(browser.get(&format!("{origin}/api/session")).await.unwrap());
+    let csrf = serde_json::from_str::<serde_json::Value>(&body).unwrap()["csrf"].as_str().unwrap().to_owned();
+    let cookie = format!("__Host-myownshell-session={}", browser.cookie(host, "__Host-myownshell-session").unwrap());
+    let headers = [("origin", origin.as_str()), ("cookie", cookie.as_str()), ("x-csrf-token", csrf.as_str())];
+    let (status, _, body) = gateway.request(Method::DELETE, "/api/session", &headers, None).await.unwrap();
+    assert_eq!(status, 204, "{body}");
+    let (status, _, _) = gateway.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await.unwrap();
+    assert_eq!(status, 401, "the signed-out cookie is no session");
+
     // No token, code or secret in the gateway's log.
     let log = std::fs::read_to_string(&gateway.log).unwrap();
     let code = form_urlencoded::parse(callback.split_once('?').unwrap().1.as_bytes())
@@ -192,4 +245,5 @@ async fn a_person_signs_in_through_the_provider_as_the_user_the_apiserver_names(
         .into_owned();
     assert!(!log.contains("eyJ") && !log.contains(&code), "the gateway's log holds a token or a code:\n{log}");
     assert!(log.contains("signed in through the identity provider"), "{log}");
+    assert!(!log.contains("could not be revoked"), "{log}");
 }

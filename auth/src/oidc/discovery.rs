@@ -24,6 +24,9 @@ pub struct Provider {
     /// Where a person signs out at the issuer (RP-initiated logout), if it offers one.
     #[serde(default)]
     pub end_session_endpoint: Option<String>,
+    /// Where a refresh token is revoked (RFC 7009), if the issuer offers it.
+    #[serde(default)]
+    pub revocation_endpoint: Option<String>,
     /// The PKCE methods the issuer says it takes; absent says nothing (many take S256 without
     /// saying so).
     #[serde(default)]

@@ -184,6 +184,7 @@ mod tests {
             token_endpoint: "https://idp/token".into(),
             jwks_uri: "https://idp/keys".into(),
             end_session_endpoint: None,
+            revocation_endpoint: None,
             code_challenge_methods_supported: None,
         }
     }

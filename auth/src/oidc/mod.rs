@@ -196,27 +196,46 @@ impl Verifier {
     }
 
     /// A new ID token for a refresh token, before the old one expires; the issuer may rotate
-    /// the refresh token too. The user must be the same one.
-    pub async fn refresh(&self, signed_in: &SignedIn) -> Result<SignedIn, OidcError> {
-        let refresh_token = signed_in
-            .refresh_token
-            .as_deref()
-            .ok_or_else(|| OidcError::Provider("the identity provider gave no refresh token: sign in again".into()))?;
+    /// the refresh token too (the old one is kept when it does not). The caller checks that the
+    /// new token names the same person.
+    pub async fn refresh(&self, refresh_token: &str) -> Result<SignedIn, OidcError> {
         let tokens = self.token_request(flow::refresh_form(refresh_token)).await?;
         let id_token =
             tokens.id_token.ok_or_else(|| OidcError::Provider("the refresh gave no ID token: sign in again".into()))?;
         let token = self.verify(&id_token, None).await?;
-        if token.user.name != signed_in.token.user.name {
-            return Err(OidcError::Token("the refreshed token names another user".into()));
-        }
-        let refresh_token = tokens.refresh_token.or_else(|| signed_in.refresh_token.clone());
+        let refresh_token = tokens.refresh_token.or_else(|| Some(refresh_token.to_owned()));
         Ok(SignedIn { token, id_token, refresh_token })
     }
 
-    async fn token_request(&self, mut form: String) -> Result<flow::Tokens, OidcError> {
+    /// Revoke a refresh token at the issuer (RFC 7009), so that no copy of it anywhere renews a
+    /// sign-in again; nothing to do for an issuer without a revocation endpoint.
+    pub async fn revoke(&self, refresh_token: &str) -> Result<(), OidcError> {
+        let Some(endpoint) = &self.provider.revocation_endpoint else { return Ok(()) };
+        let form = form_urlencoded::Serializer::new(String::new())
+            .append_pair("token", refresh_token)
+            .append_pair("token_type_hint", "refresh_token")
+            .finish();
+        let (status, body) = self.post_as_client(endpoint, "the revocation endpoint", form).await?;
+        // RFC 7009 2.2: 200 whether or not the token was valid.
+        if status.is_success() { Ok(()) } else { flow::token_response(status, &body).map(drop) }
+    }
+
+    async fn token_request(&self, form: String) -> Result<flow::Tokens, OidcError> {
+        let endpoint = &self.provider.token_endpoint;
+        let (status, body) = self.post_as_client(endpoint, "the token endpoint", form).await?;
+        flow::token_response(status, &body)
+    }
+
+    /// POST a form to one of the issuer's endpoints as this client: `client_secret_basic`, or,
+    /// for a public client, its id in the form (RFC 6749 4.1.3; PKCE is its proof).
+    async fn post_as_client(
+        &self,
+        endpoint: &str,
+        what: &str,
+        mut form: String,
+    ) -> Result<(http::StatusCode, bytes::Bytes), OidcError> {
         let basic = self.options.client_secret.as_ref().map(|s| flow::basic_credentials(&self.options.client_id, &s.0));
         if basic.is_none() {
-            // A public client names itself in the form (RFC 6749 4.1.3); PKCE is its proof.
             form.push('&');
             form.push_str(
                 &form_urlencoded::Serializer::new(String::new())
@@ -224,13 +243,7 @@ impl Verifier {
                     .finish(),
             );
         }
-        let endpoint = &self.provider.token_endpoint;
-        let (status, body) = self
-            .keys
-            .fetcher()
-            .post_form(endpoint, "the token endpoint", basic.as_deref(), form, flow::TOKEN_RESPONSE_LIMIT)
-            .await?;
-        flow::token_response(status, &body)
+        self.keys.fetcher().post_form(endpoint, what, basic.as_deref(), form, flow::TOKEN_RESPONSE_LIMIT).await
     }
 
     /// The signature, issuer, audience and times, by the signature library.

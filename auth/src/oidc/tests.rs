@@ -49,6 +49,8 @@ struct Served {
     /// Its token endpoint: the key it signs with, and the codes it gave (code: its PKCE
     /// challenge and nonce), as an issuer has them after a person signed in.
     signer: Arc<(String, Vec<u8>)>,
+    /// The refresh tokens revoked, each with whether the client authenticated.
+    revoked: Arc<Mutex<Vec<(String, bool)>>>,
     codes: Arc<Mutex<std::collections::HashMap<String, (String, String)>>>,
 }
 
@@ -103,13 +105,14 @@ async fn issuer(keys: &[&SigningKey]) -> Issuer {
     let url = format!("https://127.0.0.1:{}", listener.local_addr().unwrap().port());
     let discovery = json!({"issuer": url, "authorization_endpoint": format!("{url}/oauth2/auth"),
         "token_endpoint": format!("{url}/oauth2/token"), "jwks_uri": format!("{url}/keys"),
-        "code_challenge_methods_supported": ["S256"]});
+        "revocation_endpoint": format!("{url}/oauth2/revoke"), "code_challenge_methods_supported": ["S256"]});
     let served = Served {
         discovery: Arc::new(Mutex::new(discovery)),
         keys: Arc::new(Mutex::new(json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()}))),
         key_fetches: Arc::new(AtomicUsize::new(0)),
         signer: Arc::new((keys[0].id.clone(), keys[0].pkcs8.clone())),
         codes: Arc::default(),
+        revoked: Arc::default(),
     };
     let app = Router::new()
         .route(
@@ -124,6 +127,16 @@ async fn issuer(keys: &[&SigningKey]) -> Issuer {
             }),
         )
         .route("/oauth2/token", axum::routing::post(token_endpoint))
+        .route(
+            "/oauth2/revoke",
+            axum::routing::post(|State(s): State<Served>, headers: http::HeaderMap, form: String| async move {
+                let basic = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+                let authenticated = basic == Some(flow::basic_credentials(CLIENT, SECRET).as_str());
+                let token =
+                    form_urlencoded::parse(form.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
+                s.revoked.lock().unwrap().push((token.unwrap_or_default(), authenticated));
+            }),
+        )
         .with_state(served.clone());
     let shutdown = CancellationToken::new();
     tokio::spawn(myownshell_runtime::server::serve_tls(
@@ -293,9 +306,11 @@ async fn a_code_is_exchanged_with_its_verifier_and_refreshed_for_the_same_user()
     assert_eq!(signed_in.refresh_token.as_deref(), Some("r1"));
     assert!(!format!("{signed_in:?}").contains(&signed_in.id_token), "no token in a Debug");
 
-    let refreshed = verifier.refresh(&signed_in).await.unwrap();
+    let refreshed = verifier.refresh(signed_in.refresh_token.as_deref().unwrap()).await.unwrap();
     assert_eq!(refreshed.token.user, signed_in.token.user);
     assert_eq!(refreshed.refresh_token.as_deref(), Some("r2"), "a rotated refresh token is kept");
+    verifier.revoke("r2").await.unwrap();
+    assert_eq!(*issuer.served.revoked.lock().unwrap(), [("r2".to_owned(), true)], "revoked as the client (RFC 7009)");
 
     let another_verifier = flow::SignIn { verifier: flow::random_value().unwrap(), ..sign_in.clone() };
     let another_nonce = flow::SignIn { nonce: "someone else's".into(), ..sign_in.clone() };

@@ -58,6 +58,9 @@ pub struct Client {
     /// How long its ID tokens live (Go duration, e.g. `1h`, `3s`); Hydra's default if `None`.
     #[serde(rename = "authorization_code_grant_id_token_lifespan", skip_serializing_if = "Option::is_none")]
     pub id_token_lifespan: Option<String>,
+    /// How long the ID tokens a refresh gives live; Hydra's default if `None`.
+    #[serde(rename = "refresh_token_grant_id_token_lifespan", skip_serializing_if = "Option::is_none")]
+    pub refresh_id_token_lifespan: Option<String>,
 }
 
 impl std::fmt::Debug for Client {

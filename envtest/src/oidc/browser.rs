@@ -40,6 +40,11 @@ impl Browser {
         Self { tls, cookies: BTreeMap::new(), stop_at: stop_at.to_owned() }
     }
 
+    /// The value of the cookie `name` it keeps for `host`.
+    pub fn cookie(&self, host: &str, name: &str) -> Option<&str> {
+        self.cookies.get(&(host.to_owned(), name.to_owned())).map(String::as_str)
+    }
+
     /// `GET url`, following redirects.
     pub async fn get(&mut self, url: &str) -> Result<Landed, String> {
         self.navigate(http::Method::GET, url.to_owned(), None).await

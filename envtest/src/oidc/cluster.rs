@@ -53,6 +53,7 @@ fn new_client(id: &str, id_token_lifespan: Option<&str>) -> Result<Client, Strin
         client_secret: secret.iter().map(|b| format!("{b:02x}")).collect(),
         redirect_uris: vec![REDIRECT_URI.to_owned()],
         id_token_lifespan: id_token_lifespan.map(str::to_owned),
+        refresh_id_token_lifespan: None,
     })
 }
 

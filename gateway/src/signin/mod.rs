@@ -15,6 +15,8 @@ pub mod cookie;
 pub mod key;
 pub mod oidc;
 pub mod oidc_args;
+pub mod refresh;
+mod refusal;
 pub mod seal;
 pub mod sessions;
 
@@ -22,12 +24,13 @@ use std::sync::Arc;
 
 use http::{HeaderMap, StatusCode, header};
 use myownshell_auth::AuthenticatedUser;
-use myownshell_auth::authn::{TokenAuthenticator, TokenOutcome};
+use myownshell_auth::authn::TokenAuthenticator;
 use myownshell_auth::token::{BearerToken, bearer_token};
 use secrecy::ExposeSecret;
 
 use rustls_pki_types::CertificateDer;
 
+pub use self::refusal::{Refusal, authenticate};
 use self::sessions::{Session, Sessions};
 use crate::ids;
 use crate::web::origin::AllowedOrigins;
@@ -43,21 +46,6 @@ pub struct Caller {
     /// The token the user proved themselves with (a bearer token, or the one the session was
     /// opened with); none for an authenticating proxy's users.
     pub token: Option<secrecy::SecretString>,
-}
-
-/// A refusal: the status and a message for the user (never naming a token).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    /// 401, 403 or 503.
-    pub status: StatusCode,
-    /// What went wrong and what to do.
-    pub message: String,
-}
-
-impl Refusal {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, message: message.into() }
-    }
 }
 
 /// What a request is about to do, for the checks it needs.
@@ -82,18 +70,8 @@ pub struct Gate<'a> {
     pub origins: &'a AllowedOrigins,
     /// The authenticating proxy in front, if one is configured.
     pub front_proxy: Option<&'a FrontProxy>,
-}
-
-/// Authenticate a bearer token.
-pub async fn authenticate(tokens: &TokenAuthenticator, token: &str) -> Result<AuthenticatedUser, Refusal> {
-    match tokens.authenticate(token).await {
-        Ok(TokenOutcome::Authenticated(user)) => Ok(user),
-        Ok(TokenOutcome::Rejected) => Err(Refusal::new(
-            StatusCode::UNAUTHORIZED,
-            "the cluster did not accept this token (expired, revoked or not a token of this cluster)",
-        )),
-        Err(e) => Err(Refusal::new(StatusCode::SERVICE_UNAVAILABLE, format!("could not check the token: {e}"))),
-    }
+    /// Sign-in through the identity provider, if configured: its sessions are renewed here.
+    pub oidc: Option<&'a oidc::OidcSignIn>,
 }
 
 /// Who sent a request with these headers, on a connection that presented `certificate` (already
@@ -125,10 +103,13 @@ pub async fn caller(
         BearerToken::Missing => {}
     }
     let id = cookie::read(headers).ok_or_else(|| Refusal::new(StatusCode::UNAUTHORIZED, "not signed in"))?;
-    let session = gate
+    let mut session = gate
         .sessions
         .get(id)
         .ok_or_else(|| Refusal::new(StatusCode::UNAUTHORIZED, "your session has ended; sign in again"))?;
+    if let Some(oidc) = gate.oidc {
+        session = refresh::renew_if_due(oidc, gate.tokens, gate.sessions, session).await?;
+    }
     if purpose != Purpose::Read && !from_own_page(gate.origins, headers) {
         return Err(Refusal::new(StatusCode::FORBIDDEN, "this request did not come from the gateway's page"));
     }

@@ -42,8 +42,9 @@ pub struct OidcArgs {
     /// Put before every group.
     #[arg(long, default_value = "")]
     pub oidc_groups_prefix: String,
-    /// Scopes asked for besides `openid`.
-    #[arg(long, value_delimiter = ',', default_value = "email,profile")]
+    /// Scopes asked for besides `openid` (`offline_access`: a refresh token, so that a sign-in
+    /// lasts --session-max-age, its ID token renewed before it expires).
+    #[arg(long, value_delimiter = ',', default_value = "email,profile,offline_access")]
     pub oidc_extra_scopes: Vec<String>,
 }
 

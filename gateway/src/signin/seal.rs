@@ -30,8 +30,14 @@ pub struct Sealed {
     pub csrf: String,
     /// The user, as the cluster authenticated them.
     pub user: SealedUser,
-    /// The token they signed in with (asked of TokenReview again).
+    /// The token they signed in with (asked of TokenReview again): for a sign-in through the
+    /// identity provider, its latest ID token.
     pub token: Option<String>,
+    /// The identity provider's refresh token, for a sign-in through it that got one: the
+    /// session then lasts --session-max-age, its ID token renewed before it expires. Absent in
+    /// cookies sealed before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<String>,
     /// When it ends, in seconds since the epoch.
     pub expires: u64,
 }
@@ -139,6 +145,7 @@ mod tests {
                 extra: Default::default(),
             },
             token: Some("a-token".into()),
+            refresh: None,
             expires: 1_800_000_000,
         }
     }

@@ -34,8 +34,11 @@ pub struct Session {
     pub user: AuthenticatedUser,
     /// Sent back in `X-CSRF-Token` with every request that changes something.
     pub csrf: String,
-    /// The token the user signed in with; `None` for an authenticating proxy's headers.
+    /// The token the user signed in with; `None` for an authenticating proxy's headers. For a
+    /// sign-in through the identity provider, its latest ID token.
     pub token: Option<SecretString>,
+    /// The identity provider's refresh token, when the sign-in got one (`super::refresh`).
+    pub refresh: Option<SecretString>,
     /// When it ends.
     pub expires: Instant,
     /// The order this replica took it in (a user over their limit loses their oldest).
@@ -63,6 +66,8 @@ const MAX_ENDED: usize = 100_000;
 #[derive(Debug)]
 pub struct Sessions {
     open: Mutex<HashMap<String, Arc<Session>>>,
+    /// The sessions whose sign-in is being renewed (`super::refresh`): one renewal at a time.
+    renewing: Mutex<std::collections::HashSet<String>>,
     ended: Mutex<HashMap<String, Instant>>,
     sealer: Sealer,
     max_age: Duration,
@@ -88,6 +93,7 @@ impl Sessions {
     pub fn new(sealer: Sealer, max_age: Duration, capacity: usize, per_user: usize) -> Self {
         Self {
             open: Mutex::new(HashMap::new()),
+            renewing: Mutex::default(),
             ended: Mutex::new(HashMap::new()),
             sealer,
             max_age,
@@ -97,41 +103,70 @@ impl Sessions {
         }
     }
 
-    /// Open a session for `user`: its cookie's value, the session, and how long it lasts.
+    /// Open a session for `user`: its cookie's value, the session, and how long it lasts. With
+    /// a `refresh` token it lasts `max_age` whatever the token's expiry (it is renewed).
     pub fn open(
         &self,
         user: AuthenticatedUser,
         token: Option<SecretString>,
         token_expiry: Option<SystemTime>,
+        refresh: Option<SecretString>,
     ) -> Result<(String, Arc<Session>, Duration), OpenError> {
+        let token_expiry = if refresh.is_some() { None } else { token_expiry };
         let lasts = lifetime(self.max_age, token_expiry, SystemTime::now()).ok_or(OpenError::Expired)?;
         let id = ids::random().map_err(OpenError::Random)?;
         let csrf = ids::random().map_err(OpenError::Random)?;
-        let ends_at = SystemTime::now() + lasts;
-        let sealed = Sealed {
-            id: id.clone(),
-            csrf: csrf.clone(),
-            user: SealedUser::of(&user),
-            token: token.as_ref().map(|t| t.expose_secret().to_owned()),
-            expires: ends_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
-        };
-        let cookie = self.sealer.seal(&sealed).map_err(OpenError::Random)?;
-        let session = self.keep(id, user, csrf, token, lasts)?;
+        let session = Session { id, user, csrf, token, refresh, expires: Instant::now() + lasts, opened: 0 };
+        let (cookie, _) = self.seal(&session)?;
+        let session = self.keep(session, lasts)?;
         Ok((cookie, session, lasts))
     }
 
-    /// Keep a session this replica opened or takes up, within the limits.
-    fn keep(
+    /// `session` as its cookie's value, and how long it has left.
+    pub fn seal(&self, session: &Session) -> Result<(String, Duration), OpenError> {
+        let lasts = session.expires.saturating_duration_since(Instant::now());
+        let ends_at = SystemTime::now() + lasts;
+        let secret = |s: &Option<SecretString>| s.as_ref().map(|t| t.expose_secret().to_owned());
+        let sealed = Sealed {
+            id: session.id.clone(),
+            csrf: session.csrf.clone(),
+            user: SealedUser::of(&session.user),
+            token: secret(&session.token),
+            refresh: secret(&session.refresh),
+            expires: ends_at.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        };
+        Ok((self.sealer.seal(&sealed).map_err(OpenError::Random)?, lasts))
+    }
+
+    /// The session with a renewed sign-in (a new ID token, and the refresh token that goes
+    /// with it), in place of `session`: the same id, CSRF token and end.
+    pub fn renew(
         &self,
-        id: String,
+        session: &Session,
         user: AuthenticatedUser,
-        csrf: String,
-        token: Option<SecretString>,
-        lasts: Duration,
-    ) -> Result<Arc<Session>, OpenError> {
+        token: SecretString,
+        refresh: Option<SecretString>,
+    ) -> Arc<Session> {
+        let renewed = Arc::new(Session {
+            id: session.id.clone(),
+            user,
+            csrf: session.csrf.clone(),
+            token: Some(token),
+            refresh,
+            expires: session.expires,
+            opened: session.opened,
+        });
+        self.open.lock().insert(session.id.clone(), renewed.clone());
+        renewed
+    }
+
+    /// Keep a session this replica opened or takes up (its end `lasts` from now), within the
+    /// limits.
+    fn keep(&self, session: Session, lasts: Duration) -> Result<Arc<Session>, OpenError> {
         let now = Instant::now();
         let opened = self.opened.fetch_add(1, Ordering::Relaxed);
-        let session = Arc::new(Session { id: id.clone(), user, csrf, token, expires: now + lasts, opened });
+        let id = session.id.clone();
+        let session = Arc::new(Session { expires: now + lasts, opened, ..session });
         let mut open = self.open.lock();
         let same = |s: &Session| s.user.name == session.user.name && s.user.uid == session.user.uid;
         let mut theirs: Vec<(u64, String)> =
@@ -183,10 +218,28 @@ impl Sessions {
                 None
             }
             None => {
-                let token = sealed.token.map(SecretString::from);
-                self.keep(sealed.id, sealed.user.user(), sealed.csrf, token, left).ok()
+                let session = Session {
+                    id: sealed.id,
+                    user: sealed.user.user(),
+                    csrf: sealed.csrf,
+                    token: sealed.token.map(SecretString::from),
+                    refresh: sealed.refresh.map(SecretString::from),
+                    expires: Instant::now() + left,
+                    opened: 0,
+                };
+                self.keep(session, left).ok()
             }
         }
+    }
+
+    /// Whether this request may renew `id`'s sign-in: no other one is at it.
+    pub fn start_renewal(&self, id: &str) -> bool {
+        self.renewing.lock().insert(id.to_owned())
+    }
+
+    /// The renewal of `id` is over.
+    pub fn end_renewal(&self, id: &str) {
+        self.renewing.lock().remove(id);
     }
 
     /// Sign out (this replica forgets it, and never takes it up again).
@@ -240,7 +293,7 @@ mod tests {
             Sessions::new(sealer(), Duration::from_secs(60), 10, 5),
             Sessions::new(sealer(), Duration::from_secs(60), 10, 5),
         );
-        let (cookie, session, _) = first.open(alice, Some(SecretString::from("tok")), None).expect("opens");
+        let (cookie, session, _) = first.open(alice, Some(SecretString::from("tok")), None, None).expect("opens");
         let taken = second.get(&cookie).expect("the other replica takes it up");
         assert_eq!((taken.id.as_str(), taken.csrf.as_str()), (session.id.as_str(), session.csrf.as_str()));
         assert_eq!(taken.user.groups, ["devs"]);
@@ -256,30 +309,37 @@ mod tests {
         let alice = AuthenticatedUser::new("alice", vec![], AuthMethod::BearerToken);
         let bob = AuthenticatedUser::new("bob", vec![], AuthMethod::BearerToken);
         let sessions = Sessions::new(sealer(), Duration::from_secs(60), 2, 5);
-        let (a, session, _) = sessions.open(alice.clone(), None, None).expect("opens");
+        let (a, session, _) = sessions.open(alice.clone(), None, None, None).expect("opens");
         assert_eq!(sessions.get(&a).map(|s| s.user.name.clone()), Some("alice".into()));
         assert_ne!(session.csrf, session.id, "the CSRF token is not the session id");
-        let (b, bobs, _) = sessions.open(bob.clone(), None, None).expect("opens");
+        let (b, bobs, _) = sessions.open(bob.clone(), None, None, None).expect("opens");
         assert_eq!(
-            sessions.open(AuthenticatedUser::new("carol", vec![], AuthMethod::BearerToken), None, None).map(|_| ()),
+            sessions
+                .open(AuthenticatedUser::new("carol", vec![], AuthMethod::BearerToken), None, None, None)
+                .map(|_| ()),
             Err(OpenError::Full(2))
         );
         sessions.close(&bobs.id);
         assert!(sessions.get(&b).is_none());
         assert!(sessions.get("not-an-id").is_none());
         let expired = SystemTime::now() - Duration::from_secs(1);
-        assert_eq!(sessions.open(alice, None, Some(expired)).map(|_| ()), Err(OpenError::Expired));
+        assert_eq!(sessions.open(alice.clone(), None, Some(expired), None).map(|_| ()), Err(OpenError::Expired));
+        // With a refresh token the session outlives its first token: it is renewed.
+        let refresh = Some(SecretString::from("r"));
+        let (_, renewable, lasts) = sessions.open(alice, None, Some(expired), refresh).expect("opens");
+        assert_eq!((lasts, renewable.refresh.is_some()), (Duration::from_secs(60), true));
     }
 
     #[test]
     fn one_user_holds_at_most_their_share_and_loses_their_oldest() {
         let user = |name: &str| AuthenticatedUser::new(name, vec![], AuthMethod::BearerToken);
         let sessions = Sessions::new(sealer(), Duration::from_secs(60), 100, 3);
-        let ids: Vec<String> = (0..10).map(|_| sessions.open(user("mallory"), None, None).expect("opens").0).collect();
+        let ids: Vec<String> =
+            (0..10).map(|_| sessions.open(user("mallory"), None, None, None).expect("opens").0).collect();
         assert_eq!(sessions.len(), 3, "one user's sign-ins never take more than their share");
         assert!(ids[..7].iter().all(|id| sessions.get(id).is_none()), "the oldest went");
         assert!(ids[7..].iter().all(|id| sessions.get(id).is_some()), "the newest stay");
-        let (alice, _, _) = sessions.open(user("alice"), None, None).expect("someone else still signs in");
+        let (alice, _, _) = sessions.open(user("alice"), None, None, None).expect("someone else still signs in");
         assert!(sessions.get(&alice).is_some());
     }
 }

@@ -18,7 +18,7 @@ use myownshell_api::names::conditions::{APPROVED, AVAILABLE, DEGRADED};
 use myownshell_auth::token::jwt_expiry;
 use myownshell_runtime::server::ConnectionInfo;
 use rustls_pki_types::CertificateDer;
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -66,7 +66,7 @@ pub async fn sign_in(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Json(bo
     };
     let expiry = jwt_expiry(token);
     let token = SecretString::from(token.to_owned());
-    let (sealed, session, lasts) = match gw.sessions.open(user.clone(), Some(token), expiry) {
+    let (sealed, session, lasts) = match gw.sessions.open(user.clone(), Some(token), expiry, None) {
         Ok(opened) => opened,
         Err(e) => return refused(Refusal { status: StatusCode::SERVICE_UNAVAILABLE, message: e.to_string() }),
     };
@@ -82,7 +82,18 @@ pub async fn sign_in(State(gw): State<Arc<Gateway>>, headers: HeaderMap, Json(bo
 /// Refused, it also says where to sign in through the identity provider, when there is one.
 pub async fn session(State(gw): State<Arc<Gateway>>, info: Peer, headers: HeaderMap) -> Response {
     match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Read).await {
-        Ok(caller) => Json(whoami(&caller)).into_response(),
+        // A sign-in through the identity provider may have been renewed: the cookie carries its
+        // latest tokens, so that another replica takes it up with them.
+        Ok(caller) => {
+            let renewable = caller.session.as_ref().filter(|session| session.refresh.is_some());
+            let set_cookie = renewable
+                .and_then(|session| gw.sessions.seal(session).ok())
+                .and_then(|(sealed, lasts)| cookie::set(&sealed, lasts.as_secs()));
+            match set_cookie {
+                Some(set_cookie) => ([(header::SET_COOKIE, set_cookie)], Json(whoami(&caller))).into_response(),
+                None => Json(whoami(&caller)).into_response(),
+            }
+        }
         Err(refusal) if gw.oidc.is_some() => {
             (refusal.status, Json(json!({ "error": refusal.message, "signIn": crate::signin::oidc::LOGIN_PATH })))
                 .into_response()
@@ -96,6 +107,12 @@ pub async fn sign_out(State(gw): State<Arc<Gateway>>, info: Peer, headers: Heade
     match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Change).await {
         Ok(Caller { session: Some(session), .. }) => {
             gw.sessions.close(&session.id);
+            // Ended everywhere: no copy of the cookie renews the sign-in again.
+            if let (Some(oidc), Some(refresh)) = (&gw.oidc, &session.refresh)
+                && let Err(e) = oidc.verifier.revoke(refresh.expose_secret()).await
+            {
+                tracing::warn!(user = %session.user.name, error = %e, "the refresh token could not be revoked");
+            }
             ([(header::SET_COOKIE, cookie::clear())], StatusCode::NO_CONTENT).into_response()
         }
         Ok(_) => StatusCode::NO_CONTENT.into_response(),

@@ -69,7 +69,9 @@ pub async fn callback(State(gw): State<Arc<Gateway>>, Query(back): Query<Callbac
         Err(refusal) => return back_with_error(&refusal.message),
     };
     let token = SecretString::from(signed_in.id_token);
-    let (sealed, _session, lasts) = match gw.sessions.open(user.clone(), Some(token), Some(signed_in.token.expiry)) {
+    let refresh = signed_in.refresh_token.map(SecretString::from);
+    let opened = gw.sessions.open(user.clone(), Some(token), Some(signed_in.token.expiry), refresh);
+    let (sealed, _session, lasts) = match opened {
         Ok(opened) => opened,
         Err(e) => return back_with_error(&e.to_string()),
     };

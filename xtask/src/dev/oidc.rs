@@ -58,6 +58,7 @@ impl Plan {
             client_secret: secret.clone(),
             redirect_uris: vec![redirect.clone()],
             id_token_lifespan: None,
+            refresh_id_token_lifespan: None,
         };
         provider.admin().create_client(&client).await.map_err(anyhow::Error::msg)?;
         let (secret_file, ca_file) = (dir.join("gateway-client-secret"), dir.join("issuer-ca.crt"));
