@@ -617,7 +617,8 @@ pub fn write_kubeconfig(path: &Path, kubeconfig: &Kubeconfig) -> Result<(), Harn
     write_private(path, &yaml)
 }
 
-fn write_private(path: &Path, contents: &str) -> Result<(), HarnessError> {
+/// Write `contents` to `path`, readable by its owner only (keys, tokens, kubeconfigs).
+pub fn write_private(path: &Path, contents: &str) -> Result<(), HarnessError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new()

@@ -14,12 +14,11 @@ use http::Method;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Subject};
 use kube::api::{Api, Patch, PatchParams};
 use myownshell_envtest::control_plane::write_kubeconfig;
-use myownshell_envtest::oidc::admin::Client;
 use myownshell_envtest::oidc::apiserver::{GROUPS_PREFIX, USERNAME_PREFIX};
 use myownshell_envtest::oidc::browser::{Browser, Landed};
 use myownshell_envtest::oidc::sign_in::log_in;
 use myownshell_envtest::oidc::users::{ALICE, USERS_GROUP};
-use myownshell_envtest::oidc::{GATEWAY_CLIENT_ID, TrustingCluster, shared};
+use myownshell_envtest::oidc::{TrustingCluster, shared};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::rbac;
 use myownshell_tests::gateway::GatewayProcess;
@@ -56,44 +55,12 @@ async fn gateway(bed: &TrustingCluster) -> Signing {
     write_kubeconfig(&kubeconfig, &cp.kubeconfig_for_user(GATEWAY_USER, &[]).unwrap()).unwrap();
     let port = free_port().unwrap();
     let origin = format!("https://127.0.0.1:{port}");
-    let redirect = format!("{origin}/oidc/callback");
-    let secret = hex(&random::<24>());
-    let client = Client {
-        client_id: GATEWAY_CLIENT_ID.into(),
-        client_secret: secret.clone(),
-        redirect_uris: vec![redirect.clone()],
-        // Short-lived ID tokens: the test sees a session outlive its first one by renewals.
-        id_token_lifespan: Some(format!("{}s", ID_TOKEN_LIFESPAN.as_secs())),
-        refresh_id_token_lifespan: Some(format!("{}s", ID_TOKEN_LIFESPAN.as_secs())),
-    };
-    bed.provider.admin().create_client(&client).await.unwrap();
-    let (secret_file, ca_file) = (files.path().join("client-secret"), files.path().join("issuer-ca.crt"));
-    std::fs::write(&secret_file, format!("{secret}\n")).unwrap();
-    std::fs::write(&ca_file, bed.provider.ca_pem()).unwrap();
-    let flags = [
-        format!("--oidc-issuer-url={}", bed.provider.issuer()),
-        format!("--oidc-client-id={GATEWAY_CLIENT_ID}"),
-        format!("--oidc-client-secret-file={}", secret_file.display()),
-        format!("--oidc-redirect-url={redirect}"),
-        format!("--oidc-ca-file={}", ca_file.display()),
-        format!("--oidc-username-prefix={USERNAME_PREFIX}"),
-        "--oidc-groups-claim=groups".into(),
-        format!("--oidc-groups-prefix={GROUPS_PREFIX}"),
-        format!("--allowed-origins={origin}"),
-    ];
+    // Short-lived ID tokens: the test sees a session outlive its first one by renewals.
+    let mut flags = bed.provider.register_gateway(files.path(), &origin, Some(ID_TOKEN_LIFESPAN)).await.unwrap();
+    flags.push(format!("--allowed-origins={origin}"));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let gateway = GatewayProcess::start_on(cp, kubeconfig, "oidc-gateway", port, &flags).await.unwrap();
     Signing { gateway, origin, _files: files }
-}
-
-fn random<const N: usize>() -> [u8; N] {
-    let mut bytes = [0u8; N];
-    getrandom::fill(&mut bytes).unwrap();
-    bytes
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A browser's TLS: it trusts the provider's and the gateway's certificates.

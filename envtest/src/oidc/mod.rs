@@ -92,7 +92,7 @@ impl Provider {
         let admin = Admin::new(format!("https://127.0.0.1:{admin_port}"), tls.client.clone());
         let login = LoginPage::start(tls.server.clone(), admin.clone())?;
         let config =
-            HydraConfig { public_port, admin_port, login_url: login.url(), cert, key, secret: system_secret()? };
+            HydraConfig { public_port, admin_port, login_url: login.url(), cert, key, secret: random_secret()? };
         Ok(Planned { binary, dir: dir.to_owned(), login, config, tls, admin })
     }
 
@@ -147,6 +147,42 @@ impl Provider {
         self.hydra.lock().unwrap_or_else(PoisonError::into_inner).pid()
     }
 
+    /// Register `myownshell-gateway` serving at `origin` as a client ([`GATEWAY_CLIENT_ID`],
+    /// its redirect URI `<origin>/oidc/callback`, its ID tokens living `id_token_lifespan` or
+    /// Hydra's default), write its secret and this provider's CA into `dir`, and give the
+    /// gateway's `--oidc-*` flags for it, naming people as the apiserver's
+    /// `--authentication-config` of [`apiserver`] does (`oidc:alice`).
+    pub async fn register_gateway(
+        &self,
+        dir: &Path,
+        origin: &str,
+        id_token_lifespan: Option<std::time::Duration>,
+    ) -> Result<Vec<String>, String> {
+        let redirect = format!("{origin}/oidc/callback");
+        let lifespan = id_token_lifespan.map(|d| format!("{}s", d.as_secs()));
+        let client = admin::Client {
+            client_id: GATEWAY_CLIENT_ID.into(),
+            client_secret: random_secret()?,
+            redirect_uris: vec![redirect.clone()],
+            id_token_lifespan: lifespan.clone(),
+            refresh_id_token_lifespan: lifespan,
+        };
+        self.admin.create_client(&client).await?;
+        let (secret_file, ca_file) = (dir.join("gateway-client-secret"), dir.join("issuer-ca.crt"));
+        write_private(&secret_file, &client.client_secret)?;
+        write_private(&ca_file, self.ca_pem())?;
+        Ok(vec![
+            format!("--oidc-issuer-url={}", self.issuer()),
+            format!("--oidc-client-id={GATEWAY_CLIENT_ID}"),
+            format!("--oidc-client-secret-file={}", secret_file.display()),
+            format!("--oidc-redirect-url={redirect}"),
+            format!("--oidc-ca-file={}", ca_file.display()),
+            format!("--oidc-username-prefix={}", apiserver::USERNAME_PREFIX),
+            "--oidc-groups-claim=groups".into(),
+            format!("--oidc-groups-prefix={}", apiserver::GROUPS_PREFIX),
+        ])
+    }
+
     /// Hydra's admin API.
     pub fn admin(&self) -> &Admin {
         &self.admin
@@ -168,22 +204,13 @@ impl Provider {
     }
 }
 
-/// 32 random bytes, hex: Hydra's system secret for one run.
-fn system_secret() -> Result<String, String> {
+/// 32 random bytes, hex: Hydra's system secret for one run, or a client's secret.
+pub fn random_secret() -> Result<String, String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| format!("random bytes: {e}"))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn write_private(path: &Path, contents: &str) -> Result<(), String> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut file| file.write_all(contents.as_bytes()))
-        .map_err(|e| format!("writing {}: {e}", path.display()))
+    crate::control_plane::write_private(path, contents).map_err(|e| e.to_string())
 }

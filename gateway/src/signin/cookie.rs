@@ -25,13 +25,18 @@ pub fn clear() -> HeaderValue {
 
 /// The sealed session the request's `Cookie` headers carry, if any.
 pub fn read(headers: &HeaderMap) -> Option<&str> {
+    read_named(headers, NAME)
+}
+
+/// The value of the cookie `wanted` the request's `Cookie` headers carry, if any and not empty.
+pub fn read_named<'a>(headers: &'a HeaderMap, wanted: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == NAME)
+        .find(|(name, _)| *name == wanted)
         .map(|(_, value)| value)
         .filter(|v| !v.is_empty())
 }

@@ -13,7 +13,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::{HeaderMap, HeaderValue, header};
+use http::{HeaderMap, HeaderValue};
 use myownshell_auth::oidc::flow::{self, SignIn};
 use myownshell_auth::oidc::{OidcError, Verifier};
 use serde::{Deserialize, Serialize};
@@ -124,15 +124,7 @@ pub fn clear_cookie() -> HeaderValue {
 }
 
 fn read_cookie(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)
-        .filter(|v| !v.is_empty())
+    super::cookie::read_named(headers, COOKIE)
 }
 
 #[cfg(test)]
@@ -144,7 +136,7 @@ mod tests {
             .seal(&Pending { state: state.into(), nonce: "n".into(), verifier: "v".into(), expires })
             .expect("sealed");
         let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, HeaderValue::from_str(&format!("a=1; {COOKIE}={sealed}")).expect("valid"));
+        headers.insert(http::header::COOKIE, HeaderValue::from_str(&format!("a=1; {COOKIE}={sealed}")).expect("valid"));
         headers
     }
 
