@@ -18,8 +18,9 @@ pub struct Target {
     pub exec_client: Client,
     /// The namespace.
     pub namespace: String,
-    /// The bearer token of the user (`--token`, or the kubeconfig user's), for the gateway.
-    pub token: Option<String>,
+    /// The user as the kubeconfig (and `--token`) say, for the gateway's bearer token
+    /// ([`crate::credential`]), read only when the gateway is used.
+    pub auth: kube::config::AuthInfo,
     /// kubectl's global flags as given, for a `kubectl` run on the same cluster as the same user.
     pub kubectl_flags: Vec<String>,
 }
@@ -43,7 +44,7 @@ impl Target {
         };
         apply_flags(&mut config, args);
         let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
-        let token = bearer_token(&config.auth_info);
+        let auth = config.auth_info.clone();
         let mut exec_config = config.clone();
         exec_config.read_timeout = None;
         exec_config.write_timeout = None;
@@ -51,7 +52,7 @@ impl Target {
             client: Client::try_from(config)?,
             exec_client: Client::try_from(exec_config)?,
             namespace,
-            token,
+            auth,
             kubectl_flags: kubectl_flags(args),
         })
     }
@@ -72,15 +73,6 @@ fn apply_flags(config: &mut kube::Config, args: &Args) {
         config.write_timeout = Some(timeout);
         config.connect_timeout = Some(timeout);
     }
-}
-
-/// The user's bearer token: the kubeconfig's `token`, else the file its `tokenFile` names.
-fn bearer_token(auth: &kube::config::AuthInfo) -> Option<String> {
-    use secrecy::ExposeSecret;
-    auth.token.as_ref().map(|t| t.expose_secret().to_owned()).or_else(|| {
-        let file = auth.token_file.as_ref()?;
-        std::fs::read_to_string(file).ok().map(|t| t.trim().to_owned())
-    })
 }
 
 /// The same flags for a `kubectl` run on the same cluster as the same user.

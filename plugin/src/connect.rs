@@ -66,9 +66,10 @@ async fn through_gateway(
     request: Request,
     options: &Options,
 ) -> anyhow::Result<ExitCode> {
-    let token = target.token.clone().context(
-        "connecting through the gateway needs a bearer token (--token, or a kubeconfig user with a token); \
-         --direct connects straight to the pod instead",
+    let token = crate::credential::bearer_token(&target.auth)?.context(
+        "connecting through the gateway needs a bearer token (--token, or a kubeconfig user with a token, a \
+         tokenFile, an exec plugin such as kubelogin, or an oidc auth provider); --direct connects straight to the \
+         pod instead",
     )?;
     let shells: Api<MyOwnShell> = Api::namespaced(target.client.clone(), &target.namespace);
     if args.start && shells.get(&args.name).await?.status.is_some_and(|s| s.stopped.is_some()) {

@@ -8,6 +8,7 @@ pub mod attach;
 pub mod classes;
 pub mod client;
 pub mod connect;
+pub mod credential;
 pub mod direct;
 pub mod gateway;
 pub mod lifecycle;

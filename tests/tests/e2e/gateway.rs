@@ -79,4 +79,28 @@ async fn plugin_through_the_gateway(e2e: &E2e, ns: &str) {
     let out = myownshell_tests::plugin::run_with_stdin(&kubeconfig, ns, &args, &exit.repeat(2)).unwrap();
     assert_eq!(out.code, 7, "the remote shell's exit code\nstdout: {}\nstderr: {}", out.stdout, out.stderr);
     assert!(!out.stderr.contains(&token), "the token is never printed");
+
+    // The same with nothing pasted: a kubeconfig whose user's token comes from an exec
+    // credential plugin, as an OIDC kubeconfig's does (kubelogin's `oidc-login get-token`).
+    let exec_kubeconfig = std::path::PathBuf::from(path("exec.kubeconfig"));
+    let mut config = e2e.cluster.control_plane().kubeconfig_for_token(&token);
+    let credential = format!(
+        r#"{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"{token}"}}}}"#
+    );
+    for named in &mut config.auth_infos {
+        named.auth_info = Some(kube::config::AuthInfo {
+            exec: Some(kube::config::ExecConfig {
+                api_version: Some("client.authentication.k8s.io/v1".into()),
+                command: Some("sh".into()),
+                args: Some(vec!["-c".into(), format!("printf '%s' '{credential}'")]),
+                interactive_mode: Some(kube::config::ExecInteractiveMode::Never),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    myownshell_envtest::control_plane::write_kubeconfig(&exec_kubeconfig, &config).unwrap();
+    let args = ["connect", "web", "--gateway", &url, "--gateway-certificate-authority", &ca_file];
+    let out = myownshell_tests::plugin::run_with_stdin(&exec_kubeconfig, ns, &args, &exit.repeat(2)).unwrap();
+    assert_eq!(out.code, 7, "through an exec credential plugin\nstdout: {}\nstderr: {}", out.stdout, out.stderr);
 }
