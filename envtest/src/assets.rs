@@ -109,3 +109,52 @@ pub fn workspace_binary(name: &str) -> Result<PathBuf, String> {
         Err(format!("{} not found: run `cargo build --bins` (cargo xtask test does)", path.display()))
     }
 }
+
+/// A Go tool `cargo xtask` builds once from the module proxy into
+/// `~/.cache/myownshell/<folder>/<version>/`, or that the directory named by its environment
+/// variable holds: where kube-router and Hydra are found, so running them needs no Go.
+#[derive(Debug, Clone, Copy)]
+pub struct CachedTool {
+    /// Its name in messages.
+    pub name: &'static str,
+    /// Its folder under [`cache_root`].
+    pub folder: &'static str,
+    /// The release built and run.
+    pub version: &'static str,
+    /// The variable naming a directory that holds it instead.
+    pub env: &'static str,
+    /// The binary's file name.
+    pub binary: &'static str,
+    /// Which commands build it, for the message when it is missing.
+    pub built_by: &'static str,
+}
+
+impl CachedTool {
+    /// `~/.cache/myownshell/<folder>/<version>/`.
+    pub fn cache_dir(&self) -> PathBuf {
+        cache_root().join(self.folder).join(self.version)
+    }
+
+    /// The directory it is taken from: its variable if set, else [`Self::cache_dir`].
+    pub fn dir(&self) -> PathBuf {
+        std::env::var_os(self.env).filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| self.cache_dir())
+    }
+
+    /// The binary, or what is missing and how to get it.
+    pub fn locate(&self) -> Result<PathBuf, String> {
+        let binary = self.dir().join(self.binary);
+        if is_executable(&binary) {
+            Ok(binary)
+        } else {
+            Err(format!(
+                "{} {} not found at {}; {} build it, or set {} to a directory holding {}",
+                self.name,
+                self.version,
+                binary.display(),
+                self.built_by,
+                self.env,
+                self.binary
+            ))
+        }
+    }
+}

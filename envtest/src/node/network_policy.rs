@@ -31,7 +31,7 @@ use kube::api::{ObjectMeta, Patch, PatchParams};
 
 use super::config::NodeConfig;
 use super::sandbox::run;
-use crate::assets::{cache_root, is_executable};
+use crate::assets::CachedTool;
 use crate::control_plane::{ControlPlane, HarnessError, Ipv4Net};
 
 /// The kube-router release built and run.
@@ -53,28 +53,29 @@ const EXPLICIT_ACCEPT: &str = "--mark 0x20000/0x20000 -j ACCEPT";
 /// writes: none of them may ever be seen outside a node (see [`host_traces`]).
 pub const TRACE_PREFIXES: [&str; 5] = ["KUBE-ROUTER-", "KUBE-POD-FW-", "KUBE-NWPLCY-", "KUBE-SRC-", "KUBE-DST-"];
 
+/// Where the binary is found.
+const TOOL: CachedTool = CachedTool {
+    name: "kube-router",
+    folder: "kube-router",
+    version: VERSION,
+    env: ENV,
+    binary: BINARY,
+    built_by: "`cargo xtask test`, `cargo xtask e2e` and `cargo xtask dev`",
+};
+
 /// `~/.cache/myownshell/kube-router/<version>/`.
 pub fn cache_dir() -> PathBuf {
-    cache_root().join("kube-router").join(VERSION)
+    TOOL.cache_dir()
 }
 
 /// The directory it is taken from: [`ENV`] if set, else [`cache_dir`].
 pub fn dir() -> PathBuf {
-    std::env::var_os(ENV).filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(cache_dir)
+    TOOL.dir()
 }
 
 /// The binary, or what is missing and how to get it.
 pub fn locate() -> Result<PathBuf, String> {
-    let binary = dir().join(BINARY);
-    if is_executable(&binary) {
-        Ok(binary)
-    } else {
-        Err(format!(
-            "kube-router {VERSION} not found at {}; `cargo xtask test`, `cargo xtask e2e` and `cargo xtask dev` \
-             build it, or set {ENV} to a directory holding {BINARY}",
-            binary.display()
-        ))
-    }
+    TOOL.locate()
 }
 
 /// kube-router's arguments in the node `cfg`: the network policy controller alone, as the node

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::assets::{cache_root, is_executable};
+use crate::assets::CachedTool;
 use crate::process::{ManagedProcess, ProcessSpec};
 
 /// The Hydra release built and run.
@@ -25,28 +25,29 @@ pub const BINARY: &str = "hydra";
 /// How long Hydra may take to migrate its in-memory database and make its signing keys.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Where the binary is found.
+const TOOL: CachedTool = CachedTool {
+    name: "Hydra",
+    folder: "hydra",
+    version: VERSION,
+    env: ENV,
+    binary: BINARY,
+    built_by: "`cargo xtask test` and `cargo xtask hydra`",
+};
+
 /// `~/.cache/myownshell/hydra/<version>/`.
 pub fn cache_dir() -> PathBuf {
-    cache_root().join("hydra").join(VERSION)
+    TOOL.cache_dir()
 }
 
 /// The directory it is taken from: [`ENV`] if set, else [`cache_dir`].
 pub fn dir() -> PathBuf {
-    std::env::var_os(ENV).filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(cache_dir)
+    TOOL.dir()
 }
 
 /// The binary, or what is missing and how to get it.
 pub fn locate() -> Result<PathBuf, String> {
-    let binary = dir().join(BINARY);
-    if is_executable(&binary) {
-        Ok(binary)
-    } else {
-        Err(format!(
-            "Hydra {VERSION} not found at {}; `cargo xtask test` and `cargo xtask hydra` build it, or set {ENV} to a \
-             directory holding {BINARY}",
-            binary.display()
-        ))
-    }
+    TOOL.locate()
 }
 
 /// Where Hydra listens and where it sends browsers.
