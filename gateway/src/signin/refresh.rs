@@ -32,6 +32,12 @@ pub fn due(expiry: Option<SystemTime>, now: SystemTime) -> bool {
     expiry.is_none_or(|exp| exp.duration_since(now).map_or(true, |left| left < RENEW_BEFORE))
 }
 
+/// Whether a token expiring at `expiry` still holds at `now` (pure): a session whose provider
+/// does not answer stands on it until then.
+pub fn still_valid(expiry: Option<SystemTime>, now: SystemTime) -> bool {
+    expiry.is_some_and(|exp| exp > now)
+}
+
 /// `session`, renewed if its ID token is due (and it has a refresh token): the session to use
 /// from now on, or why it has ended.
 pub async fn renew_if_due(
@@ -56,7 +62,7 @@ pub async fn renew_if_due(
             Err(refusal) => Err(refusal),
         },
         // Not answering is no refusal: the session stands while its token does.
-        Err(OidcError::Unreachable(_)) if !due(expiry, SystemTime::now() + RENEW_BEFORE) => Ok(session.clone()),
+        Err(OidcError::Unreachable(_)) if still_valid(expiry, SystemTime::now()) => Ok(session.clone()),
         Err(OidcError::Unreachable(why)) => Err(Refusal::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("your sign-in cannot be renewed: the identity provider cannot be reached ({why})"),
@@ -89,6 +95,19 @@ mod tests {
         ];
         for (name, expiry, want) in cases {
             assert_eq!(due(expiry, now), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_provider_that_does_not_answer_leaves_the_session_until_its_token_runs_out() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let cases = [
+            ("a minute left", Some(now + Duration::from_secs(60)), true),
+            ("expired", Some(now - Duration::from_secs(1)), false),
+            ("unreadable", None, false),
+        ];
+        for (name, expiry, want) in cases {
+            assert_eq!(still_valid(expiry, now), want, "{name}");
         }
     }
 }
