@@ -45,6 +45,12 @@ impl Browser {
         self.cookies.get(&(host.to_owned(), name.to_owned())).map(String::as_str)
     }
 
+    /// Keep `value` as the cookie `name` of `host`, as if the host had set it: how a test hands
+    /// one browser's cookie to another (a stolen or copied cookie).
+    pub fn set_cookie(&mut self, host: &str, name: &str, value: &str) {
+        self.cookies.insert((host.to_owned(), name.to_owned()), value.to_owned());
+    }
+
     /// `GET url`, following redirects.
     pub async fn get(&mut self, url: &str) -> Result<Landed, String> {
         self.navigate(http::Method::GET, url.to_owned(), None).await

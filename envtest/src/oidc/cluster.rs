@@ -27,7 +27,20 @@ pub const REDIRECT_URI: &str = "https://127.0.0.1/myownshell/callback";
 /// The client id of a gateway signing people in through the test bed's provider: the apiserver
 /// takes its ID tokens too. The test that runs the gateway registers it (with the gateway's own
 /// redirect URI, known once its port is).
-pub const GATEWAY_CLIENT_ID: &str = "myownshell-gateway";
+pub const GATEWAY_CLIENT_ID: &str = GATEWAY_CLIENT_IDS[0];
+
+/// The client ids the test bed's gateways get, one per gateway registered at one provider, the
+/// first being [`GATEWAY_CLIENT_ID`]: the tests of one test binary share the provider and each
+/// runs a gateway of its own (a client's redirect URI names the gateway's port), and the
+/// apiserver must take the ID tokens of every one of them (its audiences are fixed at start).
+pub const GATEWAY_CLIENT_IDS: [&str; 6] = [
+    "myownshell-gateway",
+    "myownshell-gateway-2",
+    "myownshell-gateway-3",
+    "myownshell-gateway-4",
+    "myownshell-gateway-5",
+    "myownshell-gateway-6",
+];
 
 /// The provider, its clients, and the control plane trusting it.
 #[derive(Debug)]
@@ -84,7 +97,11 @@ impl TrustingCluster {
         let issuer = JwtIssuer {
             url: planned.issuer(),
             certificate_authority: planned.ca_pem().to_owned(),
-            audiences: vec![client.client_id.clone(), short_lived.client_id.clone(), GATEWAY_CLIENT_ID.to_owned()],
+            audiences: [client.client_id.as_str(), short_lived.client_id.as_str()]
+                .into_iter()
+                .chain(GATEWAY_CLIENT_IDS)
+                .map(str::to_owned)
+                .collect(),
         };
         let config = dir.join("authentication-config.yaml");
         std::fs::write(&config, apiserver::authentication_config(&issuer))

@@ -16,9 +16,10 @@ pub mod sign_in;
 pub mod users;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-pub use cluster::{GATEWAY_CLIENT_ID, Order, TrustingCluster, shared};
+pub use cluster::{GATEWAY_CLIENT_ID, GATEWAY_CLIENT_IDS, Order, TrustingCluster, shared};
 use rustls::ClientConfig;
 
 use crate::ports::free_port;
@@ -38,6 +39,8 @@ pub struct Provider {
     config: HydraConfig,
     tls: LoopbackTls,
     admin: Admin,
+    /// How many gateways were registered ([`Provider::register_gateway`]).
+    gateways: AtomicUsize,
 }
 
 impl std::fmt::Debug for Provider {
@@ -72,7 +75,7 @@ impl Planned {
     pub async fn start(self) -> Result<Provider, String> {
         let Self { binary, dir, login, config, tls, admin } = self;
         let hydra = Mutex::new(hydra::spawn(&binary, &config, &dir)?);
-        let provider = Provider { hydra, login, config, tls, admin };
+        let provider = Provider { hydra, login, config, tls, admin, gateways: AtomicUsize::new(0) };
         provider.wait_ready().await?;
         Ok(provider)
     }
@@ -147,11 +150,12 @@ impl Provider {
         self.hydra.lock().unwrap_or_else(PoisonError::into_inner).pid()
     }
 
-    /// Register `myownshell-gateway` serving at `origin` as a client ([`GATEWAY_CLIENT_ID`],
-    /// its redirect URI `<origin>/oidc/callback`, its ID tokens living `id_token_lifespan` or
-    /// Hydra's default), write its secret and this provider's CA into `dir`, and give the
-    /// gateway's `--oidc-*` flags for it, naming people as the apiserver's
-    /// `--authentication-config` of [`apiserver`] does (`oidc:alice`).
+    /// Register `myownshell-gateway` serving at `origin` as a client (the next of
+    /// [`GATEWAY_CLIENT_IDS`], [`GATEWAY_CLIENT_ID`] first, its redirect URI
+    /// `<origin>/oidc/callback`, its ID tokens living `id_token_lifespan` or Hydra's default),
+    /// write its secret and this provider's CA into `dir`, and give the gateway's `--oidc-*`
+    /// flags for it, naming people as the apiserver's `--authentication-config` of
+    /// [`apiserver`] does (`oidc:alice`).
     pub async fn register_gateway(
         &self,
         dir: &Path,
@@ -160,8 +164,12 @@ impl Provider {
     ) -> Result<Vec<String>, String> {
         let redirect = format!("{origin}/oidc/callback");
         let lifespan = id_token_lifespan.map(|d| format!("{}s", d.as_secs()));
+        let n = self.gateways.fetch_add(1, Ordering::Relaxed);
+        let client_id = GATEWAY_CLIENT_IDS
+            .get(n)
+            .ok_or_else(|| format!("the test bed registers at most {} gateways", GATEWAY_CLIENT_IDS.len()))?;
         let client = admin::Client {
-            client_id: GATEWAY_CLIENT_ID.into(),
+            client_id: (*client_id).into(),
             client_secret: random_secret()?,
             redirect_uris: vec![redirect.clone()],
             id_token_lifespan: lifespan.clone(),
@@ -173,7 +181,7 @@ impl Provider {
         write_private(&ca_file, self.ca_pem())?;
         Ok(vec![
             format!("--oidc-issuer-url={}", self.issuer()),
-            format!("--oidc-client-id={GATEWAY_CLIENT_ID}"),
+            format!("--oidc-client-id={client_id}"),
             format!("--oidc-client-secret-file={}", secret_file.display()),
             format!("--oidc-redirect-url={redirect}"),
             format!("--oidc-ca-file={}", ca_file.display()),
@@ -181,6 +189,13 @@ impl Provider {
             "--oidc-groups-claim=groups".into(),
             format!("--oidc-groups-prefix={}", apiserver::GROUPS_PREFIX),
         ])
+    }
+
+    /// Stop Hydra (SIGTERM, then SIGKILL after 10 s), as an identity provider that goes down;
+    /// the login page stays. Nothing answers at the issuer afterwards.
+    pub fn stop(&self) -> Result<(), String> {
+        let mut hydra = self.hydra.lock().unwrap_or_else(PoisonError::into_inner);
+        hydra.stop(std::time::Duration::from_secs(10)).map(drop).map_err(|e| format!("stopping Hydra: {e}"))
     }
 
     /// Hydra's admin API.
