@@ -1,5 +1,6 @@
-//! What `extend` writes, for `kubectl myownshell extend` and the gateway's extend button alike:
-//! a merge patch of the shell's spec (so, like any spec change, only its owner may make it).
+//! What `start`, `stop` and `extend` write, for `kubectl myownshell` and the gateway's page
+//! alike: merge patches of the shell's spec (so, like any spec change, only its owner may make
+//! them).
 
 use std::time::Duration;
 
@@ -11,6 +12,16 @@ use crate::MyOwnShell;
 /// How far `extend` pushes the stop back when no duration is given and the shell has no idle
 /// timeout.
 pub const DEFAULT_EXTENSION: Duration = Duration::from_secs(3600);
+
+/// `start`: run again, its lifetime's clocks restarted at `now`.
+pub fn start_patch(now: &Time) -> Value {
+    json!({"spec": {"stopped": false, "lifetime": {"restartedAt": now}}})
+}
+
+/// `stop`: no pods, from now on (the shell, its home and its size stay).
+pub fn stop_patch() -> Value {
+    json!({"spec": {"stopped": true}})
+}
 
 /// No lifetime stop before `until`.
 pub fn extend_patch(until: &Time) -> Value {

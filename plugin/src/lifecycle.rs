@@ -17,7 +17,7 @@ fn time(t: Timestamp) -> Value {
 
 /// `start`: run again, clocks restarted from `now`.
 pub fn start_patch(now: Timestamp) -> Value {
-    json!({"spec": {"stopped": false, "lifetime": {"restartedAt": time(now)}}})
+    myownshell_api::lifecycle::start_patch(&to_second(now))
 }
 
 /// `update`: this operator release's pod template, now.
@@ -25,10 +25,7 @@ pub fn update_patch(now: Timestamp) -> Value {
     json!({"spec": {"updateRequestedAt": time(now)}})
 }
 
-/// `stop`: no pods, from now on.
-pub fn stop_patch() -> Value {
-    json!({"spec": {"stopped": true}})
-}
+pub use myownshell_api::lifecycle::stop_patch;
 
 /// `extend`: no lifetime stop before `now + by`. Returns the patch and that time.
 pub fn extend_patch(now: Timestamp, by: Duration) -> (Value, Timestamp) {
