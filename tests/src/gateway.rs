@@ -17,6 +17,8 @@ use myownshell_envtest::ports::free_port;
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use myownshell_envtest::tls::{LoopbackTls, loopback};
 use myownshell_envtest::wait::eventually;
+
+use crate::events::EventStream;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
@@ -241,6 +243,25 @@ impl GatewayClient {
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
         Ok((parts.status.as_u16(), parts.headers, String::from_utf8_lossy(&body).into_owned()))
+    }
+
+    /// A GET whose answer is a stream of server-sent events: its status, and the stream (the
+    /// body of a refusal is in the stream too).
+    pub async fn events(&self, path: &str, headers: &[(&str, &str)]) -> Result<(u16, EventStream), String> {
+        let tls = self.connect().await?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("HTTP handshake: {e}"))?;
+        tokio::spawn(conn);
+        let mut request = http::Request::builder().uri(path).header("host", self.addr.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request = request.header("accept", "text/event-stream");
+        let request = request.body(Full::new(Bytes::new())).map_err(|e| e.to_string())?;
+        let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+        let status = response.status().as_u16();
+        Ok((status, EventStream::new(response.into_body(), sender)))
     }
 
     /// The terminal's WebSocket at `path` with these extra headers; `Err` carries the HTTP

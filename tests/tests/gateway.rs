@@ -774,3 +774,147 @@ async fn an_approver_approves_on_the_page_and_the_owner_cannot() {
     let approvals = shells.get("guarded").await.unwrap().spec.approvals.unwrap_or_default();
     assert_eq!(approvals.iter().map(|a| a.by.as_deref()).collect::<Vec<_>>(), [Some(bob.as_str())]);
 }
+
+/// A signed-in page's request: cookie, `Origin` and CSRF token.
+struct Page<'a> {
+    w: &'a World,
+    cookie: String,
+    csrf: String,
+}
+
+impl Page<'_> {
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let origin = self.w.gateway.origin();
+        let headers = [("cookie", self.cookie.as_str()), ("origin", origin.as_str()), ("x-csrf-token", &self.csrf)];
+        let (status, _, text) = self.w.gateway.request(method, path, &headers, body).await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+}
+
+async fn page<'a>(w: &'a World, who: &str) -> Page<'a> {
+    let (cookie, csrf) = w.sign_in(&w.token(who).await).await;
+    Page { w, cookie, csrf }
+}
+
+const LIVE: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn the_page_creates_stops_starts_and_deletes_as_the_user_and_its_list_follows_live() {
+    let w = World::start("gw-page", true, &[]).await;
+    let (alice, bob) = (page(&w, "alice").await, page(&w, "bob").await);
+    let (status, places) = alice.call(Method::GET, "/api/places", None).await;
+    assert_eq!((status, &places["places"]), (200, &json!([{"namespace": w.ns, "mayCreate": true}])), "{places}");
+
+    let (status, mut live) = w.gateway.page().events("/api/shells/live", &[("cookie", &alice.cookie)]).await.unwrap();
+    assert_eq!(status, 200, "{}", live.seen());
+    live.until("the first list", 0, LIVE, |s| s.contains("event: reset") && s.contains(&w.ns)).await.unwrap();
+
+    let shells = format!("/api/shells/{}", w.ns);
+    let (status, made) =
+        alice.call(Method::POST, &shells, Some(json!({"name": "dev", "sharedUsers": ["carol"]}))).await;
+    assert_eq!(status, 200, "{made}");
+    assert_eq!(made["shell"]["owner"], service_account_user(&w.ns, "alice"), "stamped by the webhook: {made}");
+    let mark = live.seen().len();
+    live.until("the new shell, live", mark, LIVE, |s| s.contains("event: row") && s.contains(r#""name":"dev""#))
+        .await
+        .unwrap();
+
+    // Someone else's shell: bob may edit the namespace, yet the webhook keeps its spec its owner's.
+    let dev = format!("{shells}/dev");
+    let (status, refused) = bob.call(Method::POST, &format!("{dev}/stop"), None).await;
+    assert!(status == 403 && refused["error"].as_str().is_some_and(|e| e.contains("owner")), "{status} {refused}");
+
+    let mark = live.seen().len();
+    let (status, stopped) = alice.call(Method::POST, &format!("{dev}/stop"), None).await;
+    assert_eq!((status, &stopped["shell"]["stopped"]), (200, &json!(true)), "{stopped}");
+    live.until("stopped, live", mark, LIVE, |s| s.contains(r#""stopped":true"#)).await.unwrap();
+    let (status, started) = alice.call(Method::POST, &format!("{dev}/start"), None).await;
+    assert_eq!((status, &started["shell"]["stopped"]), (200, &json!(false)), "{started}");
+
+    let mark = live.seen().len();
+    let (status, body) = alice.call(Method::DELETE, &dev, None).await;
+    assert_eq!(status, 204, "{body}");
+    live.until("deleting, live", mark, LIVE, |s| s.contains(r#""state":"Deleting""#)).await.unwrap();
+    // No controller runs here: its part, the finalizer's removal, done by hand.
+    let mark = live.seen().len();
+    let shells_api: Api<MyOwnShell> = Api::namespaced(w.client.clone(), &w.ns);
+    let unfinalized = json!({"metadata": {"finalizers": null}});
+    shells_api.patch("dev", &PatchParams::default(), &Patch::Merge(&unfinalized)).await.unwrap();
+    live.until("gone, live", mark, LIVE, |s| s.contains("event: gone") && s.contains(r#""name":"dev""#)).await.unwrap();
+
+    // The apiserver's words for a bad name, and ours for none; nothing without the CSRF token.
+    let (status, bad) = alice.call(Method::POST, &shells, Some(json!({"name": "Bad_Name"}))).await;
+    assert!(status == 422 && bad["error"].as_str().is_some_and(|e| e.contains("Bad_Name")), "{status} {bad}");
+    let (status, none) = alice.call(Method::POST, &shells, Some(json!({"name": " "}))).await;
+    assert!(status == 400 && none["error"].as_str().is_some_and(|e| e.starts_with("name: ")), "{status} {none}");
+    let origin = w.gateway.origin();
+    let headers = [("cookie", alice.cookie.as_str()), ("origin", origin.as_str())];
+    let (status, _, body) =
+        w.gateway.request(Method::POST, &shells, &headers, Some(json!({"name": "x"}))).await.unwrap();
+    assert_eq!(status, 403, "{body}");
+    let (status, _, body) = w.gateway.request(Method::GET, "/api/places", &[], None).await.unwrap();
+    assert_eq!(status, 401, "{body}");
+}
+
+/// A plane of its own: classes are cluster-wide, and other tests make default ones.
+fn classes_plane() -> &'static ControlPlane {
+    shared_with("page classes", Options::default)
+}
+
+fn class(name: &str, default: bool) -> Value {
+    let mut class = json!({"apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShellClass",
+        "metadata": {"name": name}, "spec": {"description": format!("{name} for the page"),
+        "home": {"defaultSize": "2Gi", "maxSize": "5Gi"}}});
+    if default {
+        class["metadata"]["annotations"] = json!({"myownshell.io/is-default-class": "true"});
+    }
+    class
+}
+
+#[tokio::test]
+async fn the_page_offers_the_classes_a_user_may_use_and_says_why_when_none() {
+    let cp = classes_plane();
+    let w = World::start_on(cp, shipped_role(), "gw-classes", false, &[], &[]).await;
+    let alice = page(&w, "alice").await;
+    // Everyone reads the classes, as the shipped class-viewer role says.
+    let roles = std::fs::read_to_string(workspace_root().join("config/rbac/user_roles.yaml")).unwrap();
+    let viewer: Vec<&str> = roles.split("\n---\n").filter(|doc| doc.contains("name: class-viewer")).collect();
+    let out = cp.kubectl().run_with_stdin(&["apply", "-f", "-"], Some(&viewer.join("\n---\n"))).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    let offers = |w: &World| format!("/api/classes?namespace={}", w.ns);
+    let (status, none) = alice.call(Method::GET, &offers(&w), None).await;
+    assert_eq!((status, none.clone()), (200, json!({"classes": []})), "no classes at all: the operator's defaults");
+
+    let kubectl = cp.kubectl();
+    let apply = |class: Value| {
+        let kubectl = &kubectl;
+        async move {
+            let out = kubectl.run_with_stdin(&["apply", "-f", "-"], Some(&class.to_string())).await.unwrap();
+            assert!(out.success, "{}", out.stderr);
+        }
+    };
+    apply(class("page-gpu", false)).await;
+    let (status, why) = alice.call(Method::GET, &offers(&w), None).await;
+    let said = why["whyNone"].as_str().unwrap_or_default();
+    assert!(status == 200 && said.contains(&w.ns) && said.contains("\"use\""), "{status} {why}");
+
+    let grant = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: use-gpu, namespace: {ns}}}\nrules: \
+         [{{apiGroups: [myownshell.io], resources: [myownshellclasses], resourceNames: [page-gpu], verbs: [use]}}]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: use-gpu, namespace: {ns}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: use-gpu}}\nsubjects: [{{kind: ServiceAccount, \
+         name: alice, namespace: {ns}}}]\n",
+        ns = w.ns
+    );
+    let out = kubectl.run_with_stdin(&["apply", "-f", "-"], Some(&grant)).await.unwrap();
+    assert!(out.success, "{}", out.stderr);
+    apply(class("page-default", true)).await;
+    let (status, offered) = alice.call(Method::GET, &offers(&w), None).await;
+    let names: Vec<(&str, bool)> = offered["classes"]
+        .as_array()
+        .map(|c| c.iter().map(|c| (c["name"].as_str().unwrap_or_default(), c["default"] == true)).collect())
+        .unwrap_or_default();
+    assert_eq!((status, names), (200, vec![("page-default", true), ("page-gpu", false)]), "{offered}");
+    assert_eq!(offered["classes"][1]["spec"]["home"]["maxSize"], "5Gi", "the form's limits: {offered}");
+    assert!(offered.get("whyNone").is_none(), "{offered}");
+}

@@ -39,6 +39,15 @@ impl AsUser {
         self.client.request(self.impersonating(request)).await
     }
 
+    /// A watch's events, decoded as they come (a refusal before the first is kube's
+    /// `Error::Api`).
+    pub async fn watch<T: Clone + DeserializeOwned>(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> kube::Result<impl futures::TryStream<Item = kube::Result<kube::core::WatchEvent<T>>> + use<T>> {
+        self.client.request_events(self.impersonating(request)).await
+    }
+
     /// An exec's WebSocket: a refusal, the connect gate's included, in its own words.
     pub async fn connect(&self, request: http::Request<Vec<u8>>) -> Result<ExecSocket, UpgradeError> {
         upgrade::open(&self.client, self.impersonating(request)).await

@@ -14,13 +14,15 @@ use kube::Resource;
 use kube::api::{ListParams, ObjectList, Patch, PatchParams};
 use kube::core::Request;
 use myownshell_api::MyOwnShell;
-use myownshell_api::names::conditions::{APPROVED, AVAILABLE, DEGRADED};
 use myownshell_auth::token::jwt_expiry;
 use myownshell_runtime::server::ConnectionInfo;
 use rustls_pki_types::CertificateDer;
 use secrecy::{ExposeSecret, SecretString};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
+
+use super::shells::api_refusal;
+use super::shells::row::{ShellRow, row};
 
 use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
@@ -127,67 +129,42 @@ pub struct ShellsQuery {
     namespace: String,
 }
 
-/// One shell in the page's list.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ShellRow {
-    namespace: String,
-    name: String,
-    owner: String,
-    state: String,
-    reason: String,
-    /// What the shell waits for, when its class asks for approval and it has none (its
-    /// `Approved` condition's words); the page offers approvers an Approve button.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    waiting_for_approval: Option<String>,
-}
-
-fn row(shell: &MyOwnShell) -> ShellRow {
-    let status = shell.status.clone().unwrap_or_default();
-    let condition = |t: &str| status.conditions.iter().find(|c| c.type_ == t && c.status == "True");
-    let unapproved = status.conditions.iter().find(|c| c.type_ == APPROVED && c.status == "False");
-    let (state, reason) = match (&status.stopped, condition(DEGRADED), unapproved, condition(AVAILABLE)) {
-        (Some(stop), _, _, _) => ("Stopped".to_owned(), stop.reason.clone()),
-        (None, Some(degraded), _, _) => ("Degraded".to_owned(), degraded.message.clone()),
-        (None, None, Some(waiting), _) => ("Waiting for approval".to_owned(), waiting.message.clone()),
-        (None, None, None, Some(_)) => ("Running".to_owned(), String::new()),
-        (None, None, None, None) => ("Starting".to_owned(), String::new()),
-    };
-    ShellRow {
-        namespace: shell.metadata.namespace.clone().unwrap_or_default(),
-        name: shell.metadata.name.clone().unwrap_or_default(),
-        owner: shell.spec.owner.clone().unwrap_or_default(),
-        state,
-        reason,
-        waiting_for_approval: unapproved.map(|c| c.message.clone()),
-    }
-}
-
-/// `GET /api/shells?namespace=NS`: the shells the user can list (all namespaces when none is
-/// given), read as the user.
+/// `GET /api/shells?namespace=NS`: the shells of `NS`, or of every namespace the user may list
+/// shells in when none is given (`shells::places`), read as the user.
 pub async fn shells(
     State(gw): State<Arc<Gateway>>,
     info: Peer,
     headers: HeaderMap,
     Query(q): Query<ShellsQuery>,
 ) -> Response {
-    let caller = match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Read).await {
-        Ok(caller) => caller,
+    let as_user = match super::shells::acting(&gw, &headers, &info, Purpose::Read).await {
+        Ok(as_user) => as_user,
         Err(refusal) => return refused(refusal),
     };
-    let namespace = (!q.namespace.is_empty()).then_some(q.namespace.as_str());
-    let list = match Request::new(MyOwnShell::url_path(&(), namespace)).list(&ListParams::default()) {
-        Ok(list) => list,
-        Err(e) => return refused(Refusal { status: StatusCode::BAD_REQUEST, message: e.to_string() }),
+    let namespaces = if q.namespace.is_empty() {
+        match super::shells::places::places(&gw, &as_user).await {
+            Ok(places) => places.into_iter().map(|p| p.namespace).collect(),
+            Err(refusal) => return refused(refusal),
+        }
+    } else {
+        vec![q.namespace]
     };
-    let as_user = match gw.as_user(&caller.user) {
-        Ok(as_user) => as_user,
-        Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
-    };
-    match as_user.request::<ObjectList<MyOwnShell>>(list).await {
-        Ok(list) => Json(json!({ "shells": list.items.iter().map(row).collect::<Vec<_>>() })).into_response(),
-        Err(e) => refused(api_refusal(e)),
+    let mut rows = Vec::new();
+    for namespace in namespaces {
+        match shells_of(&as_user, &namespace).await {
+            Ok(mut of) => rows.append(&mut of),
+            Err(refusal) => return refused(refusal),
+        }
     }
+    Json(json!({ "shells": rows })).into_response()
+}
+
+async fn shells_of(as_user: &AsUser, namespace: &str) -> Result<Vec<ShellRow>, Refusal> {
+    let list = Request::new(MyOwnShell::url_path(&(), Some(namespace)))
+        .list(&ListParams::default())
+        .map_err(super::shells::bad_request)?;
+    let list = as_user.request::<ObjectList<MyOwnShell>>(list).await.map_err(api_refusal)?;
+    Ok(list.items.iter().map(row).collect())
 }
 
 /// Anything else: 404 in the API's shape.
@@ -267,15 +244,4 @@ async fn approve_as(as_user: &AsUser, namespace: &str, name: &str) -> Result<MyO
         .map_err(|e| Refusal { status: StatusCode::INTERNAL_SERVER_ERROR, message: e.to_string() })?;
     let request = shells.patch(name, &PatchParams::default(), &Patch::<()>::Json(patch)).map_err(bad)?;
     as_user.request::<MyOwnShell>(request).await.map_err(api_refusal)
-}
-
-/// The apiserver's (or an admission webhook's) refusal, with its status and words.
-fn api_refusal(e: kube::Error) -> Refusal {
-    match e {
-        kube::Error::Api(status) => Refusal {
-            status: StatusCode::from_u16(status.code).unwrap_or(StatusCode::BAD_GATEWAY),
-            message: status.message,
-        },
-        other => Refusal { status: StatusCode::BAD_GATEWAY, message: other.to_string() },
-    }
 }

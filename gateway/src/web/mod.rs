@@ -1,6 +1,7 @@
 //! The HTTP side: the routes (`router`), the page's files (`page`), its JSON API (`api`), the
 //! terminal's WebSocket (`socket`, over the handshake of `upgrade`, its control messages read
-//! by `control`), a terminal's opening (`opening`), a shell's held sessions (`sessions`), the
+//! by `control`), a terminal's opening (`opening`), a shell's held sessions (`sessions`), the shells
+//! the page lists, creates, starts, stops and deletes (`shells`), the
 //! recordings' list and downloads (`recordings`), sign-in through an identity provider
 //! (`oidc`), and the `Origin` rule
 //! (`origin`). Every answer carries headers that keep the page from being framed, sniffed or
@@ -20,6 +21,7 @@ pub mod page;
 pub mod query;
 pub mod recordings;
 pub mod sessions;
+pub mod shells;
 pub mod socket;
 pub mod upgrade;
 
@@ -76,7 +78,14 @@ pub fn router(gw: Arc<Gateway>) -> Router {
         .route("/api/session", get(api::session).post(api::sign_in).delete(api::sign_out))
         .route(crate::signin::oidc::LOGIN_PATH, get(oidc::login))
         .route(crate::signin::oidc::CALLBACK_PATH, get(oidc::callback))
+        .route("/api/places", get(shells::places::list))
+        .route("/api/classes", get(shells::classes::list))
         .route("/api/shells", get(api::shells))
+        .route("/api/shells/live", get(shells::live::live))
+        .route("/api/shells/{namespace}", post(shells::manage::create))
+        .route("/api/shells/{namespace}/{shell}", axum::routing::delete(shells::manage::delete))
+        .route("/api/shells/{namespace}/{shell}/start", post(shells::manage::start))
+        .route("/api/shells/{namespace}/{shell}/stop", post(shells::manage::stop))
         .route("/api/shells/{namespace}/{shell}/extend", post(api::extend))
         .route("/api/shells/{namespace}/{shell}/approve", post(api::approve))
         .route("/api/terminal/{namespace}/{shell}", get(socket::terminal))
