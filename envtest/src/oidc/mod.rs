@@ -41,6 +41,8 @@ pub struct Provider {
     admin: Admin,
     /// How many gateways were registered ([`Provider::register_gateway`]).
     gateways: AtomicUsize,
+    /// Held through a browser's steps at Hydra ([`Provider::one_flow_at_a_time`]).
+    flows: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Provider {
@@ -75,7 +77,8 @@ impl Planned {
     pub async fn start(self) -> Result<Provider, String> {
         let Self { binary, dir, login, config, tls, admin } = self;
         let hydra = Mutex::new(hydra::spawn(&binary, &config, &dir)?);
-        let provider = Provider { hydra, login, config, tls, admin, gateways: AtomicUsize::new(0) };
+        let provider =
+            Provider { hydra, login, config, tls, admin, gateways: AtomicUsize::new(0), flows: Default::default() };
         provider.wait_ready().await?;
         Ok(provider)
     }
@@ -189,6 +192,16 @@ impl Provider {
             "--oidc-groups-claim=groups".into(),
             format!("--oidc-groups-prefix={}", apiserver::GROUPS_PREFIX),
         ])
+    }
+
+    /// Held while a browser goes through Hydra (the authorization endpoint, the login and
+    /// consent, and the client's code exchange after): Hydra on SQLite in memory (`dsn: memory`)
+    /// refuses a flow that meets another's write ("Unable to serialize access due to a
+    /// concurrent update in another session", a 400 the client sees as "The error is
+    /// unrecognizable"), which the tests of one binary, sharing the provider, otherwise meet.
+    /// A production Hydra on PostgreSQL takes concurrent flows.
+    pub async fn one_flow_at_a_time(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.flows.lock().await
     }
 
     /// Stop Hydra (SIGTERM, then SIGKILL after 10 s), as an identity provider that goes down;

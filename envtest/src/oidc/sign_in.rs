@@ -40,6 +40,7 @@ pub enum SignInError {
 
 /// Sign `user` in with `password` to `client` at `provider`, as a browser would; the tokens.
 pub async fn sign_in(provider: &Provider, client: &Client, user: &str, password: &str) -> Result<Tokens, SignInError> {
+    let _one = provider.one_flow_at_a_time().await;
     let fail = SignInError::Failed;
     let redirect_uri = client.redirect_uris.first().ok_or_else(|| fail("the client has no redirect URI".into()))?;
     let (state, nonce, verifier) = (random()?, random()?, random()?);
