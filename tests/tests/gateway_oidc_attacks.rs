@@ -12,11 +12,11 @@
 mod oidc_gateway;
 
 use http::Method;
-use myownshell_envtest::oidc::browser::Browser;
+use myownshell_envtest::oidc::browser::{Browser, Landed};
 use myownshell_envtest::oidc::sign_in::log_in;
 use myownshell_envtest::oidc::users::{ALICE, BOB, User};
 use myownshell_envtest::oidc::{GATEWAY_CLIENT_IDS, shared};
-use oidc_gateway::{HOST, PENDING, World, cluster_name, page, query_value, session_cookie, sign_in_error};
+use oidc_gateway::{HOST, PENDING, World, cluster_name, query_value, session_cookie, sign_in_error};
 use secrecy::ExposeSecret as _;
 use serde_json::json;
 
@@ -61,7 +61,7 @@ async fn a_callback_signs_nobody_in_unless_it_is_this_browsers_own_sign_in() {
     // own under way), would sign her in as bob.
     let (_, bobs) = w.half_way(&BOB).await;
     let (mut alices, _) = w.half_way(&ALICE).await;
-    let (url, _, _) = page(alices.get(&bobs).await.unwrap());
+    let (url, _, _) = w.follow(&mut alices, &bobs).await;
     assert!(sign_in_error(&url).contains(WRONG_STATE), "{url}");
     assert_eq!(w.who(&alices).await, None, "alice's browser signed in with bob's code");
 
@@ -75,7 +75,7 @@ async fn a_callback_signs_nobody_in_unless_it_is_this_browsers_own_sign_in() {
     let pending = set_cookie.split(';').next().unwrap().split_once('=').unwrap().1;
     strangers.set_cookie(HOST, PENDING, pending);
     let own_state = query_value(&location, "state").unwrap();
-    let (url, _, _) = page(strangers.get(&with_param(&alices_callback, "state", Some(&own_state))).await.unwrap());
+    let (url, _, _) = w.follow(&mut strangers, &with_param(&alices_callback, "state", Some(&own_state))).await;
     let said = sign_in_error(&url);
     assert!(said.starts_with("the identity provider") && said.contains("invalid_grant"), "{said}");
     assert_eq!(w.who(&strangers).await, None, "the stranger signed in with alice's code: {said}");
@@ -83,13 +83,13 @@ async fn a_callback_signs_nobody_in_unless_it_is_this_browsers_own_sign_in() {
 
     // A callback without its state, or with another, in the very browser that started it.
     let (mut browser, callback) = w.half_way(&ALICE).await;
-    let (url, _, _) = page(browser.get(&with_param(&callback, "state", None)).await.unwrap());
+    let (url, _, _) = w.follow(&mut browser, &with_param(&callback, "state", None)).await;
     assert!(sign_in_error(&url).contains(WRONG_STATE), "no state: {url}");
     assert_eq!(w.who(&browser).await, None);
     let (mut browser, callback) = w.half_way(&ALICE).await;
     let state = query_value(&callback, "state").unwrap();
     let other = format!("{}x", &state[..state.len() - 1]);
-    let (url, _, _) = page(browser.get(&with_param(&callback, "state", Some(&other))).await.unwrap());
+    let (url, _, _) = w.follow(&mut browser, &with_param(&callback, "state", Some(&other))).await;
     assert!(sign_in_error(&url).contains(WRONG_STATE), "another state: {url}");
     assert_eq!(w.who(&browser).await, None);
 
@@ -99,13 +99,13 @@ async fn a_callback_signs_nobody_in_unless_it_is_this_browsers_own_sign_in() {
     let bed = shared();
     let token = bed.sign_in(&bed.client, BOB.name, BOB.password).await.unwrap().id_token;
     let smuggled = with_param(&with_param(&callback, "code", None), "id_token", Some(token.expose_secret()));
-    let (url, _, _) = page(browser.get(&smuggled).await.unwrap());
+    let (url, _, _) = w.follow(&mut browser, &smuggled).await;
     assert!(sign_in_error(&url).contains("sent no code back"), "{url}");
     assert_eq!(w.who(&browser).await, None);
 
     // The control: the browser's own callback, untouched, signs its person in.
     let (mut browser, callback) = w.half_way(&BOB).await;
-    let (url, status, _) = page(browser.get(&callback).await.unwrap());
+    let (url, status, _) = w.follow(&mut browser, &callback).await;
     assert_eq!((url, status), (format!("{}/", w.origin), 200));
     assert_eq!(w.who(&browser).await, Some(format!("\"{}\"", cluster_name(&BOB))));
     let log = std::fs::read_to_string(&w.gateway.log).unwrap();
@@ -131,18 +131,16 @@ async fn a_code_is_taken_once_and_no_return_address_leads_off_the_page() {
     assert_eq!(query_value(&location, "redirect_uri").as_deref(), Some(callback_url.as_str()), "{location}");
     assert!(!location.contains("evil"), "{location}");
     let mut browser = w.browser(&callback_url);
-    let landed = browser.get(&format!("{}{login}", w.origin)).await.unwrap();
-    let landed = match log_in(&mut browser, landed, ALICE.name, ALICE.password).await.unwrap() {
-        myownshell_envtest::oidc::browser::Landed::Stopped(callback) => callback,
+    let one = w.provider.one_flow_at_a_time().await;
+    let at_provider = browser.get(&format!("{}{login}", w.origin)).await.unwrap();
+    let landed = match log_in(&mut browser, at_provider, ALICE.name, ALICE.password).await.unwrap() {
+        Landed::Stopped(callback) => callback,
         other => panic!("expected the callback: {other:?}"),
     };
+    drop(one);
     let pending = browser.cookie(HOST, PENDING).unwrap().to_owned();
-    let (url, status, _) = page(
-        browser
-            .get(&with_param(&with_param(&landed, "next", Some(evil)), "return_to", Some("//evil.example/")))
-            .await
-            .unwrap(),
-    );
+    let elsewhere = with_param(&with_param(&landed, "next", Some(evil)), "return_to", Some("//evil.example/"));
+    let (url, status, _) = w.follow(&mut browser, &elsewhere).await;
     assert_eq!((url, status), (format!("{}/", w.origin), 200), "back on the page, nowhere else");
     assert_eq!(w.who(&browser).await, Some(format!("\"{}\"", cluster_name(&ALICE))));
 
@@ -150,13 +148,13 @@ async fn a_code_is_taken_once_and_no_return_address_leads_off_the_page() {
     // code and a cookie seen in transit): the provider takes a code once.
     let mut copy = w.browser("https://nowhere.invalid/");
     copy.set_cookie(HOST, PENDING, &pending);
-    let (url, _, _) = page(copy.get(&landed).await.unwrap());
+    let (url, _, _) = w.follow(&mut copy, &landed).await;
     let said = sign_in_error(&url);
     assert!(said.contains("already used") && said.contains("invalid_grant"), "{said}");
     assert_eq!(w.who(&copy).await, None, "a replayed code signed someone in: {said}");
     // And in the browser that used it: its pending sign-in is over.
     let mut again = w.browser("https://nowhere.invalid/");
-    let (url, _, _) = page(again.get(&landed).await.unwrap());
+    let (url, _, _) = w.follow(&mut again, &landed).await;
     assert!(sign_in_error(&url).contains("started in another browser"), "{url}");
     let code = query_value(&landed, "code").unwrap();
     let log = std::fs::read_to_string(&w.gateway.log).unwrap();

@@ -21,11 +21,11 @@ use kube::api::{Api, Patch, PatchParams};
 use myownshell_api::{MyOwnShell, names};
 use myownshell_envtest::assets::workspace_root;
 use myownshell_envtest::control_plane::{ControlPlane, write_kubeconfig};
-use myownshell_envtest::oidc::TrustingCluster;
 use myownshell_envtest::oidc::apiserver::{GROUPS_PREFIX, USERNAME_PREFIX};
 use myownshell_envtest::oidc::browser::{Browser, Landed};
 use myownshell_envtest::oidc::sign_in::log_in;
 use myownshell_envtest::oidc::users::User;
+use myownshell_envtest::oidc::{Provider, TrustingCluster};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{create_shell_namespace, rbac, service_account_token};
 use myownshell_tests::access::{as_user, namespace_editors, shell_manifest};
@@ -50,6 +50,7 @@ const HOUR: i64 = 3600;
 /// The namespace, the gate and the gateway of one test.
 pub struct World<'a> {
     pub cp: &'a ControlPlane,
+    pub provider: &'a Provider,
     pub client: Client,
     pub ns: String,
     pub gateway: GatewayProcess,
@@ -148,7 +149,7 @@ impl<'a> World<'a> {
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
         let gateway = GatewayProcess::start_on(cp, kubeconfig, &format!("{ns}-gateway"), port, &all).await.unwrap();
         let tls = trusting(&[bed.provider.ca_pem(), &gateway.ca_pem()]);
-        World { cp, client, ns, gateway, origin, tls, _gate: gate, _files: files }
+        World { cp, provider: &bed.provider, client, ns, gateway, origin, tls, _gate: gate, _files: files }
     }
 
     /// `user`'s shell `name`, applied as them (so they are its owner).
@@ -197,6 +198,7 @@ impl<'a> World<'a> {
     /// The callback URL the provider sends `user`'s browser back with, once they have logged in
     /// at the provider after following the page's link (not followed yet).
     pub async fn callback_for(&self, browser: &mut Browser, user: &User) -> String {
+        let _one = self.provider.one_flow_at_a_time().await;
         let at_provider = browser.get(&format!("{}/oidc/login", self.origin)).await.unwrap();
         match log_in(browser, at_provider, user.name, user.password).await.unwrap() {
             Landed::Stopped(callback) => callback,
@@ -208,11 +210,20 @@ impl<'a> World<'a> {
     /// `Cookie` header for the gateway.
     pub async fn sign_in(&self, user: &User) -> (Browser, String) {
         let mut browser = self.browser("https://nowhere.invalid/");
+        let one = self.provider.one_flow_at_a_time().await;
         let at_provider = browser.get(&format!("{}/oidc/login", self.origin)).await.unwrap();
         let (url, status, _) = page(log_in(&mut browser, at_provider, user.name, user.password).await.unwrap());
+        drop(one);
         assert_eq!((url.as_str(), status), (format!("{}/", self.origin).as_str(), 200), "back on the page");
         let cookie = session_cookie(&browser).unwrap_or_else(|| panic!("{} has no session", user.name));
         (browser, cookie)
+    }
+
+    /// `browser` follows `url` (a callback: the gateway trades its code at the provider) to
+    /// where it lands: its URL, status and body.
+    pub async fn follow(&self, browser: &mut Browser, url: &str) -> (String, u16, String) {
+        let _one = self.provider.one_flow_at_a_time().await;
+        page(browser.get(url).await.unwrap())
     }
 
     /// `GET /api/session` with `cookie`: the status and the body.
