@@ -70,7 +70,9 @@ pub async fn walk(w: &World, door: &str, person: Person) -> Option<Outcome> {
             return Some(by_status(status, &body));
         }
         "gateway-sign-in" | "gateway-shells" | "gateway-terminal" | "gateway-extend" | "gateway-approve"
-        | "gateway-recordings" | "gateway-sessions" => sign_in(w, person).await,
+        | "gateway-recordings" | "gateway-sessions" | "gateway-create" | "gateway-stop-start" | "gateway-delete" => {
+            sign_in(w, person).await
+        }
         _ => return None,
     };
     let (cookie, csrf) = match signed_in {
@@ -106,6 +108,29 @@ pub async fn walk(w: &World, door: &str, person: Person) -> Option<Outcome> {
             let headers = [("cookie", cookie.as_str()), ("origin", origin.as_str()), ("x-csrf-token", csrf.as_str())];
             let (status, _, body) = w.gateway.request(Method::POST, &path, &headers, None).await.unwrap_or_default();
             by_status(status, &body)
+        }
+        // Dry runs (as `--dry-run=server`): every layer decides, the shell stays as it is.
+        "gateway-create" | "gateway-stop-start" | "gateway-delete" => {
+            let headers = [("cookie", cookie.as_str()), ("origin", origin.as_str()), ("x-csrf-token", csrf.as_str())];
+            let shell = format!("/api/shells/{}/{SHELL}", w.ns);
+            let (method, paths, body) = match door {
+                "gateway-create" => {
+                    let new = json!({ "name": format!("door-{}", person.column()) });
+                    (Method::POST, vec![format!("/api/shells/{}", w.ns)], Some(new))
+                }
+                "gateway-stop-start" => (Method::POST, vec![format!("{shell}/stop"), format!("{shell}/start")], None),
+                _ => (Method::DELETE, vec![shell], None),
+            };
+            let mut outcome = Outcome::Through;
+            for path in paths {
+                let path = format!("{path}?dryRun=All");
+                let (status, _, text) =
+                    w.gateway.request(method.clone(), &path, &headers, body.clone()).await.unwrap_or_default();
+                if let Outcome::Refused(why) = by_status(status, &text) {
+                    outcome = Outcome::Refused(why);
+                }
+            }
+            outcome
         }
         "gateway-recordings" => match get(format!("/api/recordings/{}/{SHELL}", w.ns)).await {
             Outcome::Through => Outcome::Through,

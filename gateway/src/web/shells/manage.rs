@@ -2,12 +2,13 @@
 //! the apiserver's RBAC, the validating webhook (only the owner changes a shell's spec; the
 //! class's rules and caps) and the deletion policy (only the owner deletes it) decide, and
 //! their refusals reach the page in their own words. The writes are the ones `kubectl
-//! myownshell start`/`stop` and `kubectl delete` make.
+//! myownshell start`/`stop` and `kubectl delete` make. `?dryRun=All` asks as kubectl's
+//! `--dry-run=server` does: every layer decides, nothing is written.
 
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use kube::Resource;
@@ -46,6 +47,19 @@ pub struct NewShell {
     pub shared_groups: Vec<String>,
 }
 
+/// `?dryRun=All`: decided by everyone who decides, written nowhere.
+#[derive(Deserialize, Debug, Default)]
+pub struct DryRun {
+    #[serde(default, rename = "dryRun")]
+    dry_run: Option<String>,
+}
+
+impl DryRun {
+    fn on(&self) -> bool {
+        self.dry_run.as_deref() == Some("All")
+    }
+}
+
 fn present(values: &[String]) -> Vec<&str> {
     values.iter().map(|v| v.trim()).filter(|v| !v.is_empty()).collect()
 }
@@ -81,19 +95,23 @@ fn shells(namespace: &str) -> Request {
     Request::new(MyOwnShell::url_path(&(), Some(namespace)))
 }
 
-async fn create_as(as_user: &AsUser, namespace: &str, new: &NewShell) -> Result<MyOwnShell, Refusal> {
+async fn create_as(as_user: &AsUser, namespace: &str, new: &NewShell, dry: &DryRun) -> Result<MyOwnShell, Refusal> {
     let body = serde_json::to_vec(&manifest(new)?).map_err(bad_request)?;
-    let request = shells(namespace).create(&PostParams::default(), body).map_err(bad_request)?;
+    let params = PostParams { dry_run: dry.on(), ..PostParams::default() };
+    let request = shells(namespace).create(&params, body).map_err(bad_request)?;
     as_user.request(request).await.map_err(api_refusal)
 }
 
-async fn patch_as(as_user: &AsUser, namespace: &str, name: &str, patch: &Value) -> Result<MyOwnShell, Refusal> {
-    let request = shells(namespace).patch(name, &PatchParams::default(), &Patch::Merge(patch)).map_err(bad_request)?;
+async fn patch_as(as_user: &AsUser, at: (&str, &str), patch: &Value, dry: &DryRun) -> Result<MyOwnShell, Refusal> {
+    let (namespace, name) = at;
+    let params = PatchParams { dry_run: dry.on(), ..PatchParams::default() };
+    let request = shells(namespace).patch(name, &params, &Patch::Merge(patch)).map_err(bad_request)?;
     as_user.request(request).await.map_err(api_refusal)
 }
 
-async fn delete_as(as_user: &AsUser, namespace: &str, name: &str) -> Result<(), Refusal> {
-    let request = shells(namespace).delete(name, &DeleteParams::default()).map_err(bad_request)?;
+async fn delete_as(as_user: &AsUser, namespace: &str, name: &str, dry: &DryRun) -> Result<(), Refusal> {
+    let params = DeleteParams { dry_run: dry.on(), ..DeleteParams::default() };
+    let request = shells(namespace).delete(name, &params).map_err(bad_request)?;
     as_user.request::<Value>(request).await.map(drop).map_err(api_refusal)
 }
 
@@ -108,12 +126,13 @@ fn answer(shell: Result<MyOwnShell, Refusal>) -> Response {
 pub async fn create(
     State(gw): State<Arc<Gateway>>,
     Path(namespace): Path<String>,
+    Query(dry): Query<DryRun>,
     info: Peer,
     headers: HeaderMap,
     Json(new): Json<NewShell>,
 ) -> Response {
     match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => answer(create_as(&as_user, &namespace, &new).await),
+        Ok(as_user) => answer(create_as(&as_user, &namespace, &new, &dry).await),
         Err(refusal) => refused(refusal),
     }
 }
@@ -123,12 +142,13 @@ pub async fn create(
 pub async fn start(
     State(gw): State<Arc<Gateway>>,
     Path((namespace, name)): Path<(String, String)>,
+    Query(dry): Query<DryRun>,
     info: Peer,
     headers: HeaderMap,
 ) -> Response {
     let patch = myownshell_api::lifecycle::start_patch(&myownshell_runtime::time::now());
     match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => answer(patch_as(&as_user, &namespace, &name, &patch).await),
+        Ok(as_user) => answer(patch_as(&as_user, (&namespace, &name), &patch, &dry).await),
         Err(refusal) => refused(refusal),
     }
 }
@@ -138,12 +158,13 @@ pub async fn start(
 pub async fn stop(
     State(gw): State<Arc<Gateway>>,
     Path((namespace, name)): Path<(String, String)>,
+    Query(dry): Query<DryRun>,
     info: Peer,
     headers: HeaderMap,
 ) -> Response {
     let patch = myownshell_api::lifecycle::stop_patch();
     match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => answer(patch_as(&as_user, &namespace, &name, &patch).await),
+        Ok(as_user) => answer(patch_as(&as_user, (&namespace, &name), &patch, &dry).await),
         Err(refusal) => refused(refusal),
     }
 }
@@ -153,11 +174,12 @@ pub async fn stop(
 pub async fn delete(
     State(gw): State<Arc<Gateway>>,
     Path((namespace, name)): Path<(String, String)>,
+    Query(dry): Query<DryRun>,
     info: Peer,
     headers: HeaderMap,
 ) -> Response {
     let deleted = match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => delete_as(&as_user, &namespace, &name).await,
+        Ok(as_user) => delete_as(&as_user, &namespace, &name, &dry).await,
         Err(refusal) => Err(refusal),
     };
     match deleted {
