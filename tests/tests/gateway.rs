@@ -582,7 +582,7 @@ async fn constrained_impersonation_opens_the_users_terminal_and_nothing_else() {
 
     // ServiceAccounts signed in by token (the serviceaccount mode): bob lists the shells, the gate
     // refuses him by name, alice is let through (then the exec ends for want of a node).
-    let (alice, _) = w.sign_in(&w.token("alice").await).await;
+    let (alice, alice_csrf) = w.sign_in(&w.token("alice").await).await;
     let (bob, _) = w.sign_in(&w.token("bob").await).await;
     let (status, _, body) = w
         .gateway
@@ -590,6 +590,7 @@ async fn constrained_impersonation_opens_the_users_terminal_and_nothing_else() {
         .await
         .unwrap();
     assert_eq!(status, 200, "{body}\n{}", w.gateway.log_tail());
+    constrained_page(&w, &bob, (&alice, &alice_csrf)).await;
     let bobs = w.terminal_messages(&bob, "web").await;
     let refusal = bobs.iter().find(|m| m["type"] == "refused").unwrap_or_else(|| panic!("no refusal: {bobs:?}"));
     let bob_user = service_account_user(&w.ns, "bob");
@@ -626,6 +627,27 @@ async fn constrained_impersonation_opens_the_users_terminal_and_nothing_else() {
     assert!(!whole.success && whole.stderr.contains("cannot impersonate"), "{}", whole.stderr);
     let named = gateway.run(&shells).await.unwrap();
     assert!(named.success, "{}", named.stderr);
+}
+
+/// The page's own requests under constrained impersonation: where bob may have shells (access
+/// reviews as him), the live list (a watch as him), and alice's create and delete (dry runs).
+async fn constrained_page(w: &World, bob: &str, (alice, csrf): (&str, &str)) {
+    let (status, _, body) = w.gateway.request(Method::GET, "/api/places", &[("cookie", bob)], None).await.unwrap();
+    assert!(status == 200 && body.contains(&w.ns), "{status} {body}");
+    let live = format!("/api/shells/live?namespace={}", w.ns);
+    let (status, mut events) = w.gateway.page().events(&live, &[("cookie", bob)]).await.unwrap();
+    assert_eq!(status, 200, "{}", events.seen());
+    let listed = |s: &str| s.contains("event: reset") && s.contains(r#""name":"web""#);
+    events.until("the live list, constrained", 0, LIVE, listed).await.unwrap();
+    let origin = w.gateway.origin();
+    let headers = [("cookie", alice), ("origin", origin.as_str()), ("x-csrf-token", csrf)];
+    let create = format!("/api/shells/{}?dryRun=All", w.ns);
+    let (status, _, body) =
+        w.gateway.request(Method::POST, &create, &headers, Some(json!({"name": "more"}))).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let delete = format!("/api/shells/{}/web?dryRun=All", w.ns);
+    let (status, _, body) = w.gateway.request(Method::DELETE, &delete, &headers, None).await.unwrap();
+    assert_eq!(status, 204, "{body}");
 }
 
 /// Whether the peer has closed `socket` (a read ends or fails) within `within`.
