@@ -72,8 +72,11 @@ async fn provider_down(bed: &TrustingCluster) {
 #[tokio::test]
 async fn with_the_provider_down_a_sign_in_says_so_and_those_signed_in_go_on() {
     let bed = TrustingCluster::start().await.unwrap();
-    // Long enough for a terminal to wait for its shell's pod while the provider goes down.
-    let w = World::start(&bed, "oidc-down", &["--connect-timeout=120s"]).await;
+    // ID tokens of 5 minutes, under the gateway's 10 minutes' margin: every request of a
+    // session is one that renews it, so each one below asks the provider that is down. A
+    // terminal may wait for its shell's pod long enough for the provider to go down meanwhile.
+    let lifespan = Some(Duration::from_secs(300));
+    let w = World::start_with(&bed, "oidc-down", &["--connect-timeout=120s"], lifespan).await;
     w.shell(&ALICE, "web").await;
     let (_, alice) = w.sign_in(&ALICE).await;
     let (_, bob) = w.sign_in(&BOB).await;

@@ -133,6 +133,17 @@ impl<'a> World<'a> {
     /// A namespace (`prefix-…`) of `bed`'s plane whose editors are alice and bob, its connect
     /// gate, and a gateway signing people in through `bed`'s provider, with `flags` besides.
     pub async fn start(bed: &'a TrustingCluster, prefix: &str, flags: &[&str]) -> World<'a> {
+        Self::start_with(bed, prefix, flags, None).await
+    }
+
+    /// [`World::start`], the provider's ID tokens for the gateway living `id_tokens` (Hydra's
+    /// hour if `None`).
+    pub async fn start_with(
+        bed: &'a TrustingCluster,
+        prefix: &str,
+        flags: &[&str],
+        id_tokens: Option<Duration>,
+    ) -> World<'a> {
         let cp = &bed.control_plane;
         let client = cp.client().unwrap();
         let ns = create_shell_namespace(&client, prefix).await.unwrap();
@@ -143,7 +154,7 @@ impl<'a> World<'a> {
         let files = tempfile::tempdir().unwrap();
         let port = free_port().unwrap();
         let origin = format!("https://127.0.0.1:{port}");
-        let mut all = bed.provider.register_gateway(files.path(), &origin, None).await.unwrap();
+        let mut all = bed.provider.register_gateway(files.path(), &origin, id_tokens).await.unwrap();
         all.push(format!("--allowed-origins={origin}"));
         all.extend(flags.iter().map(|f| (*f).to_owned()));
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
