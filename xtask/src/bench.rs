@@ -114,6 +114,18 @@ pub enum Target {
         #[arg(long, default_value_t = 1)]
         pods: usize,
     },
+    /// The gateway's sign-in through the test bed's identity provider (Ory Hydra): the round
+    /// trip from the page's link through the provider and back to a terminal's first message,
+    /// p50/p99, against the same flow and exec without the gateway; and an ID token's
+    /// verification with cached keys against the bare signature check (`xtask/src/bench_signin.rs`).
+    Signin {
+        /// Sign-ins measured per path.
+        #[arg(long, default_value_t = 200)]
+        sign_ins: usize,
+        /// Verifications per round (7 rounds) of the verification bench.
+        #[arg(long, default_value_t = 20_000)]
+        verifications: usize,
+    },
     /// Authenticated GETs of a fixed metrics body with warm caches through the standalone
     /// rbac-proxy vs straight to its upstream: req/s, p50, p99, ratio (`rbac-proxy/benches/proxy.rs`).
     Proxy {
@@ -196,6 +208,9 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             Ok(())
         }
         Target::Node { rounds } => crate::bench_node::run(rounds.max(1)),
+        Target::Signin { sign_ins, verifications } => {
+            crate::bench_signin::run(crate::bench_signin::Options { sign_ins, verifications })
+        }
         Target::Gate { shells, requests } => {
             let counts = shells
                 .split(',')

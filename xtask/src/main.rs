@@ -5,6 +5,7 @@ mod bench_gate;
 mod bench_gateway;
 mod bench_node;
 mod bench_sessions;
+mod bench_signin;
 mod cargo;
 mod certmanager;
 mod crdgen;

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-pub use cluster::{GATEWAY_CLIENT_ID, GATEWAY_CLIENT_IDS, Order, TrustingCluster, shared};
+pub use cluster::{GATEWAY_CLIENT_ID, GATEWAY_CLIENT_IDS, Order, REDIRECT_URI, TrustingCluster, shared};
 use rustls::ClientConfig;
 
 use crate::ports::free_port;
