@@ -33,10 +33,6 @@ function signedIn(who) {
   state.user = who.user;
   state.csrf = who.csrf;
   $("who").textContent = who.user;
-  // A ServiceAccount's shells are most likely in its own namespace; anyone else starts with all
-  // namespaces (and is asked for one if they may not list them all).
-  const sa = who.user.match(/^system:serviceaccount:([^:]+):/);
-  if (!localStorage.getItem("namespace") && sa) $("namespace").value = sa[1];
   route();
 }
 
@@ -54,60 +50,10 @@ async function signIn() {
 async function signOut() {
   try { await api("DELETE", "/api/session"); } catch (_) { /* signed out either way */ }
   closeTerminal();
+  unfollow();
   state.user = state.csrf = null;
   location.hash = "";
   show("sign-in");
-}
-
-async function listShells() {
-  $("shells-error").textContent = "";
-  const rows = $("shell-rows");
-  rows.replaceChildren();
-  const namespace = $("namespace").value.trim();
-  localStorage.setItem("namespace", namespace);
-  try {
-    const { shells } = await api("GET", "/api/shells?namespace=" + encodeURIComponent(namespace));
-    for (const s of shells) {
-      const tr = document.createElement("tr");
-      for (const text of [s.namespace, s.name, s.owner, s.reason ? `${s.state}: ${s.reason}` : s.state]) {
-        const td = document.createElement("td");
-        td.textContent = text;
-        tr.append(td);
-      }
-      const open = document.createElement("button");
-      open.textContent = "Open";
-      open.dataset.shell = `${s.namespace}/${s.name}`;
-      open.onclick = () => { location.hash = `#/${encodeURIComponent(s.namespace)}/${encodeURIComponent(s.name)}`; };
-      const td = document.createElement("td");
-      td.append(open);
-      if (s.waitingForApproval && s.owner !== state.user) {
-        // Someone else's shell waiting for approval: offer to approve it (the webhook decides
-        // whether this user may, and says why not).
-        const approve = document.createElement("button");
-        approve.textContent = "Approve";
-        approve.dataset.approve = `${s.namespace}/${s.name}`;
-        approve.setAttribute("aria-label", `Approve ${s.namespace}/${s.name}`);
-        approve.onclick = () => approveShell(s.namespace, s.name);
-        td.append(approve);
-      }
-      tr.append(td);
-      rows.append(tr);
-    }
-    if (!shells.length) $("shells-error").textContent = "No shells here.";
-  } catch (e) {
-    $("shells-error").textContent = e.message + (namespace ? "" : "\nName a namespace you may list shells in.");
-  }
-}
-
-async function approveShell(namespace, name) {
-  $("shells-error").textContent = "";
-  try {
-    await api("POST", `/api/shells/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}/approve`);
-    await listShells();
-    $("shells-error").textContent = `Approved ${namespace}/${name}.`;
-  } catch (e) {
-    $("shells-error").textContent = e.message;
-  }
 }
 
 function status(text) { $("terminal-status").textContent = text; }
@@ -119,13 +65,16 @@ function line(text, color) {
 
 function openTerminal(namespace, name, options) {
   closeTerminal();
+  unfollow();
   show("terminal-view");
   $("terminal-title").textContent = `${namespace}/${name}`;
-  state.target = { namespace, name, key: `terminal:${namespace}/${name}`, readOnly: !!options.readOnly };
+  // `joined`: a session picked from the sessions list, as opposed to the one this tab last had.
+  state.target = { namespace, name, key: `terminal:${namespace}/${name}`, readOnly: !!options.readOnly, joined: !!options.session };
   // Joining a session by its id (the sessions list's Join or Watch) reattaches to it.
   if (options.session) sessionStorage.setItem(state.target.key, JSON.stringify({ held: true, session: options.session }));
   $("sessions-panel").hidden = true;
   state.ended = false;
+  state.forgotten = false;
   state.retry = 0;
   $("stopping").hidden = true;
   const term = new Terminal({ cursorBlink: true, scrollback: 5000, fontFamily: "monospace" });
@@ -222,7 +171,21 @@ function connect(droppedAt, previous) {
       case "detached": end("detached: the session goes on in the pod; open the shell again to come back"); break;
       case "notice": line(message.message, "33"); status(message.message); break;
       case "error": line(message.message, "31"); status(message.message); break;
-      case "refused": end(message.message); break;
+      case "refused":
+        // The session this tab last had is gone (the shell was stopped and started, its pod
+        // replaced): forget it and start afresh, once. A session picked from the list, or a
+        // refusal of the shell itself, is said as it is.
+        if (!attached && remembered && !state.target.joined && !state.forgotten) {
+          state.forgotten = true;
+          sessionStorage.removeItem(state.target.key);
+          socket.onclose = null;
+          socket.close();
+          status(`${message.message}: starting a new session`);
+          connect(Date.now());
+          break;
+        }
+        end(message.message);
+        break;
       // Not opened this time (an apiserver or a holder that could not answer yet): the socket
       // closes, and the page tries again as for a dropped connection.
       case "unavailable": status(message.message); break;
@@ -351,7 +314,7 @@ function route() {
   }
   closeTerminal();
   show("shells");
-  listShells();
+  showShells();
 }
 
 // What the browser tests read: the terminal's text, its status line, its id.
@@ -375,13 +338,12 @@ window.addEventListener("resize", () => { if (state.fit) state.fit.fit(); });
 window.addEventListener("hashchange", route);
 $("sign-in-button").onclick = signIn;
 $("sign-out").onclick = signOut;
-$("list").onclick = listShells;
 $("extend").onclick = extend;
 $("back").onclick = () => { location.hash = ""; };
 $("sessions").onclick = listSessions;
 $("detach").onclick = () => send(JSON.stringify({ type: "detach" }));
 $("allow-drive").onchange = (e) => send(JSON.stringify({ type: "allowDrive", allow: e.target.checked }));
-$("namespace").value = localStorage.getItem("namespace") || "";
+wireShells();
 
 // A sign-in through the identity provider is renewed when the page asks who is signed in: every
 // few minutes, and when the page is seen again (a laptop that slept). One that has ended says so.

@@ -16,9 +16,10 @@ pub const VENDOR: [(&str, &str, &str); 3] = [
     ("/vendor/addon-fit.js", "@xterm/addon-fit/lib/addon-fit.js", "text/javascript"),
 ];
 
-const OWN: [(&str, &str, &str); 3] = [
+const OWN: [(&str, &str, &str); 4] = [
     ("/", include_str!("../../web/index.html"), "text/html; charset=utf-8"),
     ("/app.js", include_str!("../../web/app.js"), "text/javascript"),
+    ("/shells.js", include_str!("../../web/shells.js"), "text/javascript"),
     ("/app.css", include_str!("../../web/app.css"), "text/css"),
 ];
 

@@ -13,7 +13,7 @@ use super::{E2e, SYSTEM, gateway_browser};
 
 /// `kubectl port-forward` to the gateway's Service on a port of its choosing; the process (killed
 /// when dropped) and the local port.
-async fn port_forward(e2e: &E2e) -> (ManagedProcess, u16) {
+pub(super) async fn port_forward(e2e: &E2e) -> (ManagedProcess, u16) {
     let cp = e2e.cluster.control_plane();
     let log = cp.layout().dir.join("gateway-port-forward.log");
     let _ = std::fs::remove_file(&log);

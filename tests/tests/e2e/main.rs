@@ -18,6 +18,7 @@ mod helm;
 mod home;
 mod lifetime;
 mod nodes;
+mod page;
 mod prometheus;
 mod rolling;
 mod sessions;
@@ -211,6 +212,12 @@ async fn the_operator_from_config_end_to_end() {
     phase(
         "home: a file in $HOME survives a stop and start, a restarting change and the pod's deletion",
         home::home(&e2e),
+    )
+    .await;
+    phase(
+        "the page without kubectl in Chromium: no class granted says why; create from the default class, open, stop, \
+         start (the home kept), extend, delete; its accessibility",
+        page::without_kubectl(&e2e),
     )
     .await;
     phase("failures: bad image, crash loop, OOM, unschedulable, a namespace being deleted", failures::failures(&e2e))
