@@ -147,7 +147,10 @@ pub async fn shells(
             Err(refusal) => return refused(refusal),
         }
     } else {
-        vec![q.namespace]
+        match super::shells::namespace(&q.namespace) {
+            Ok(namespace) => vec![namespace.to_owned()],
+            Err(refusal) => return refused(refusal),
+        }
     };
     let mut rows = Vec::new();
     for namespace in namespaces {
@@ -191,7 +194,11 @@ pub async fn extend(
         Ok(as_user) => as_user,
         Err(refusal) => return refused(refusal),
     };
-    match extend_as(&as_user, &namespace, &name).await {
+    let extended = match super::shells::target(&namespace, &name) {
+        Ok((namespace, name)) => extend_as(&as_user, namespace, name).await,
+        Err(refusal) => Err(refusal),
+    };
+    match extended {
         Ok(until) => Json(json!({ "extendedUntil": until })).into_response(),
         Err(refusal) => refused(refusal),
     }
@@ -224,7 +231,11 @@ pub async fn approve(
         Ok(as_user) => as_user,
         Err(refusal) => return refused(refusal),
     };
-    match approve_as(&as_user, &namespace, &name).await {
+    let approved = match super::shells::target(&namespace, &name) {
+        Ok((namespace, name)) => approve_as(&as_user, namespace, name).await,
+        Err(refusal) => Err(refusal),
+    };
+    match approved {
         Ok(shell) => Json(json!({ "shell": row(&shell) })).into_response(),
         Err(refusal) => refused(refusal),
     }

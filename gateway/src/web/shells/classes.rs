@@ -96,7 +96,11 @@ pub async fn list(
         Ok(as_user) => as_user,
         Err(refusal) => return refused(refusal),
     };
-    match offers(&as_user, &q.namespace).await {
+    let offered = match super::namespace(&q.namespace) {
+        Ok(namespace) => offers(&as_user, namespace).await,
+        Err(refusal) => Err(refusal),
+    };
+    match offered {
         Ok(offers) => Json(offers).into_response(),
         Err(refusal) => refused(refusal),
     }

@@ -117,8 +117,20 @@ fn merged(
     let until = tokio::time::Instant::now() + LIVE_FOR;
     let shutdown = gw.shutdown.clone();
     futures::stream::unfold((rx, until, shutdown), |(mut rx, until, shutdown)| async move {
+        let next = async {
+            match tokio::time::timeout_at(until, rx.recv()).await {
+                Ok(Some(event)) => Some(event),
+                // Every watch ended early (or there were none): the stream stays open, quiet, for
+                // its time, so that the page does not open it again at once, and again.
+                Ok(None) => {
+                    tokio::time::sleep_until(until).await;
+                    None
+                }
+                Err(_) => None,
+            }
+        };
         let next = tokio::select! {
-            next = tokio::time::timeout_at(until, rx.recv()) => next.ok().flatten(),
+            next = next => next,
             () = shutdown.cancelled() => None,
         };
         next.map(|event| (Ok(event), (rx, until, shutdown)))
@@ -143,7 +155,10 @@ pub async fn live(
             Err(refusal) => return refused(refusal),
         }
     } else {
-        vec![q.namespace]
+        match super::namespace(&q.namespace) {
+            Ok(namespace) => vec![namespace.to_owned()],
+            Err(refusal) => return refused(refusal),
+        }
     };
     Sse::new(merged(&gw, as_user, namespaces)).keep_alive(KeepAlive::default()).into_response()
 }

@@ -132,7 +132,10 @@ pub async fn create(
     Json(new): Json<NewShell>,
 ) -> Response {
     match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => answer(create_as(&as_user, &namespace, &new, &dry).await),
+        Ok(as_user) => match super::namespace(&namespace) {
+            Ok(namespace) => answer(create_as(&as_user, namespace, &new, &dry).await),
+            Err(refusal) => refused(refusal),
+        },
         Err(refusal) => refused(refusal),
     }
 }
@@ -148,7 +151,10 @@ pub async fn start(
 ) -> Response {
     let patch = myownshell_api::lifecycle::start_patch(&myownshell_runtime::time::now());
     match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => answer(patch_as(&as_user, (&namespace, &name), &patch, &dry).await),
+        Ok(as_user) => match super::target(&namespace, &name) {
+            Ok(at) => answer(patch_as(&as_user, at, &patch, &dry).await),
+            Err(refusal) => refused(refusal),
+        },
         Err(refusal) => refused(refusal),
     }
 }
@@ -164,7 +170,10 @@ pub async fn stop(
 ) -> Response {
     let patch = myownshell_api::lifecycle::stop_patch();
     match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => answer(patch_as(&as_user, (&namespace, &name), &patch, &dry).await),
+        Ok(as_user) => match super::target(&namespace, &name) {
+            Ok(at) => answer(patch_as(&as_user, at, &patch, &dry).await),
+            Err(refusal) => refused(refusal),
+        },
         Err(refusal) => refused(refusal),
     }
 }
@@ -179,7 +188,10 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> Response {
     let deleted = match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => delete_as(&as_user, &namespace, &name, &dry).await,
+        Ok(as_user) => match super::target(&namespace, &name) {
+            Ok((namespace, name)) => delete_as(&as_user, namespace, name, &dry).await,
+            Err(refusal) => Err(refusal),
+        },
         Err(refusal) => Err(refusal),
     };
     match deleted {

@@ -80,3 +80,62 @@ pub async fn acting(
     let caller = crate::signin::caller(&gw.gate(), headers, crate::web::api::peer(info), purpose).await?;
     gw.as_user(&caller.user).map_err(|e| Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() })
 }
+
+/// `value` if it can be a Kubernetes name of at most `max` characters (lowercase letters,
+/// digits, `-`, and `.` where `dots`); else the refusal naming `field`. Checked before any
+/// request is built, so no path, query or other resource can be spelt through it.
+fn checked<'a>(field: &str, value: &'a str, max: usize, dots: bool) -> Result<&'a str, Refusal> {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (dots && c == '.');
+    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if value.len() <= max && value.chars().all(allowed) && ends(value.chars().next()) && ends(value.chars().last()) {
+        Ok(value)
+    } else {
+        Err(bad_request(format!(
+            "{field}: {:?} is not a Kubernetes name (at most {max} lowercase letters, digits and '-'{})",
+            value.chars().take(64).collect::<String>(),
+            if dots { " or '.'" } else { "" }
+        )))
+    }
+}
+
+/// A namespace from the request (a DNS label).
+pub fn namespace(value: &str) -> Result<&str, Refusal> {
+    checked("namespace", value, 63, false)
+}
+
+/// A shell named in a request's path: its namespace and name, checked.
+pub fn target<'a>(namespace_: &'a str, name: &'a str) -> Result<(&'a str, &'a str), Refusal> {
+    Ok((namespace(namespace_)?, shell_name(name)?))
+}
+
+/// A shell's name from the request (a DNS subdomain).
+pub fn shell_name(value: &str) -> Result<&str, Refusal> {
+    checked("name", value, 253, true)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_kubernetes_names_reach_a_request() {
+        let long = "a".repeat(64);
+        let cases = [
+            ("team-a", true, true),
+            ("a", true, true),
+            ("web.dev", false, true),
+            ("", false, false),
+            ("-a", false, false),
+            ("a-", false, false),
+            ("A", false, false),
+            ("a/../secrets", false, false),
+            ("a%2Fb", false, false),
+            ("a b", false, false),
+            (long.as_str(), false, true),
+        ];
+        for (value, as_namespace, as_name) in cases {
+            assert_eq!(super::namespace(value).is_ok(), as_namespace, "namespace {value:?}");
+            assert_eq!(super::shell_name(value).is_ok(), as_name, "name {value:?}");
+        }
+        let refusal = super::namespace("a/b").err().map(|r| r.message).unwrap_or_default();
+        assert!(refusal.starts_with("namespace: \"a/b\" is not a Kubernetes name"), "{refusal}");
+    }
+}

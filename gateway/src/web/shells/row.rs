@@ -133,3 +133,68 @@ fn condition_row(c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition) 
         message: c.message.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+    use myownshell_api::{MyOwnShell, MyOwnShellSpec, MyOwnShellStatus, Stop};
+
+    use super::state;
+
+    fn condition(type_: &str, status: &str, message: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: "Because".into(),
+            message: message.into(),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+            observed_generation: None,
+        }
+    }
+
+    fn shell(status: Option<MyOwnShellStatus>, deleting: bool) -> MyOwnShell {
+        let mut shell = MyOwnShell::new("dev", MyOwnShellSpec::default());
+        shell.status = status;
+        if deleting {
+            shell.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        }
+        shell
+    }
+
+    #[test]
+    fn the_state_in_a_word_and_why() {
+        let stop = Stop { reason: "IdleTimeout".into(), at: Time(Timestamp::UNIX_EPOCH), message: String::new() };
+        let with = |conditions: Vec<Condition>, stopped: Option<Stop>| {
+            Some(MyOwnShellStatus { conditions, stopped, ..MyOwnShellStatus::default() })
+        };
+        let available = condition("Available", "True", "");
+        let cases = [
+            ("no status yet", shell(None, false), ("Starting", "")),
+            ("available", shell(with(vec![available.clone()], None), false), ("Running", "")),
+            (
+                "stopped wins",
+                shell(with(vec![available.clone()], Some(stop.clone())), false),
+                ("Stopped", "IdleTimeout"),
+            ),
+            (
+                "degraded says why",
+                shell(with(vec![condition("Degraded", "True", "image not found")], None), false),
+                ("Degraded", "image not found"),
+            ),
+            (
+                "waiting for approval",
+                shell(with(vec![condition("Approved", "False", "needs 1 approval")], None), false),
+                ("Waiting for approval", "needs 1 approval"),
+            ),
+            ("deleting wins over all", shell(with(vec![available], Some(stop)), true), ("Deleting", "")),
+        ];
+        for (name, shell, (want_state, want_reason)) in cases {
+            let (got_state, got_reason) = state(&shell);
+            assert_eq!(got_state, want_state, "{name}");
+            if want_state != "Deleting" {
+                assert_eq!(got_reason, want_reason, "{name}");
+            }
+        }
+    }
+}
