@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use http::{HeaderMap, StatusCode, header};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -15,8 +15,6 @@ use kube::api::{ListParams, ObjectList, Patch, PatchParams};
 use kube::core::Request;
 use myownshell_api::MyOwnShell;
 use myownshell_auth::token::jwt_expiry;
-use myownshell_runtime::server::ConnectionInfo;
-use rustls_pki_types::CertificateDer;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::json;
@@ -28,18 +26,7 @@ use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
 use crate::signin::{self, Caller, Purpose, Refusal, cookie};
 
-/// The facts of the connection a request came on (its client certificate).
-pub type Peer = Option<Extension<ConnectionInfo>>;
-
-/// The verified client certificate of a request's connection, if it presented one.
-pub fn peer(info: &Peer) -> Option<&CertificateDer<'static>> {
-    info.as_ref()?.peer_certificates.as_ref()?.first()
-}
-
-/// A refusal as the page reads it: `{"error": "..."}` with its status.
-pub fn refused(refusal: Refusal) -> Response {
-    (refusal.status, Json(json!({ "error": refusal.message }))).into_response()
-}
+pub use super::reply::{Peer, peer, refused};
 
 /// The body of a sign-in.
 #[derive(Deserialize)]

@@ -1,10 +1,10 @@
-//! The HTTP side: the routes (`router`), the page's files (`page`), its JSON API (`api`), the
-//! terminal's WebSocket (`socket`, over the handshake of `upgrade`, its control messages read
-//! by `control`), a terminal's opening (`opening`), a shell's held sessions (`sessions`), the shells
-//! the page lists, creates, starts, stops and deletes (`shells`), the
-//! recordings' list and downloads (`recordings`), sign-in through an identity provider
-//! (`oidc`), and the `Origin` rule
-//! (`origin`). Every answer carries headers that keep the page from being framed, sniffed or
+//! The HTTP side: the routes (`router`), the page's files (`page`), its JSON API (`api`), what
+//! every API route answers with (`reply`), the terminal's WebSocket (`socket`, over the handshake
+//! of `upgrade`, its control messages read by `control`), a terminal's opening (`opening`), a
+//! shell's held sessions (`sessions`), the shells the page lists, creates, starts, stops and
+//! deletes (`shells`), the recordings' list and downloads (`recordings`), sign-in through an
+//! identity provider (`oidc`), and the `Origin` rule (`origin`). Every answer carries headers
+//! that keep the page from being framed, sniffed or
 //! given scripts from anywhere else.
 //!
 //! Must not: open a terminal for a caller `signin` did not authenticate, or serve a file that
@@ -20,6 +20,7 @@ pub mod origin;
 pub mod page;
 pub mod query;
 pub mod recordings;
+pub mod reply;
 pub mod sessions;
 pub mod shells;
 pub mod socket;

@@ -21,7 +21,7 @@ use super::{api_refusal, bad_request, may};
 use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
 use crate::signin::{Purpose, Refusal};
-use crate::web::api::{Peer, refused};
+use crate::web::reply::{Peer, refused};
 
 /// How many `use` reviews run at once.
 const CONCURRENT_REVIEWS: usize = 8;

@@ -29,7 +29,7 @@ use super::{api_refusal, bad_request};
 use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
 use crate::signin::Purpose;
-use crate::web::api::{Peer, refused};
+use crate::web::reply::{Peer, refused};
 
 /// How long one stream lasts before the page opens it again (under the apiserver's 5 minute
 /// cap on a watch's `timeoutSeconds`).

@@ -24,7 +24,7 @@ use super::{api_refusal, bad_request};
 use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
 use crate::signin::{Purpose, Refusal};
-use crate::web::api::{Peer, refused};
+use crate::web::reply::{Peer, refused};
 
 /// What the page's form sends to create a shell. Everything else comes from the class (or the
 /// operator's defaults); the webhook fills it in and checks it.

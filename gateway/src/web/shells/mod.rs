@@ -74,10 +74,10 @@ pub async fn may(
 pub async fn acting(
     gw: &crate::gateway::Gateway,
     headers: &http::HeaderMap,
-    info: &crate::web::api::Peer,
+    info: &crate::web::reply::Peer,
     purpose: crate::signin::Purpose,
 ) -> Result<AsUser, Refusal> {
-    let caller = crate::signin::caller(&gw.gate(), headers, crate::web::api::peer(info), purpose).await?;
+    let caller = crate::signin::caller(&gw.gate(), headers, crate::web::reply::peer(info), purpose).await?;
     gw.as_user(&caller.user).map_err(|e| Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() })
 }
 

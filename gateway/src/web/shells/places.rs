@@ -21,7 +21,7 @@ use super::may;
 use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
 use crate::signin::{Purpose, Refusal};
-use crate::web::api::{Peer, refused};
+use crate::web::reply::{Peer, refused};
 
 /// The most namespaces the page offers: each costs two access reviews per look, so a cluster
 /// with more shell namespaces than this names the namespace in the page's filter instead.
