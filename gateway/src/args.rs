@@ -69,6 +69,11 @@ pub struct Args {
     /// replica's own (sessions then end with it).
     #[arg(long, default_value = "myownshell-gateway-session-key")]
     pub session_key_secret: String,
+    /// The ConfigMap, in the gateway's namespace, where every replica records the sessions
+    /// signed out on it and from which every replica learns them, so that a signed-out session's
+    /// cookie opens nothing on any replica. Used when the session key is shared.
+    #[arg(long, default_value = "myownshell-gateway-signed-out")]
+    pub signed_out_config_map: String,
     /// How long an accepted token is trusted without asking TokenReview again.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub auth_cache_ttl: Duration,

@@ -1,5 +1,6 @@
 //! What every request of the gateway shares.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
@@ -45,7 +46,9 @@ pub struct Gateway {
     /// Whether the users of open terminals may still connect.
     pub access: crate::access::AccessCheck,
     /// The signed-in browsers.
-    pub sessions: Sessions,
+    pub sessions: Arc<Sessions>,
+    /// The record of sign-outs every replica reads, when the replicas share a session key.
+    pub signed_out: Option<crate::signin::signed_out::SignedOut>,
     /// The open terminals.
     pub terminals: Terminals,
     /// Where the page may be served from.

@@ -25,6 +25,7 @@ use crate::signin::key;
 use crate::signin::oidc::OidcSignIn;
 use crate::signin::seal::Sealer;
 use crate::signin::sessions::Sessions;
+use crate::signin::signed_out::SignedOut;
 use crate::terminal::registry::Terminals;
 use crate::web::handover::{Handover, MOVE_WITHIN};
 use crate::web::origin::AllowedOrigins;
@@ -83,13 +84,15 @@ async fn sweep(store: Store, shutdown: CancellationToken) {
 
 /// The key browser sessions (and sign-ins under way) are sealed with: the one every replica
 /// shares, else one of this replica's own.
-async fn session_key(client: &kube::Client, secret: &str) -> Result<[u8; 32], RunError> {
+/// Whether the key is shared: only then can another replica take up a session, and only then is
+/// a sign-out recorded for the others.
+async fn session_key(client: &kube::Client, secret: &str) -> Result<([u8; 32], bool), RunError> {
     let namespace = myownshell_runtime::pod::namespace();
     match key::shared(client, &namespace, secret).await {
-        Ok(key) => Ok(key),
+        Ok(key) => Ok((key, true)),
         Err(e) => {
             tracing::warn!(error = %e, "no shared session key: sessions end with this replica");
-            key::random().map_err(RunError::SessionKey)
+            Ok((key::random().map_err(RunError::SessionKey)?, false))
         }
     }
 }
@@ -156,7 +159,9 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         authn,
         Arc::new(ReviewCounters::default()),
     );
-    let key = session_key(&client, &args.session_key_secret).await?;
+    let (key, shared) = session_key(&client, &args.session_key_secret).await?;
+    let signed_out = shared
+        .then(|| SignedOut::new(client.clone(), &myownshell_runtime::pod::namespace(), &args.signed_out_config_map));
     let sealer = Sealer::new(&key).map_err(RunError::SessionKey)?;
     let oidc = oidc_sign_in(&args, &key).await?;
     // Ready while serving; not ready from SIGTERM on, while it goes on serving until nobody is
@@ -168,7 +173,8 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         client,
         impersonation: args.impersonation,
         tokens,
-        sessions: Sessions::new(sealer, args.session_max_age, args.max_sessions, args.max_sessions_per_user),
+        sessions: Arc::new(Sessions::new(sealer, args.session_max_age, args.max_sessions, args.max_sessions_per_user)),
+        signed_out,
         terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),
         origins: AllowedOrigins::new(&args.allowed_origins),
         front_proxy: args.front_proxy(),
@@ -199,6 +205,9 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     };
     tracing::info!(%addr, "serving the gateway");
     let activity = tokio::spawn(crate::activity::run(gw.clone(), args.activity_interval, serving.clone()));
+    if let Some(record) = gw.signed_out.clone() {
+        tokio::spawn(record.follow(gw.sessions.clone(), shutdown.clone()));
+    }
     if let Some(store) = gw.recordings.clone() {
         tokio::spawn(sweep(store, shutdown.clone()));
     }

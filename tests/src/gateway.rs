@@ -58,6 +58,18 @@ impl GatewayProcess {
         port: u16,
         extra: &[&str],
     ) -> Result<Self, String> {
+        Self::start_with(cp, kubeconfig, name, (port, extra), &[]).await
+    }
+
+    /// [`Self::start_on`] with `env` set too (`POD_NAMESPACE`: the namespace a replica takes as
+    /// its own, for the session key and the record of sign-outs).
+    pub async fn start_with(
+        cp: &ControlPlane,
+        kubeconfig: PathBuf,
+        name: &str,
+        (port, extra): (u16, &[&str]),
+        env: &[(&str, &str)],
+    ) -> Result<Self, String> {
         let assets = myownshell_envtest::web::locate()?;
         let binary = workspace_binary(BINARY)?;
         let tls = loopback(name)?;
@@ -78,6 +90,7 @@ impl GatewayProcess {
             .args(extra.iter().map(|s| (*s).to_owned()))
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()));
+        let spec = env.iter().fold(spec, |spec, (key, value)| spec.env(*key, *value));
         let process = ManagedProcess::spawn(spec).map_err(|e| format!("starting {BINARY}: {e}"))?;
         let gateway = Self {
             process,

@@ -940,3 +940,68 @@ async fn the_page_offers_the_classes_a_user_may_use_and_says_why_when_none() {
     assert_eq!(offered["classes"][1]["spec"]["home"]["maxSize"], "5Gi", "the form's limits: {offered}");
     assert!(offered.get("whyNone").is_none(), "{offered}");
 }
+
+/// The gateway's namespaced Role as `config/rbac/gateway_role.yaml` ships it (the session key,
+/// the record of sign-outs), made in `ns` and bound to this test's gateway there.
+async fn shipped_namespace_role(w: &World) {
+    let text = std::fs::read_to_string(workspace_root().join("config/rbac/gateway_role.yaml")).unwrap();
+    let mut role = text
+        .split("\n---\n")
+        .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
+        .find(|doc| doc["kind"] == "Role")
+        .expect("a Role in gateway_role.yaml");
+    role["metadata"]["namespace"] = json!(w.ns);
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": role["metadata"]["name"], "namespace": w.ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]},
+        "subjects": [{"kind": "ServiceAccount", "name": "gateway", "namespace": w.ns}]});
+    for object in [role, binding] {
+        let out = w.cp.kubectl().run_with_stdin(&["apply", "-f", "-"], Some(&object.to_string())).await.unwrap();
+        assert!(out.success, "{}", out.stderr);
+    }
+}
+
+#[tokio::test]
+async fn a_sign_out_on_one_replica_ends_the_session_on_every_replica() {
+    let w = World::start("gw-signout", false, &[]).await;
+    shipped_namespace_role(&w).await;
+    let kubeconfig = w.cp.layout().dir.join(format!("{}-gateway.kubeconfig", w.ns));
+    let env = [("POD_NAMESPACE", w.ns.as_str())];
+    let replica = |name: &'static str| {
+        let kubeconfig = kubeconfig.clone();
+        let w = &w;
+        async move {
+            let port = free_port().unwrap();
+            GatewayProcess::start_with(w.cp, kubeconfig, &format!("{}-{name}", w.ns), (port, &[]), &env).await.unwrap()
+        }
+    };
+    let (a, b) = (replica("a").await, replica("b").await);
+    let token = w.token("alice").await;
+    let (cookie, csrf) = a.page().sign_in(&token).await.unwrap();
+    let session = |g: &GatewayProcess, cookie: String| {
+        let g = g.page();
+        async move { g.request(Method::GET, "/api/session", &[("cookie", &cookie)], None).await.unwrap() }
+    };
+    let (status, _, body) = session(&b, cookie.clone()).await;
+    assert_eq!(status, 200, "the copy is her session on the other replica too: {body}\n{}", b.log_tail());
+
+    let origin = a.origin();
+    let headers = [("cookie", cookie.as_str()), ("origin", origin.as_str()), ("x-csrf-token", csrf.as_str())];
+    let (status, _, body) = a.request(Method::DELETE, "/api/session", &headers, None).await.unwrap();
+    assert_eq!(status, 204, "{body}");
+    eventually("the copy refused on the other replica", Duration::from_secs(15), || async {
+        match session(&b, cookie.clone()).await {
+            (401, _, _) => Ok(()),
+            (status, _, body) => Err(format!("{status}: {body}")),
+        }
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", b.log_tail()));
+
+    // The record names a fingerprint of the session, never its id; a new sign-in still holds.
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(w.client.clone(), &w.ns);
+    let record = maps.get("myownshell-gateway-signed-out").await.unwrap().data.unwrap_or_default();
+    assert!(record.len() == 1 && record.keys().all(|k| k.len() == 32), "{record:?}");
+    let (again, _) = b.page().sign_in(&token).await.unwrap();
+    assert_eq!(session(&a, again).await.0, 200, "a new sign-in is not signed out");
+}

@@ -19,6 +19,7 @@ pub mod refresh;
 mod refusal;
 pub mod seal;
 pub mod sessions;
+pub mod signed_out;
 
 use std::sync::Arc;
 

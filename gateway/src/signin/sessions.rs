@@ -11,7 +11,8 @@
 //! next one, which takes the session up from the cookie. Each replica keeps the sessions it has
 //! seen, at most `per_user` for one user (signing in once more ends their oldest) and
 //! `capacity` in all, and the ids it has ended (signed out, or ended for a newer one), which it
-//! never takes up again. A sign-out on one replica does not reach the others' memory.
+//! never takes up again. A sign-out reaches the other replicas through the shared record of
+//! sign-outs (`super::signed_out`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -69,6 +70,8 @@ pub struct Sessions {
     /// The sessions whose sign-in is being renewed (`super::refresh`): one renewal at a time.
     renewing: Mutex<std::collections::HashSet<String>>,
     ended: Mutex<HashMap<String, Instant>>,
+    /// The sessions signed out on any replica, by fingerprint (`super::signed_out`).
+    signed_out: Mutex<std::collections::HashSet<String>>,
     sealer: Sealer,
     max_age: Duration,
     capacity: usize,
@@ -95,6 +98,7 @@ impl Sessions {
             open: Mutex::new(HashMap::new()),
             renewing: Mutex::default(),
             ended: Mutex::new(HashMap::new()),
+            signed_out: Mutex::default(),
             sealer,
             max_age,
             capacity,
@@ -210,6 +214,11 @@ impl Sessions {
         if self.ended.lock().contains_key(&sealed.id) {
             return None;
         }
+        let everywhere = !self.signed_out.lock().is_empty();
+        if everywhere && self.signed_out.lock().contains(&super::signed_out::fingerprint(&sealed.id)) {
+            self.open.lock().remove(&sealed.id);
+            return None;
+        }
         let known = self.open.lock().get(&sealed.id).cloned();
         match known {
             Some(session) if session.expires > Instant::now() => Some(session),
@@ -247,6 +256,23 @@ impl Sessions {
         let gone = self.open.lock().remove(id);
         let until = gone.map_or_else(|| Instant::now() + self.max_age, |s| s.expires);
         self.end(id, until);
+    }
+
+    /// The sessions signed out on any replica (`super::signed_out`), by fingerprint: none of
+    /// them is taken up again here.
+    pub fn signed_out(&self, fingerprints: std::collections::HashSet<String>) {
+        *self.signed_out.lock() = fingerprints;
+    }
+
+    /// How long a session lasts at most (`--session-max-age`).
+    pub fn max_age(&self) -> Duration {
+        self.max_age
+    }
+
+    /// When the session `id` ends, if this replica holds it.
+    pub fn ends(&self, id: &str) -> Option<SystemTime> {
+        let session = self.open.lock().get(id).cloned()?;
+        Some(SystemTime::now() + session.expires.saturating_duration_since(Instant::now()))
     }
 
     /// How many sessions are open (ended ones included until they are looked at).

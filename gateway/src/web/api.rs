@@ -21,6 +21,7 @@ use serde_json::json;
 
 use super::shells::api_refusal;
 use super::shells::row::{ShellRow, row};
+use crate::signin::signed_out::RECORD_WITHIN;
 
 use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
@@ -95,7 +96,16 @@ pub async fn session(State(gw): State<Arc<Gateway>>, info: Peer, headers: Header
 pub async fn sign_out(State(gw): State<Arc<Gateway>>, info: Peer, headers: HeaderMap) -> Response {
     match signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Change).await {
         Ok(Caller { session: Some(session), .. }) => {
+            let until = gw.sessions.ends(&session.id);
             gw.sessions.close(&session.id);
+            // Everywhere: the other replicas learn it from the shared record before this answer.
+            if let Some(record) = &gw.signed_out {
+                let until = until.unwrap_or_else(|| std::time::SystemTime::now() + gw.sessions.max_age());
+                let written = tokio::time::timeout(RECORD_WITHIN, record.record(&session.id, until)).await;
+                if let Err(e) = written.map_err(|_| "timed out".to_owned()).and_then(|w| w) {
+                    tracing::warn!(user = %session.user.name, error = %e, "the sign-out could not be recorded for the other replicas");
+                }
+            }
             // Ended everywhere: no copy of the cookie renews the sign-in again.
             if let (Some(oidc), Some(refresh)) = (&gw.oidc, &session.refresh)
                 && let Err(e) = oidc.verifier.revoke(refresh.expose_secret()).await
