@@ -206,7 +206,8 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
     tracing::info!(%addr, "serving the gateway");
     let activity = tokio::spawn(crate::activity::run(gw.clone(), args.activity_interval, serving.clone()));
     if let Some(record) = gw.signed_out.clone() {
-        tokio::spawn(record.follow(gw.sessions.clone(), shutdown.clone()));
+        let sessions = gw.sessions.clone();
+        tokio::spawn(record.follow(move |signed_out| sessions.signed_out(signed_out), shutdown.clone()));
     }
     if let Some(store) = gw.recordings.clone() {
         tokio::spawn(sweep(store, shutdown.clone()));

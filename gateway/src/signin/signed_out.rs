@@ -11,7 +11,6 @@
 //! 250 KiB), the soonest to end leaving first when it is full.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
@@ -21,8 +20,6 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use ring::digest::{SHA256, digest};
 use tokio_util::sync::CancellationToken;
-
-use super::sessions::Sessions;
 
 /// The most signed-out sessions the record holds.
 pub const MAX_RECORDED: usize = 5000;
@@ -111,9 +108,9 @@ impl SignedOut {
         format!("ConfigMap {}: {e}", self.name)
     }
 
-    /// Keep `sessions` told of the record's sessions until `stop`: a watch of the one
-    /// ConfigMap, started again after a failure with kube's backoff.
-    pub async fn follow(self, sessions: Arc<Sessions>, stop: CancellationToken) {
+    /// Tell `learn` the record's sessions (their fingerprints) as it changes, until `stop`: a
+    /// watch of the one ConfigMap, started again after a failure with kube's backoff.
+    pub async fn follow(self, learn: impl Fn(HashSet<String>), stop: CancellationToken) {
         let config = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
         let events = watcher(self.maps.clone(), config).default_backoff().applied_objects();
         let mut events = std::pin::pin!(events);
@@ -123,7 +120,7 @@ impl SignedOut {
                 () = stop.cancelled() => return,
             };
             match next {
-                Some(Ok(map)) => sessions.signed_out(in_force(map.data.as_ref(), seconds(SystemTime::now()))),
+                Some(Ok(map)) => learn(in_force(map.data.as_ref(), seconds(SystemTime::now()))),
                 Some(Err(e)) => tracing::warn!(error = %e, config_map = %self.name, "the record of sign-outs"),
                 None => return,
             }
