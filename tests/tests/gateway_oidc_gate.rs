@@ -100,6 +100,14 @@ async fn with_the_provider_down_a_sign_in_says_so_and_those_signed_in_go_on() {
     assert!(session_cookie(&late).is_none(), "a session without the provider");
     eprintln!("the page says: {said}");
 
+    // A new sign-in with the provider down: the page says so, rather than the browser's error
+    // page at the provider's address.
+    let mut fresh = w.browser(&bed.provider.issuer());
+    let (url, status, _) = page(fresh.get(&format!("{}/oidc/login", w.origin)).await.unwrap());
+    let said = sign_in_error(&url);
+    assert!(status == 200 && said.starts_with("the identity provider cannot be reached: "), "{status} {url}");
+    assert!(said.contains("Connection refused"), "why, not only hyper's summary: {said}");
+
     // Those signed in go on: their sessions, the shells they may see.
     let (status, body) = w.session(&alice).await;
     assert_eq!(status, 200, "alice's session: {body}");

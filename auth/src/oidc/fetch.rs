@@ -21,6 +21,21 @@ use super::OidcError;
 /// How long one GET may take, connection and body included.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// An error with what caused it, down its chain (`client error (Connect): tcp connect error:
+/// Connection refused (os error 111)`), so that a person reads why, not only hyper's summary.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut said = e.to_string();
+    let mut cause = e.source();
+    while let Some(next) = cause {
+        let text = next.to_string();
+        if !said.contains(&text) {
+            said = format!("{said}: {text}");
+        }
+        cause = next.source();
+    }
+    said
+}
+
 /// An HTTPS-only client for the issuer's documents.
 #[derive(Clone)]
 pub(crate) struct Fetcher {
@@ -118,7 +133,7 @@ impl Fetcher {
         let unreachable = |e: String| OidcError::Unreachable(format!("{what} at {url}: {e}"));
         let request = request.map_err(|e| OidcError::Config(format!("{what}: {url} is not a URL: {e}")))?;
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| unreachable(e.to_string()))?;
+            let response = self.client.request(request).await.map_err(|e| unreachable(causes(&e)))?;
             let status = response.status();
             let body = Limited::new(response.into_body(), limit)
                 .collect()

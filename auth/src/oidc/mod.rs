@@ -123,6 +123,7 @@ pub struct Verifier {
     options: OidcOptions,
     provider: Provider,
     keys: KeyCache,
+    fetcher: Fetcher,
 }
 
 impl Verifier {
@@ -147,8 +148,20 @@ impl Verifier {
         let url = discovery::document_url(&options.issuer_url);
         let body = fetcher.get(&url, "the discovery document", discovery::DOCUMENT_LIMIT).await?;
         let provider = discovery::parse(&options.issuer_url, &body)?;
-        let keys = KeyCache::new(provider.jwks_uri.clone(), fetcher, refresh_at_most_every);
-        Ok(Self { options, provider, keys })
+        let keys = KeyCache::new(provider.jwks_uri.clone(), fetcher.clone(), refresh_at_most_every);
+        Ok(Self { options, provider, keys, fetcher })
+    }
+
+    /// Whether the issuer answers now (its discovery document, within `within`): asked before a
+    /// person is sent there, so that a provider that is down is said on the page, not left to
+    /// the browser's own error.
+    pub async fn reachable(&self, within: Duration) -> Result<(), OidcError> {
+        let url = discovery::document_url(&self.options.issuer_url);
+        let fetched = self.fetcher.get(&url, "the discovery document", discovery::DOCUMENT_LIMIT);
+        match tokio::time::timeout(within, fetched).await {
+            Ok(fetched) => fetched.map(drop),
+            Err(_) => Err(OidcError::Unreachable(format!("the discovery document at {url}: no answer in {within:?}"))),
+        }
     }
 
     /// The issuer's endpoints.

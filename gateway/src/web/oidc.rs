@@ -26,9 +26,16 @@ pub struct Callback {
     error_description: Option<String>,
 }
 
-/// `GET /oidc/login`: off to the provider, with a new pending sign-in.
+/// How long the provider has to answer before a person is sent to it.
+const REACHABLE_WITHIN: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// `GET /oidc/login`: off to the provider (once it answers), with a new pending sign-in.
 pub async fn login(State(gw): State<Arc<Gateway>>) -> Response {
     let Some(oidc) = &gw.oidc else { return super::api::not_found().await.into_response() };
+    // A provider that is down is said on the page, not left to the browser's error page.
+    if let Err(e) = oidc.verifier.reachable(REACHABLE_WITHIN).await {
+        return back_with_error(&e.to_string());
+    }
     match oidc.begin() {
         Ok((url, cookie)) => match HeaderValue::from_str(&url) {
             Ok(location) => {
