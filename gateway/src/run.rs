@@ -175,6 +175,7 @@ pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError
         tokens,
         sessions: Arc::new(Sessions::new(sealer, args.session_max_age, args.max_sessions, args.max_sessions_per_user)),
         signed_out,
+        live: Default::default(),
         terminals: Terminals::new(args.max_terminals_per_user, args.max_terminals),
         origins: AllowedOrigins::new(&args.allowed_origins),
         front_proxy: args.front_proxy(),

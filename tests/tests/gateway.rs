@@ -876,6 +876,28 @@ async fn the_page_creates_stops_starts_and_deletes_as_the_user_and_its_list_foll
     assert_eq!(status, 403, "{body}");
     let (status, _, body) = w.gateway.request(Method::GET, "/api/places", &[], None).await.unwrap();
     assert_eq!(status, 401, "{body}");
+    live_lists_are_bounded_per_user(&w, &alice.cookie, live).await;
+}
+
+/// One user's live lists (tabs) are at most 8, each a watch per namespace: the next is refused
+/// in words; one closed, another opens.
+async fn live_lists_are_bounded_per_user(w: &World, cookie: &str, open: myownshell_tests::events::EventStream) {
+    let mut more = Vec::new();
+    for _ in 1..8 {
+        let (status, stream) = w.gateway.page().events("/api/shells/live", &[("cookie", cookie)]).await.unwrap();
+        assert_eq!(status, 200, "{}", stream.seen());
+        more.push(stream);
+    }
+    let (status, mut ninth) = w.gateway.page().events("/api/shells/live", &[("cookie", cookie)]).await.unwrap();
+    let said = ninth.until("the refusal", 0, LIVE, |s| s.contains("close a tab")).await;
+    assert!(status == 429 && said.is_ok(), "{status} {said:?}");
+    drop(open);
+    eventually("a list again once one is closed", LIVE, || async {
+        let (status, stream) = w.gateway.page().events("/api/shells/live", &[("cookie", cookie)]).await?;
+        if status == 200 { Ok(()) } else { Err(format!("{status}: {}", stream.seen())) }
+    })
+    .await
+    .unwrap();
 }
 
 /// A plane of its own: classes are cluster-wide, and other tests make default ones.

@@ -15,7 +15,7 @@ use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::{Stream, TryStreamExt};
-use http::HeaderMap;
+use http::{HeaderMap, StatusCode};
 use kube::Resource;
 use kube::api::{ListParams, ObjectList, WatchParams};
 use kube::core::{Request, WatchEvent};
@@ -28,8 +28,8 @@ use super::row::row;
 use super::{api_refusal, bad_request};
 use crate::exec::as_user::AsUser;
 use crate::gateway::Gateway;
-use crate::signin::Purpose;
-use crate::web::reply::{Peer, refused};
+use crate::signin::{Purpose, Refusal};
+use crate::web::reply::{Peer, peer, refused};
 
 /// How long one stream lasts before the page opens it again (under the apiserver's 5 minute
 /// cap on a watch's `timeoutSeconds`).
@@ -37,6 +37,47 @@ pub const LIVE_FOR: Duration = Duration::from_secs(240);
 
 /// Events waiting for a slow page, per stream.
 const BUFFERED_EVENTS: usize = 256;
+
+/// Live lists one user may have open at once (tabs), each costing a watch per namespace: one
+/// user with a token cannot make the gateway hold watches for everyone else's share.
+pub const MAX_PER_USER: usize = 8;
+
+/// Live lists open, per user.
+#[derive(Debug, Default)]
+pub struct Streams {
+    open: parking_lot::Mutex<std::collections::HashMap<String, usize>>,
+}
+
+/// One open live list, counted until dropped (with its stream).
+pub struct Counted {
+    gw: Arc<Gateway>,
+    user: String,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut open = self.gw.live.open.lock();
+        if let Some(n) = open.get_mut(&self.user) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.user);
+            }
+        }
+    }
+}
+
+impl Streams {
+    /// Count one more live list of `user`, unless they have [`MAX_PER_USER`] open.
+    fn take(gw: &Arc<Gateway>, user: &str) -> Option<Counted> {
+        let mut open = gw.live.open.lock();
+        let n = open.entry(user.to_owned()).or_default();
+        if *n >= MAX_PER_USER {
+            return None;
+        }
+        *n += 1;
+        Some(Counted { gw: gw.clone(), user: user.to_owned() })
+    }
+}
 
 /// The query of `GET /api/shells/live`: one namespace, or every place of the user.
 #[derive(Deserialize)]
@@ -99,6 +140,7 @@ fn merged(
     gw: &Gateway,
     as_user: AsUser,
     namespaces: Vec<String>,
+    counted: Counted,
 ) -> impl Stream<Item = Result<Event, Infallible>> + use<> {
     let (tx, rx) = mpsc::channel(BUFFERED_EVENTS);
     for namespace in namespaces {
@@ -116,7 +158,7 @@ fn merged(
     drop(tx);
     let until = tokio::time::Instant::now() + LIVE_FOR;
     let shutdown = gw.shutdown.clone();
-    futures::stream::unfold((rx, until, shutdown), |(mut rx, until, shutdown)| async move {
+    futures::stream::unfold((rx, until, shutdown, counted), |(mut rx, until, shutdown, counted)| async move {
         let next = async {
             match tokio::time::timeout_at(until, rx.recv()).await {
                 Ok(Some(event)) => Some(event),
@@ -133,7 +175,7 @@ fn merged(
             next = next => next,
             () = shutdown.cancelled() => None,
         };
-        next.map(|event| (Ok(event), (rx, until, shutdown)))
+        next.map(|event| (Ok(event), (rx, until, shutdown, counted)))
     })
 }
 
@@ -145,9 +187,17 @@ pub async fn live(
     headers: HeaderMap,
     Query(q): Query<LiveQuery>,
 ) -> Response {
-    let as_user = match super::acting(&gw, &headers, &info, Purpose::Read).await {
-        Ok(as_user) => as_user,
+    let caller = match crate::signin::caller(&gw.gate(), &headers, peer(&info), Purpose::Read).await {
+        Ok(caller) => caller,
         Err(refusal) => return refused(refusal),
+    };
+    let Some(counted) = Streams::take(&gw, &caller.user.name) else {
+        let message = format!("you have {MAX_PER_USER} live lists of shells open already: close a tab");
+        return refused(Refusal { status: StatusCode::TOO_MANY_REQUESTS, message });
+    };
+    let as_user = match gw.as_user(&caller.user) {
+        Ok(as_user) => as_user,
+        Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
     };
     let namespaces = if q.namespace.is_empty() {
         match super::places::places(&gw, &as_user).await {
@@ -160,5 +210,5 @@ pub async fn live(
             Err(refusal) => return refused(refusal),
         }
     };
-    Sse::new(merged(&gw, as_user, namespaces)).keep_alive(KeepAlive::default()).into_response()
+    Sse::new(merged(&gw, as_user, namespaces, counted)).keep_alive(KeepAlive::default()).into_response()
 }
