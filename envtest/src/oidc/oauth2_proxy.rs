@@ -31,8 +31,9 @@ pub const BINARY: &str = "oauth2-proxy";
 /// Its client id at the provider. The apiserver must take ID tokens of this audience, since the
 /// gateway shows them to TokenReview.
 pub const CLIENT_ID: &str = "myownshell-oauth2-proxy";
-/// oauth2-proxy has no flag for an upstream's CA: it trusts Go's system roots, which this
-/// variable replaces with a file of our choosing (the gateway's CA).
+/// oauth2-proxy has no flag for an upstream's CA: it trusts Go's system roots (with
+/// `--use-system-trust-store`, beside `--provider-ca-file`), which this variable replaces with a
+/// file of our choosing (the gateway's CA).
 pub const UPSTREAM_CA_ENV: &str = "SSL_CERT_FILE";
 /// How long it may take to fetch the provider's discovery document and listen.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -97,9 +98,14 @@ impl ProxyConfig {
             "--provider=oidc".into(),
             format!("--oidc-issuer-url={}", self.issuer),
             format!("--provider-ca-file={}", path(&self.issuer_ca_file)),
+            // The provider's CA file becomes the roots of every connection it makes, the
+            // upstream's too, unless the system's roots (UPSTREAM_CA_ENV's) are kept beside it.
+            "--use-system-trust-store=true".into(),
             format!("--client-id={CLIENT_ID}"),
             format!("--client-secret-file={}", path(&self.client_secret_file)),
             "--code-challenge-method=S256".into(),
+            // Its default skips the check of the ID token's nonce; the test bed's Hydra sends it back.
+            "--insecure-oidc-skip-nonce=false".into(),
             format!("--redirect-url={}", self.redirect_url()),
             // Kubernetes decides what each person may do; the proxy lets in whoever signs in.
             "--email-domain=*".into(),
