@@ -501,6 +501,54 @@ async fn an_authenticating_proxy_in_front_names_the_user_and_nobody_else_can() {
     assert!(err.starts_with("HTTP 403"), "{err}");
 }
 
+/// A bearer that a proxy in front adds from its own cookie (oauth2-proxy's
+/// `--pass-authorization-header`) rides along with whatever the browser sends, a request that
+/// another site's page makes included, so it is as ambient as the session cookie: sent from a
+/// browser (with an `Origin`), a terminal or a change must come from the page. A client that is
+/// no browser (the plugin, curl) sends no `Origin` and gets through as before
+/// (`kubectl_myownshell_connects_through_the_gateway_as_the_user` runs the plugin itself).
+#[tokio::test]
+async fn a_bearer_sent_from_another_site_opens_no_terminal_and_changes_nothing() {
+    let w = World::start("gw-bearer-origin", true, &[]).await;
+    w.shell("alice", "web").await;
+    w.ready_pod("web").await;
+    let bearer = format!("Bearer {}", w.token("alice").await);
+    let (page, evil) = (w.gateway.origin(), "https://evil.example");
+    let terminal = format!("/api/terminal/{}/web?cols=80&rows=24", w.ns);
+    let extend = format!("/api/shells/{}/web/extend", w.ns);
+
+    let err = w.gateway.websocket(&terminal, &[("authorization", &bearer), ("origin", evil)]).await.err();
+    let err = err.expect("another site's WebSocket handshake is refused");
+    assert!(err.starts_with("HTTP 403"), "{err}");
+    let headers = [("authorization", bearer.as_str()), ("origin", evil)];
+    let (status, _, body) = w.gateway.request(Method::POST, &extend, &headers, None).await.unwrap();
+    assert_eq!((status, body.contains("gateway's page")), (403, true), "another site's POST: {body}");
+    let shells = Api::<MyOwnShell>::namespaced(w.client.clone(), &w.ns);
+    let lifetime = shells.get("web").await.unwrap().spec.lifetime;
+    assert!(lifetime.and_then(|l| l.extended_until).is_none(), "another site's POST changed nothing");
+    // A read may come from anywhere: CORS keeps the answer from the other site.
+    let shells_path = format!("/api/shells?namespace={}", w.ns);
+    let (status, _, body) = w.gateway.request(Method::GET, &shells_path, &headers, None).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+
+    // No Origin (the plugin, curl) and the page's own: through the gate to the apiserver, which
+    // ends the exec for want of a node; the change is made.
+    for (what, headers) in
+        [("no Origin", vec![("authorization", bearer.as_str())]), ("the page", headers_with(&bearer, &page))]
+    {
+        let messages = w.terminal_messages_with(&headers, "web").await;
+        let end = messages.iter().find(|m| m["type"] == "refused").and_then(|m| m["message"].as_str());
+        assert!(end.is_some_and(|m| m.contains("does not have a host assigned")), "{what}: {messages:?}");
+        let (status, _, body) = w.gateway.request(Method::POST, &extend, &headers, None).await.unwrap();
+        assert_eq!(status, 200, "{what}: {body}");
+    }
+    assert!(!w.gateway.log_tail().contains(&bearer[7..]), "the token is never logged");
+}
+
+fn headers_with<'a>(bearer: &'a str, origin: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![("authorization", bearer), ("origin", origin)]
+}
+
 #[tokio::test]
 async fn kubectl_myownshell_connects_through_the_gateway_as_the_user() {
     let w = World::start("gw-plugin", true, &[]).await;

@@ -1,8 +1,9 @@
 //! `cargo xtask docs [--check]`: regenerate the README's flag reference from each binary's
-//! `--help`, its table of reasons from `myownshell_api::names::reasons`, and its table of doors
-//! from `docs/doors.yaml` (the tests below fail when any drifts).
+//! `--help`, its table of reasons from `myownshell_api::names::reasons`, its table of doors
+//! from `docs/doors.yaml`, and its oauth2-proxy recipe from the e2e's command line (the tests
+//! below fail when any drifts).
 
-use crate::readme::{DOCUMENTED_BINARIES, help_text, with_doors, with_flags, with_reasons};
+use crate::readme::{DOCUMENTED_BINARIES, help_text, with_doors, with_flags, with_oauth2_proxy, with_reasons};
 use anyhow::{Context, bail};
 use myownshell_envtest::assets::{workspace_binary, workspace_root};
 
@@ -29,6 +30,7 @@ pub fn run(check: bool) -> anyhow::Result<()> {
     updated = with_reasons(&updated).context("README.md has no <!-- reasons:start/end --> markers")?;
     let doors = std::fs::read_to_string(workspace_root().join("docs/doors.yaml")).context("reading docs/doors.yaml")?;
     updated = with_doors(&updated, &doors).map_err(anyhow::Error::msg)?;
+    updated = with_oauth2_proxy(&updated).context("README.md has no <!-- oauth2-proxy:start/end --> markers")?;
     if updated == current {
         eprintln!("xtask: README flag reference and reasons are up to date");
     } else if check {
@@ -61,6 +63,16 @@ mod tests {
             Ok(())
         } else {
             Err(format!("README flags are stale for {stale:?}: run `cargo xtask docs`"))
+        }
+    }
+
+    #[test]
+    fn the_oauth2_proxy_recipe_is_the_command_line_the_e2e_runs() -> Result<(), String> {
+        let current = std::fs::read_to_string(workspace_root().join("README.md")).map_err(|e| e.to_string())?;
+        match with_oauth2_proxy(&current) {
+            Some(expected) if expected == current => Ok(()),
+            Some(_) => Err("README's oauth2-proxy recipe is stale: run `cargo xtask docs`".into()),
+            None => Err("README.md has no <!-- oauth2-proxy:start/end --> markers".into()),
         }
     }
 

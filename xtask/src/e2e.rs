@@ -76,6 +76,10 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     let local_path = crate::progress::timed("local-path-provisioner", crate::local_path::ensure)?;
     // NetworkPolicies are enforced, where a suite asks, by kube-router built from the module proxy.
     let kube_router = crate::progress::timed("kube-router", crate::kube_router::ensure)?;
+    // The apiserver trusts Ory Hydra, through which oauth2-proxy in front of the gateway signs
+    // people in: both built from the module proxy.
+    let hydra = crate::progress::timed("hydra", crate::hydra::ensure)?;
+    let oauth2_proxy = crate::progress::timed("oauth2-proxy", crate::oauth2_proxy::ensure)?;
     let mut node_images = vec![image.clone(), previous.image.clone()];
     node_images.extend(cert_manager.images.iter().cloned());
     let images = std::env::join_paths(&node_images).context("image paths")?;
@@ -93,6 +97,8 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
         .env(crate::prometheus::ENV, &prometheus)
         .env(myownshell_envtest::node::local_path::ENV, &local_path)
         .env(myownshell_envtest::node::network_policy::ENV, &kube_router)
+        .env(myownshell_envtest::oidc::hydra::ENV, &hydra)
+        .env(myownshell_envtest::oidc::oauth2_proxy::ENV, &oauth2_proxy)
         .stdout(Stdio::piped());
     let result = run_tests(test);
     // A test binary's shared cluster ends with its process, which leaves only its (empty)

@@ -21,6 +21,7 @@ mod kube_router;
 mod kwok;
 mod local_path;
 mod node;
+mod oauth2_proxy;
 mod previous;
 mod progress;
 mod prometheus;
@@ -79,6 +80,10 @@ enum Command {
     /// Make sure the OIDC test bed's provider is there: Ory Hydra, built once from the Go module
     /// proxy; print, as the last line, the directory holding it (for MYOWNSHELL_HYDRA).
     Hydra,
+    /// Make sure oauth2-proxy, which the e2e puts in front of the gateway, is there: built once
+    /// from the Go module proxy; print, as the last line, the directory holding it (for
+    /// MYOWNSHELL_OAUTH2_PROXY).
+    Oauth2Proxy,
     /// Install the gateway page's JavaScript (xterm.js, from npm as gateway/web/package-lock.json
     /// pins it) once into ~/.cache/myownshell/web/, and print its node_modules directory (for
     /// MYOWNSHELL_GATEWAY_ASSETS and the gateway's --assets-dir).
@@ -129,6 +134,7 @@ fn main() -> std::process::ExitCode {
         }),
         Command::Kwok => kwok::ensure().map(|dir| println!("{}", dir.display())),
         Command::Hydra => hydra::ensure().map(|dir| println!("{}", dir.display())),
+        Command::Oauth2Proxy => oauth2_proxy::ensure().map(|dir| println!("{}", dir.display())),
         Command::Web => web::run(),
         Command::Dev(args) => dev::run(args),
         Command::Bench { target } => bench::run(target),

@@ -1,5 +1,5 @@
 //! The README's generated parts: the marked blocks that `cargo xtask docs` fills with each
-//! binary's clap `--help`, and the table of condition and Event reasons.
+//! binary's clap `--help`, the table of condition and Event reasons, and the oauth2-proxy recipe.
 
 use std::path::Path;
 
@@ -35,6 +35,14 @@ pub fn with_reasons(readme: &str) -> Option<String> {
 pub fn with_doors(readme: &str, doors_yaml: &str) -> Result<String, String> {
     let table = crate::doors::table(doors_yaml)?;
     with_block(readme, "doors", &table).ok_or_else(|| "README.md has no <!-- doors:start/end --> markers".to_owned())
+}
+
+/// `readme` with the oauth2-proxy recipe (`<!-- oauth2-proxy:start/end -->`): the command line
+/// the e2e runs in front of the gateway, made by the same code
+/// (`myownshell_envtest::oidc::oauth2_proxy::recipe`); `None` if the markers are missing.
+pub fn with_oauth2_proxy(readme: &str) -> Option<String> {
+    let recipe = myownshell_envtest::oidc::oauth2_proxy::recipe();
+    with_block(readme, "oauth2-proxy", &format!("```sh\n{recipe}```\n"))
 }
 
 /// Every reason as a Markdown table: the reason, where it appears, what it means.

@@ -3,7 +3,7 @@
 //! Two lanes, each step starting as soon as what it needs is there. The `tools` lane (a thread)
 //! makes the tools the tests run, which do not depend on the Rust build, in the order the tests
 //! need them: first what the workspace's tests need (the envtest binaries, kwok and what a kwok
-//! cluster runs, Helm, the page's JavaScript, Ory Hydra, Prometheus), then, for the node suites,
+//! cluster runs, Helm, the page's JavaScript, Ory Hydra, oauth2-proxy, Prometheus), then, for the node suites,
 //! the node's pieces, cert-manager, the volume provisioner and the NetworkPolicy enforcer. On a
 //! cold machine those are Go builds of many minutes; warm, they are cache checks. Meanwhile the
 //! `main` lane runs the checks that need no tool (`crdgen --check`, the chart check, `cargo fmt
@@ -50,6 +50,7 @@ struct Tools {
     helm: PathBuf,
     web: PathBuf,
     hydra: PathBuf,
+    oauth2_proxy: PathBuf,
 }
 
 /// What the tools lane says as it goes.
@@ -100,6 +101,7 @@ fn main_lane(node_suites: bool, extra_args: &[String], made: &Receiver<Made>) ->
         .env(crate::helm::chart::helm_binary::HELM_ENV, &tools.helm)
         .env(myownshell_envtest::web::ENV, &tools.web)
         .env(myownshell_envtest::oidc::hydra::ENV, &tools.hydra)
+        .env(myownshell_envtest::oidc::oauth2_proxy::ENV, &tools.oauth2_proxy)
         .stdout(Stdio::piped());
     let mut totals = run_tests(test)?;
     step.done();
@@ -219,12 +221,18 @@ fn tools_lane(node_suites: bool, stop: &AtomicBool, made: Sender<Made>) -> anyho
     let Some(hydra) = tool(stop, "hydra", "Ory Hydra (the OIDC test bed's provider)", crate::hydra::ensure)? else {
         return Ok(());
     };
+    // The e2e puts oauth2-proxy, built from the Go module proxy, in front of the gateway.
+    let Some(oauth2_proxy) =
+        tool(stop, "oauth2-proxy", "oauth2-proxy (in front of the gateway)", crate::oauth2_proxy::ensure)?
+    else {
+        return Ok(());
+    };
     // For the alert rules' check, and the e2e suite's prometheus phase.
     if tool(stop, "prometheus", "Debian's prometheus and promtool", crate::prometheus::ensure)?.is_none() {
         return Ok(());
     }
     // The receiving end lives as long as the main lane; a send fails only once it has ended.
-    let _ = made.send(Made::Workspace(Tools { assets, kwok, helm, web, hydra }));
+    let _ = made.send(Made::Workspace(Tools { assets, kwok, helm, web, hydra, oauth2_proxy }));
     if node_suites {
         let node = tool(stop, "node", "the node's pieces (kubelet, packages, images)", crate::node::ensure)?;
         let cert_manager = tool(stop, "cert-manager", "the e2e suite's cert-manager", crate::certmanager::ensure)?;

@@ -12,6 +12,7 @@ mod cluster;
 pub mod https;
 pub mod hydra;
 pub mod login;
+pub mod oauth2_proxy;
 pub mod sign_in;
 pub mod users;
 

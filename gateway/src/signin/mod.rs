@@ -6,7 +6,11 @@
 //! `web::origin`), and those that change something must carry the session's CSRF token. A
 //! proxy's requests carry the proxy's own ambient credential, so they too must come from the
 //! page to open a terminal or change something (the proxy's cookie is the proxy's to guard).
-//! Bearer-token requests carry no ambient credential and need neither.
+//! Bearer-token requests need no CSRF token, but one that carries an `Origin` must come from the
+//! page to open a terminal or change something: a proxy in front may add the bearer itself from
+//! its own cookie (oauth2-proxy's `--pass-authorization-header`), which makes it as ambient as
+//! ours, and a browser always sends `Origin` on a cross-origin POST and a WebSocket handshake. A
+//! client that is no browser (the plugin, curl) sends none, and goes on as before.
 //!
 //! Must not: accept anything the cluster did not authenticate, keep a token anywhere but in
 //! memory, or write one to a log, a URL or a page.
@@ -95,6 +99,9 @@ pub async fn caller(
     }
     match bearer_token(headers) {
         BearerToken::Present(token) => {
+            if !bearer_from_page_or_no_browser(gate.origins, headers, purpose) {
+                return Err(Refusal::new(StatusCode::FORBIDDEN, "this request did not come from the gateway's page"));
+            }
             let user = authenticate(gate.tokens, token).await?;
             return Ok(Caller { user, session: None, token: Some(secrecy::SecretString::from(token.to_owned())) });
         }
@@ -137,4 +144,47 @@ pub async fn caller(
 pub fn from_own_page(origins: &AllowedOrigins, headers: &HeaderMap) -> bool {
     let text = |name| headers.get(name).and_then(|v: &http::HeaderValue| v.to_str().ok());
     origins.allows(text(header::ORIGIN), text(header::HOST))
+}
+
+/// Whether a bearer-token request may go on, as far as where it comes from goes: a read may
+/// come from anywhere (CORS keeps another site from reading the answer); a terminal or a change
+/// from a browser (an `Origin`) must come from the page, and one from no browser (no `Origin`)
+/// may go on.
+fn bearer_from_page_or_no_browser(origins: &AllowedOrigins, headers: &HeaderMap, purpose: Purpose) -> bool {
+    purpose == Purpose::Read || !headers.contains_key(header::ORIGIN) || from_own_page(origins, headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bearer_from_a_browser_must_come_from_the_page_to_change_something() {
+        let own = AllowedOrigins::default();
+        let listed = AllowedOrigins::new(&["https://shells.example.com".into()]);
+        let (host, page, evil) = ("127.0.0.1:8443", "https://127.0.0.1:8443", "https://evil.example");
+        // (what, allowed origins, Origin, purpose, goes on)
+        type Case<'a> = (&'a str, &'a AllowedOrigins, Option<&'a str>, Purpose, bool);
+        let cases: &[Case<'_>] = &[
+            ("the plugin opens a terminal", &own, None, Purpose::Terminal, true),
+            ("curl changes something", &own, None, Purpose::Change, true),
+            ("the page opens a terminal", &own, Some(page), Purpose::Terminal, true),
+            ("the page changes something", &own, Some(page), Purpose::Change, true),
+            ("another site opens a terminal", &own, Some(evil), Purpose::Terminal, false),
+            ("another site changes something", &own, Some(evil), Purpose::Change, false),
+            ("an opaque origin changes something", &own, Some("null"), Purpose::Change, false),
+            ("the page over plain http", &own, Some("http://127.0.0.1:8443"), Purpose::Terminal, false),
+            ("another site reads", &own, Some(evil), Purpose::Read, true),
+            ("a listed origin opens a terminal", &listed, Some("https://shells.example.com"), Purpose::Terminal, true),
+            ("the host, not listed, opens a terminal", &listed, Some(page), Purpose::Terminal, false),
+        ];
+        for (what, origins, origin, purpose, want) in cases {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, http::HeaderValue::from_static(host));
+            if let Some(origin) = origin {
+                headers.insert(header::ORIGIN, http::HeaderValue::from_str(origin).unwrap());
+            }
+            assert_eq!(bearer_from_page_or_no_browser(origins, &headers, *purpose), *want, "{what}");
+        }
+    }
 }

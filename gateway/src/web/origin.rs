@@ -3,8 +3,9 @@
 //! The cookie is `SameSite=Strict`, but a WebSocket handshake is not covered by CORS, so the
 //! `Origin` a browser always sends is checked too (the cross-site WebSocket hijacking defence):
 //! it must be one of `--allowed-origins`, or, when none are given, the origin the request was
-//! addressed to (`https://` and its `Host`). Requests authenticated by a bearer token carry no
-//! ambient credential and need no Origin.
+//! addressed to (`https://` and its `Host`). Requests authenticated by a bearer token need an
+//! Origin only when they carry one (see `signin`: a proxy in front may add the bearer from its
+//! own cookie).
 
 /// The origins pages may be served from.
 #[derive(Debug, Clone, Default)]

@@ -43,6 +43,12 @@ pub async fn in_a_browser(e2e: &E2e) {
     e2e.run(&["delete", "namespace", &ns, "--wait=false"]).await;
 }
 
+/// Where the CA of the gateway's serving certificate is kept (PEM), for the phases after this one
+/// that verify the gateway (oauth2-proxy in front of it).
+pub(super) fn serving_ca_file(e2e: &E2e) -> std::path::PathBuf {
+    e2e.cluster.control_plane().layout().dir.join("gateway-serving-ca.crt")
+}
+
 /// The gateway serves a certificate of a CA the user has (a Secret mounted into its pod, as
 /// production does); `kubectl myownshell connect` goes through it as alice into her shell `web`
 /// and exits with the code her shell exits with.
@@ -55,6 +61,7 @@ async fn plugin_through_the_gateway(e2e: &E2e, ns: &str) {
     std::fs::write(path("tls.crt"), &leaf.cert_pem).unwrap();
     std::fs::write(path("tls.key"), &leaf.key_pem).unwrap();
     std::fs::write(path("ca.crt"), ca.cert_pem()).unwrap();
+    std::fs::write(serving_ca_file(e2e), ca.cert_pem()).unwrap();
     let (cert, key) = (format!("--cert={}", path("tls.crt")), format!("--key={}", path("tls.key")));
     e2e.run(&["create", "secret", "tls", "gateway-serving", "-n", SYSTEM, &cert, &key]).await;
     let patch = r#"[

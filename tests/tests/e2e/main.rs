@@ -18,6 +18,8 @@ mod helm;
 mod home;
 mod lifetime;
 mod nodes;
+mod oauth2_proxy;
+mod oidc;
 mod page;
 mod prometheus;
 mod rolling;
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use myownshell_envtest::assets::workspace_root;
 use myownshell_envtest::node::{self, Cluster, ClusterOptions};
+use myownshell_envtest::oidc::Provider;
 use myownshell_envtest::{Kubectl, eventually};
 
 /// Pods start in seconds here; rollouts of two Deployments, a certificate and a lease take a
@@ -43,6 +46,8 @@ const RELEASE_IMAGE: &str = "ghcr.io/myownshell/myownshell:0.1.0";
 struct E2e {
     cluster: Cluster,
     kubectl: Kubectl,
+    /// The test bed's Ory Hydra on the host, which the apiserver trusts (`oidc.rs`).
+    provider: Provider,
 }
 
 impl E2e {
@@ -174,11 +179,12 @@ fn node_images() -> Vec<std::path::PathBuf> {
 async fn the_operator_from_config_end_to_end() {
     // Two nodes: the production overlay's replicas spread, and one node can be lost or drained.
     let started = Instant::now();
-    let cluster = Cluster::start(ClusterOptions { nodes: 2, images: node_images(), ..ClusterOptions::default() })
+    let (provider, apiserver_args) = oidc::trusted_provider().await;
+    let cluster = Cluster::start(ClusterOptions { nodes: 2, images: node_images(), apiserver_args })
         .await
         .unwrap_or_else(|e| panic!("the two-node cluster: {e}"));
-    eprintln!("e2e: {} ({:.1?})", cluster.summary(), started.elapsed());
-    let mut e2e = E2e { kubectl: cluster.control_plane().kubectl(), cluster };
+    eprintln!("e2e: {}; Hydra at {} ({:.1?})", cluster.summary(), provider.issuer(), started.elapsed());
+    let mut e2e = E2e { kubectl: cluster.control_plane().kubectl(), cluster, provider };
     phase("install the previous release from its own manifests and image", upgrade::install_previous(&e2e)).await;
     phase("upgrade to this release with shells in use: no pod restarted, no apply refused", upgrade::upgrade(&e2e))
         .await;
@@ -191,6 +197,12 @@ async fn the_operator_from_config_end_to_end() {
         "the gateway in Chromium: sign in, `id -u`, the same shell after a reload, a stranger refused, the stop \
          warning and Extend, a recording for auditors only",
         gateway::in_a_browser(&e2e),
+    )
+    .await;
+    phase(
+        "the same through oauth2-proxy in front of the gateway: alice signs in on Hydra's login page, `id -u`; bob \
+         refused by the connect gate; another origin's requests with alice's cookie refused",
+        oauth2_proxy::through_oauth2_proxy(&e2e),
     )
     .await;
     phase(
