@@ -48,7 +48,7 @@ pub struct Gateway {
     /// The signed-in browsers.
     pub sessions: Arc<Sessions>,
     /// The live lists of shells open, per user.
-    pub live: crate::web::shells::live::Streams,
+    pub live: crate::web::shells::limit::Streams,
     /// The record of sign-outs every replica reads, when the replicas share a session key.
     pub signed_out: Option<crate::signin::signed_out::SignedOut>,
     /// The open terminals.

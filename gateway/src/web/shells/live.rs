@@ -24,6 +24,7 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use super::limit::{Counted, MAX_PER_USER};
 use super::row::row;
 use super::{api_refusal, bad_request};
 use crate::exec::as_user::AsUser;
@@ -37,47 +38,6 @@ pub const LIVE_FOR: Duration = Duration::from_secs(240);
 
 /// Events waiting for a slow page, per stream.
 const BUFFERED_EVENTS: usize = 256;
-
-/// Live lists one user may have open at once (tabs), each costing a watch per namespace: one
-/// user with a token cannot make the gateway hold watches for everyone else's share.
-pub const MAX_PER_USER: usize = 8;
-
-/// Live lists open, per user.
-#[derive(Debug, Default)]
-pub struct Streams {
-    open: parking_lot::Mutex<std::collections::HashMap<String, usize>>,
-}
-
-/// One open live list, counted until dropped (with its stream).
-pub struct Counted {
-    gw: Arc<Gateway>,
-    user: String,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let mut open = self.gw.live.open.lock();
-        if let Some(n) = open.get_mut(&self.user) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.user);
-            }
-        }
-    }
-}
-
-impl Streams {
-    /// Count one more live list of `user`, unless they have [`MAX_PER_USER`] open.
-    fn take(gw: &Arc<Gateway>, user: &str) -> Option<Counted> {
-        let mut open = gw.live.open.lock();
-        let n = open.entry(user.to_owned()).or_default();
-        if *n >= MAX_PER_USER {
-            return None;
-        }
-        *n += 1;
-        Some(Counted { gw: gw.clone(), user: user.to_owned() })
-    }
-}
 
 /// The query of `GET /api/shells/live`: one namespace, or every place of the user.
 #[derive(Deserialize)]
@@ -191,7 +151,7 @@ pub async fn live(
         Ok(caller) => caller,
         Err(refusal) => return refused(refusal),
     };
-    let Some(counted) = Streams::take(&gw, &caller.user.name) else {
+    let Some(counted) = gw.live.take(&caller.user.name) else {
         let message = format!("you have {MAX_PER_USER} live lists of shells open already: close a tab");
         return refused(Refusal { status: StatusCode::TOO_MANY_REQUESTS, message });
     };

@@ -1,14 +1,16 @@
 //! The page's shells, so that nobody needs kubectl to get in: where the user may have shells
 //! (`places`), the classes they may create one from (`classes`), the list and one shell as the
-//! page shows it (`row`), creating, starting, stopping and deleting (`manage`), and the list kept
-//! live by a watch (`live`). Every read and write is made **as the user** (the gateway's client
-//! with their `Impersonate-*` headers), so the apiserver, RBAC and the webhooks decide and say
-//! no in their own words; the gateway itself only lists which namespaces are opened to shells.
+//! page shows it (`row`), creating, starting, stopping and deleting (`manage`), the list kept
+//! live by a watch (`live`), and how many live lists each person has open (`limit`). Every read
+//! and write is made **as the user** (the gateway's client with their `Impersonate-*` headers),
+//! so the apiserver, RBAC and the webhooks decide and say no in their own words; the gateway
+//! itself only lists which namespaces are opened to shells.
 //!
 //! Must not: read or write a shell as the gateway, or answer with anything the user could not
 //! read themselves.
 
 pub mod classes;
+pub mod limit;
 pub mod live;
 pub mod manage;
 pub mod places;
