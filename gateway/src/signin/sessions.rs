@@ -214,8 +214,11 @@ impl Sessions {
         if self.ended.lock().contains_key(&sealed.id) {
             return None;
         }
-        let everywhere = !self.signed_out.lock().is_empty();
-        if everywhere && self.signed_out.lock().contains(&super::signed_out::fingerprint(&sealed.id)) {
+        let signed_out = {
+            let signed_out = self.signed_out.lock();
+            !signed_out.is_empty() && signed_out.contains(&super::signed_out::fingerprint(&sealed.id))
+        };
+        if signed_out {
             self.open.lock().remove(&sealed.id);
             return None;
         }

@@ -172,12 +172,6 @@ pub async fn not_found() -> Response<Body> {
     refused(Refusal { status: StatusCode::NOT_FOUND, message: "no such page".into() })
 }
 
-/// The signed-in caller of a request that changes a shell, as a client that acts as them.
-async fn changer(gw: &Gateway, headers: &HeaderMap, info: &Peer) -> Result<AsUser, Refusal> {
-    let caller = signin::caller(&gw.gate(), headers, peer(info), Purpose::Change).await?;
-    gw.as_user(&caller.user).map_err(|e| Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() })
-}
-
 /// `POST /api/shells/{namespace}/{name}/extend`: no lifetime stop for another idle timeout (or
 /// an hour), as `kubectl myownshell extend` does, written **as the user**: only someone who may
 /// change the shell's spec (its owner, an administrator) can.
@@ -187,7 +181,7 @@ pub async fn extend(
     info: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let as_user = match changer(&gw, &headers, &info).await {
+    let as_user = match super::shells::acting(&gw, &headers, &info, Purpose::Change).await {
         Ok(as_user) => as_user,
         Err(refusal) => return refused(refusal),
     };
@@ -224,7 +218,7 @@ pub async fn approve(
     info: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let as_user = match changer(&gw, &headers, &info).await {
+    let as_user = match super::shells::acting(&gw, &headers, &info, Purpose::Change).await {
         Ok(as_user) => as_user,
         Err(refusal) => return refused(refusal),
     };

@@ -122,6 +122,18 @@ fn answer(shell: Result<MyOwnShell, Refusal>) -> Response {
     }
 }
 
+/// The shell at `at`, patched with `patch` as the signed-in caller (start, stop).
+async fn patched(
+    gw: &Gateway,
+    (headers, info): (&HeaderMap, &Peer),
+    at: (&str, &str),
+    patch: &Value,
+    dry: &DryRun,
+) -> Result<MyOwnShell, Refusal> {
+    let as_user = super::acting(gw, headers, info, Purpose::Change).await?;
+    patch_as(&as_user, super::target(at.0, at.1)?, patch, dry).await
+}
+
 /// `POST /api/shells/{namespace}`: a new shell, from the page's form.
 pub async fn create(
     State(gw): State<Arc<Gateway>>,
@@ -131,13 +143,11 @@ pub async fn create(
     headers: HeaderMap,
     Json(new): Json<NewShell>,
 ) -> Response {
-    match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => match super::namespace(&namespace) {
-            Ok(namespace) => answer(create_as(&as_user, namespace, &new, &dry).await),
-            Err(refusal) => refused(refusal),
-        },
-        Err(refusal) => refused(refusal),
-    }
+    let created = async {
+        let as_user = super::acting(&gw, &headers, &info, Purpose::Change).await?;
+        create_as(&as_user, super::namespace(&namespace)?, &new, &dry).await
+    };
+    answer(created.await)
 }
 
 /// `POST /api/shells/{namespace}/{shell}/start`: run it again, its clocks restarted (as
@@ -150,13 +160,7 @@ pub async fn start(
     headers: HeaderMap,
 ) -> Response {
     let patch = myownshell_api::lifecycle::start_patch(&myownshell_runtime::time::now());
-    match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => match super::target(&namespace, &name) {
-            Ok(at) => answer(patch_as(&as_user, at, &patch, &dry).await),
-            Err(refusal) => refused(refusal),
-        },
-        Err(refusal) => refused(refusal),
-    }
+    answer(patched(&gw, (&headers, &info), (&namespace, &name), &patch, &dry).await)
 }
 
 /// `POST /api/shells/{namespace}/{shell}/stop`: its pods go; it, its home and its terminals'
@@ -169,13 +173,7 @@ pub async fn stop(
     headers: HeaderMap,
 ) -> Response {
     let patch = myownshell_api::lifecycle::stop_patch();
-    match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => match super::target(&namespace, &name) {
-            Ok(at) => answer(patch_as(&as_user, at, &patch, &dry).await),
-            Err(refusal) => refused(refusal),
-        },
-        Err(refusal) => refused(refusal),
-    }
+    answer(patched(&gw, (&headers, &info), (&namespace, &name), &patch, &dry).await)
 }
 
 /// `DELETE /api/shells/{namespace}/{shell}`: the shell goes (its home as `spec.home.onDelete`
@@ -187,14 +185,12 @@ pub async fn delete(
     info: Peer,
     headers: HeaderMap,
 ) -> Response {
-    let deleted = match super::acting(&gw, &headers, &info, Purpose::Change).await {
-        Ok(as_user) => match super::target(&namespace, &name) {
-            Ok((namespace, name)) => delete_as(&as_user, namespace, name, &dry).await,
-            Err(refusal) => Err(refusal),
-        },
-        Err(refusal) => Err(refusal),
+    let deleted = async {
+        let as_user = super::acting(&gw, &headers, &info, Purpose::Change).await?;
+        let (namespace, name) = super::target(&namespace, &name)?;
+        delete_as(&as_user, namespace, name, &dry).await
     };
-    match deleted {
+    match deleted.await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(refusal) => refused(refusal),
     }
