@@ -362,6 +362,23 @@ pub async fn secret_pem(client: &Client, namespace: &str, name: &str, key: &str)
     data.get(key).map(|b| String::from_utf8_lossy(&b.0).into_owned()).ok_or(format!("Secret {name} has no {key}"))
 }
 
+/// The operator's webhooks for `ns` as a `myownshell-webhook` process answering only the
+/// apiserver (`--apiserver-client-ca-file`): the connect gate, and the shell webhooks beside it.
+pub async fn connect_gate(
+    cp: &ControlPlane,
+    client: &Client,
+    ns: &str,
+) -> Result<(InstalledWebhooks, WebhookProcess), String> {
+    let port = free_port().map_err(|e| e.to_string())?;
+    let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.to_owned() };
+    let installed = InstalledWebhooks::install(client, ns, &target).await.map_err(|e| e.to_string())?;
+    let mut options = WebhookOptions::for_installed(&installed, ns, port);
+    options.args = vec![format!("--apiserver-client-ca-file={}", cp.webhook_client_ca_file().display())];
+    let mut webhook = WebhookProcess::spawn(cp, &options).map_err(|e| e.to_string())?;
+    webhook.wait_ready(Duration::from_secs(60)).await?;
+    Ok((installed, webhook))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,7 +33,7 @@ use myownshell_tests::access::{namespace_editors, shell_manifest};
 use myownshell_tests::gateway::{GatewayProcess, session_cookie};
 use myownshell_tests::shell_pods;
 use myownshell_tests::tokens::forge_service_account_token;
-use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
+use myownshell_tests::webhooks::{InstalledWebhooks, WebhookProcess};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -96,7 +96,7 @@ impl World {
         let kubeconfig = cp.layout().dir.join(format!("{ns}-gateway.kubeconfig"));
         write_kubeconfig(&kubeconfig, &cp.kubeconfig_for_token(&token)).unwrap();
         let webhook = match gate {
-            true => Some(connect_gate(cp, &client, &ns).await),
+            true => Some(myownshell_tests::webhooks::connect_gate(cp, &client, &ns).await.unwrap()),
             false => None,
         };
         let gateway = GatewayProcess::start(cp, kubeconfig, &format!("{ns}-gateway"), flags).await.unwrap();
@@ -169,17 +169,6 @@ impl World {
         }
         messages
     }
-}
-
-async fn connect_gate(cp: &ControlPlane, client: &Client, ns: &str) -> (InstalledWebhooks, WebhookProcess) {
-    let port = free_port().unwrap();
-    let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.to_owned() };
-    let installed = InstalledWebhooks::install(client, ns, &target).await.unwrap();
-    let mut options = WebhookOptions::for_installed(&installed, ns, port);
-    options.args = vec![format!("--apiserver-client-ca-file={}", cp.webhook_client_ca_file().display())];
-    let mut webhook = WebhookProcess::spawn(cp, &options).unwrap();
-    webhook.wait_ready(READY).await.unwrap();
-    (installed, webhook)
 }
 
 #[tokio::test]

@@ -7,7 +7,6 @@
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::Method;
@@ -22,8 +21,6 @@ use myownshell_envtest::oidc::{TrustingCluster, shared};
 use myownshell_envtest::ports::free_port;
 use myownshell_envtest::rbac;
 use myownshell_tests::gateway::GatewayProcess;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 
 /// The gateway's own identity: it asks TokenReview (`system:auth-delegator`), nothing more here.
 const GATEWAY_USER: &str = "myownshell-oidc-gateway";
@@ -63,23 +60,6 @@ async fn gateway(bed: &TrustingCluster) -> Signing {
     Signing { gateway, origin, _files: files }
 }
 
-/// A browser's TLS: it trusts the provider's and the gateway's certificates.
-fn trusting(pems: &[&str]) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for pem in pems {
-        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
-        }
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Arc::new(config)
-}
-
 /// Where a navigation landed: its URL and status, and its body.
 fn page(landed: Landed) -> (String, u16, String) {
     match landed {
@@ -117,7 +97,7 @@ fn sign_in_error(url: &str) -> String {
 async fn a_person_signs_in_through_the_provider_as_the_user_the_apiserver_names() {
     let bed = shared();
     let Signing { gateway, origin, _files } = gateway(bed).await;
-    let tls = trusting(&[bed.provider.ca_pem(), &gateway.ca_pem()]);
+    let tls = myownshell_tests::tls_client::trusting(&[bed.provider.ca_pem(), &gateway.ca_pem()]).unwrap();
 
     // The page is told where to sign in.
     let (status, _, body) = gateway.request(Method::GET, "/api/session", &[], None).await.unwrap();

@@ -15,12 +15,11 @@ use myownshell_api::{MyOwnShell, names};
 use myownshell_envtest::assets::workspace_root;
 use myownshell_envtest::control_plane::{ControlPlane, write_kubeconfig};
 use myownshell_envtest::kubectl::{Kubectl, KubectlOutput};
-use myownshell_envtest::ports::free_port;
 use myownshell_envtest::{create_namespace, create_shell_namespace, rbac, service_account_token, service_account_user};
 use myownshell_tests::access::{install_policies, namespace_editors, shell_manifest};
 use myownshell_tests::doors::Person;
 use myownshell_tests::gateway::GatewayProcess;
-use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
+use myownshell_tests::webhooks::{InstalledWebhooks, WebhookProcess};
 use serde_json::{Value, json};
 
 pub const SHELL: &str = "web";
@@ -33,7 +32,6 @@ pub const SERVICE: &str = "web-svc";
 /// webhook puts it back).
 pub const GOING: &str = "going";
 const HOUR: i64 = 3600;
-const READY: Duration = Duration::from_secs(60);
 
 /// What a door let a person do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +74,7 @@ impl World {
         namespace_editors(&client, &ns, &editors, &[]).await.unwrap();
         snapshots_for(&client, &ns, &editors).await;
         controllers_may_act(&client).await;
-        let (installed, webhook) = connect_gate(cp, &client, &ns).await;
+        let (installed, webhook) = myownshell_tests::webhooks::connect_gate(cp, &client, &ns).await.unwrap();
         let recordings = tempfile::tempdir().unwrap();
         let gateway = gateway(cp, &client, &ns, recordings.path()).await;
         let world = World {
@@ -371,18 +369,6 @@ async fn snapshots_for(client: &Client, ns: &str, editors: &[&str]) {
     })
     .await
     .unwrap();
-}
-
-/// The connect webhook for `ns`, answering only the apiserver.
-async fn connect_gate(cp: &ControlPlane, client: &Client, ns: &str) -> (InstalledWebhooks, WebhookProcess) {
-    let port = free_port().unwrap();
-    let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.to_owned() };
-    let installed = InstalledWebhooks::install(client, ns, &target).await.unwrap();
-    let mut options = WebhookOptions::for_installed(&installed, ns, port);
-    options.args = vec![format!("--apiserver-client-ca-file={}", cp.webhook_client_ca_file().display())];
-    let mut webhook = WebhookProcess::spawn(cp, &options).unwrap();
-    webhook.wait_ready(READY).await.unwrap();
-    (installed, webhook)
 }
 
 /// The gateway, as its own ServiceAccount bound to the ClusterRole `config/rbac` ships, keeping

@@ -31,9 +31,7 @@ use myownshell_envtest::{create_shell_namespace, rbac, service_account_token};
 use myownshell_tests::access::{as_user, namespace_editors, shell_manifest};
 use myownshell_tests::gateway::GatewayProcess;
 use myownshell_tests::shell_pods;
-use myownshell_tests::webhooks::{InstalledWebhooks, Target, WebhookOptions, WebhookProcess};
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
+use myownshell_tests::webhooks::{InstalledWebhooks, WebhookProcess};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -101,34 +99,6 @@ async fn gateway_identity(cp: &ControlPlane, client: &Client, ns: &str) -> std::
     kubeconfig
 }
 
-async fn connect_gate(cp: &ControlPlane, client: &Client, ns: &str) -> (InstalledWebhooks, WebhookProcess) {
-    let port = free_port().unwrap();
-    let target = Target { base_url: format!("https://127.0.0.1:{port}"), ca_bundle: None, namespace: ns.to_owned() };
-    let installed = InstalledWebhooks::install(client, ns, &target).await.unwrap();
-    let mut options = WebhookOptions::for_installed(&installed, ns, port);
-    options.args = vec![format!("--apiserver-client-ca-file={}", cp.webhook_client_ca_file().display())];
-    let mut webhook = WebhookProcess::spawn(cp, &options).unwrap();
-    webhook.wait_ready(READY).await.unwrap();
-    (installed, webhook)
-}
-
-/// A browser's TLS trusting the CAs in `pems`.
-pub fn trusting(pems: &[&str]) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for pem in pems {
-        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-            roots.add(cert.unwrap()).unwrap();
-        }
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Arc::new(config)
-}
-
 impl<'a> World<'a> {
     /// A namespace (`prefix-…`) of `bed`'s plane whose editors are alice and bob, its connect
     /// gate, and a gateway signing people in through `bed`'s provider, with `flags` besides.
@@ -150,7 +120,7 @@ impl<'a> World<'a> {
         let people = ["oidc:alice", "oidc:bob"];
         namespace_editors(&client, &ns, &people, &[]).await.unwrap();
         let kubeconfig = gateway_identity(cp, &client, &ns).await;
-        let gate = connect_gate(cp, &client, &ns).await;
+        let gate = myownshell_tests::webhooks::connect_gate(cp, &client, &ns).await.unwrap();
         let files = tempfile::tempdir().unwrap();
         let port = free_port().unwrap();
         let origin = format!("https://127.0.0.1:{port}");
@@ -159,7 +129,7 @@ impl<'a> World<'a> {
         all.extend(flags.iter().map(|f| (*f).to_owned()));
         let all: Vec<&str> = all.iter().map(String::as_str).collect();
         let gateway = GatewayProcess::start_on(cp, kubeconfig, &format!("{ns}-gateway"), port, &all).await.unwrap();
-        let tls = trusting(&[bed.provider.ca_pem(), &gateway.ca_pem()]);
+        let tls = myownshell_tests::tls_client::trusting(&[bed.provider.ca_pem(), &gateway.ca_pem()]).unwrap();
         World { cp, provider: &bed.provider, client, ns, gateway, origin, tls, _gate: gate, _files: files }
     }
 
