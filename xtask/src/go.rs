@@ -130,3 +130,37 @@ pub(crate) fn install_tool(dir: &Path, what: &str, go: &str, binary: &str, args:
     step.done();
     Ok(())
 }
+
+/// A Go tool kept in `~/.cache/myownshell/` (`CachedTool`): the directory its variable names,
+/// which must hold it, else its cache folder, where `build` (given the folder and the `go` to
+/// run) makes it once when it is missing, and `verify` then checks the binary. `needs` says what
+/// building it takes, for the error when that is missing. The directory holding it.
+pub fn ensure_cached(
+    tool: &myownshell_envtest::assets::CachedTool,
+    needs: &str,
+    build: impl FnOnce(&std::path::Path, &str) -> anyhow::Result<()>,
+    verify: impl FnOnce(&std::path::Path) -> anyhow::Result<()>,
+) -> anyhow::Result<std::path::PathBuf> {
+    if std::env::var_os(tool.env).is_some_and(|v| !v.is_empty()) {
+        tool.locate().map_err(anyhow::Error::msg)?;
+        return Ok(tool.dir());
+    }
+    let dir = tool.cache_dir();
+    if tool.locate().is_err() {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let go = check_go(|| {
+            format!(
+                "{} {} is not cached in {} and building it needs {needs}, or set {} to a directory holding {}",
+                tool.name,
+                tool.version,
+                dir.display(),
+                tool.env,
+                tool.binary
+            )
+        })?;
+        build(&dir, &go)?;
+    }
+    let binary = tool.locate().map_err(anyhow::Error::msg)?;
+    verify(&binary)?;
+    Ok(dir)
+}

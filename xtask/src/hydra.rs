@@ -20,7 +20,7 @@ use std::process::Command;
 
 use anyhow::{Context, bail};
 use myownshell_envtest::assets;
-use myownshell_envtest::oidc::hydra::{self, BINARY, ENV, VERSION};
+use myownshell_envtest::oidc::hydra::{self, BINARY, VERSION};
 
 use crate::go::{build_with_progress, go_command, mod_download, run_go};
 use crate::progress::Step;
@@ -32,27 +32,10 @@ const VERSION_VARIABLE: &str = "github.com/ory/hydra/v2/driver/config.Version";
 /// SQLite in, its extension loading out: the tags of Hydra's own Makefile.
 const TAGS: &str = "sqlite,sqlite_omit_load_extension";
 
-/// Make sure Hydra is there; the directory holding it (what [`ENV`] names).
+/// Make sure Hydra is there; the directory holding it (what its variable names).
 pub fn ensure() -> anyhow::Result<PathBuf> {
-    if std::env::var_os(ENV).is_some_and(|v| !v.is_empty()) {
-        hydra::locate().map_err(anyhow::Error::msg)?;
-        return Ok(hydra::dir());
-    }
-    let dir = hydra::cache_dir();
-    if hydra::locate().is_err() {
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let go = crate::go::check_go(|| {
-            format!(
-                "Hydra {VERSION} is not cached in {} and building it needs Go (and a C compiler, for SQLite) on \
-                 PATH: install them, or set {ENV} to a directory holding {BINARY}",
-                dir.display()
-            )
-        })?;
-        build(&dir, &go)?;
-    }
-    let binary = hydra::locate().map_err(anyhow::Error::msg)?;
-    verify_version(&binary)?;
-    Ok(dir)
+    let needs = "Go (and a C compiler, for SQLite) on PATH: install them";
+    crate::go::ensure_cached(&hydra::TOOL, needs, build, verify_version)
 }
 
 /// The throwaway module's directory.

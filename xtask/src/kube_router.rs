@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use myownshell_envtest::node::network_policy::{self, BINARY, ENV, VERSION};
+use myownshell_envtest::node::network_policy::{self, BINARY, VERSION};
 
 use crate::go::install_tool;
 
@@ -17,27 +17,9 @@ const MODULE: &str = "github.com/cloudnativelabs/kube-router/v2";
 /// Where its Makefile puts the release's version (`kube-router --version` prints it).
 const VERSION_VARIABLE: &str = "github.com/cloudnativelabs/kube-router/v2/pkg/version.Version";
 
-/// Make sure kube-router is there; the directory holding it (what [`ENV`] names).
+/// Make sure kube-router is there; the directory holding it (what its variable names).
 pub fn ensure() -> anyhow::Result<PathBuf> {
-    if std::env::var_os(ENV).is_some_and(|v| !v.is_empty()) {
-        network_policy::locate().map_err(anyhow::Error::msg)?;
-        return Ok(network_policy::dir());
-    }
-    let dir = network_policy::cache_dir();
-    if network_policy::locate().is_err() {
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let go = crate::go::check_go(|| {
-            format!(
-                "kube-router {VERSION} is not cached in {} and building it needs Go on PATH: install Go, or set \
-                 {ENV} to a directory holding {BINARY}",
-                dir.display()
-            )
-        })?;
-        build(&dir, &go)?;
-    }
-    let binary = network_policy::locate().map_err(anyhow::Error::msg)?;
-    verify_version(&binary)?;
-    Ok(dir)
+    crate::go::ensure_cached(&network_policy::TOOL, "Go on PATH: install Go", build, verify_version)
 }
 
 /// `go install` arguments: the release's version stamped in as its Makefile does, symbols

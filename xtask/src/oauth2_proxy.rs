@@ -8,36 +8,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, bail};
-use myownshell_envtest::oidc::oauth2_proxy::{self, BINARY, ENV, MODULE, VERSION};
+use myownshell_envtest::oidc::oauth2_proxy::{self, BINARY, MODULE, VERSION};
 
 use crate::go::install_tool;
 
 /// Where its Makefile stamps the version (`oauth2-proxy --version` prints it).
 const VERSION_VARIABLE: &str = "github.com/oauth2-proxy/oauth2-proxy/v7/pkg/version.VERSION";
 
-/// Make sure oauth2-proxy is there; the directory holding it (what [`ENV`] names).
+/// Make sure oauth2-proxy is there; the directory holding it (what its variable names).
 pub fn ensure() -> anyhow::Result<PathBuf> {
-    if std::env::var_os(ENV).is_some_and(|v| !v.is_empty()) {
-        oauth2_proxy::locate().map_err(anyhow::Error::msg)?;
-        return Ok(oauth2_proxy::dir());
-    }
-    let dir = oauth2_proxy::cache_dir();
-    if oauth2_proxy::locate().is_err() {
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let go = crate::go::check_go(|| {
-            format!(
-                "oauth2-proxy {VERSION} is not cached in {} and building it needs Go 1.26 or newer on PATH (its \
-                 go.mod says so): install Go, or set {ENV} to a directory holding {BINARY}",
-                dir.display()
-            )
-        })?;
-        let args = install_args();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        install_tool(&dir, &format!("oauth2-proxy {VERSION}"), &go, BINARY, &args)?;
-    }
-    let binary = oauth2_proxy::locate().map_err(anyhow::Error::msg)?;
-    verify_version(&binary)?;
-    Ok(dir)
+    let needs = "Go 1.26 or newer on PATH (its go.mod says so): install Go";
+    crate::go::ensure_cached(&oauth2_proxy::TOOL, needs, build, verify_version)
+}
+
+/// Build the binary into `dir` (whole or not at all: `go::install_tool`).
+fn build(dir: &Path, go: &str) -> anyhow::Result<()> {
+    let args = install_args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    install_tool(dir, &format!("oauth2-proxy {VERSION}"), go, BINARY, &args)
 }
 
 /// `go install` arguments: paths trimmed, symbols stripped, the version stamped in.

@@ -54,7 +54,7 @@ const EXPLICIT_ACCEPT: &str = "--mark 0x20000/0x20000 -j ACCEPT";
 pub const TRACE_PREFIXES: [&str; 5] = ["KUBE-ROUTER-", "KUBE-POD-FW-", "KUBE-NWPLCY-", "KUBE-SRC-", "KUBE-DST-"];
 
 /// Where the binary is found.
-const TOOL: CachedTool = CachedTool {
+pub const TOOL: CachedTool = CachedTool {
     name: "kube-router",
     folder: "kube-router",
     version: VERSION,

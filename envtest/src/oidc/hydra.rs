@@ -26,7 +26,7 @@ pub const BINARY: &str = "hydra";
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where the binary is found.
-const TOOL: CachedTool = CachedTool {
+pub const TOOL: CachedTool = CachedTool {
     name: "Hydra",
     folder: "hydra",
     version: VERSION,

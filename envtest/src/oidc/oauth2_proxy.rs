@@ -38,7 +38,8 @@ pub const UPSTREAM_CA_ENV: &str = "SSL_CERT_FILE";
 /// How long it may take to fetch the provider's discovery document and listen.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 
-const TOOL: CachedTool = CachedTool {
+/// Where the binary is found.
+pub const TOOL: CachedTool = CachedTool {
     name: "oauth2-proxy",
     folder: "oauth2-proxy",
     version: VERSION,
