@@ -138,16 +138,9 @@ pub async fn shells(
         Ok(as_user) => as_user,
         Err(refusal) => return refused(refusal),
     };
-    let namespaces = if q.namespace.is_empty() {
-        match super::shells::places::places(&gw, &as_user).await {
-            Ok(places) => places.into_iter().map(|p| p.namespace).collect(),
-            Err(refusal) => return refused(refusal),
-        }
-    } else {
-        match super::shells::namespace(&q.namespace) {
-            Ok(namespace) => vec![namespace.to_owned()],
-            Err(refusal) => return refused(refusal),
-        }
+    let namespaces = match super::shells::places::named_or_all(&gw, &as_user, &q.namespace).await {
+        Ok(namespaces) => namespaces,
+        Err(refusal) => return refused(refusal),
     };
     let mut rows = Vec::new();
     for namespace in namespaces {

@@ -159,16 +159,9 @@ pub async fn live(
         Ok(as_user) => as_user,
         Err(e) => return refused(Refusal { status: StatusCode::FORBIDDEN, message: e.to_string() }),
     };
-    let namespaces = if q.namespace.is_empty() {
-        match super::places::places(&gw, &as_user).await {
-            Ok(places) => places.into_iter().map(|p| p.namespace).collect(),
-            Err(refusal) => return refused(refusal),
-        }
-    } else {
-        match super::namespace(&q.namespace) {
-            Ok(namespace) => vec![namespace.to_owned()],
-            Err(refusal) => return refused(refusal),
-        }
+    let namespaces = match super::places::named_or_all(&gw, &as_user, &q.namespace).await {
+        Ok(namespaces) => namespaces,
+        Err(refusal) => return refused(refusal),
     };
     Sse::new(merged(&gw, as_user, namespaces, counted)).keep_alive(KeepAlive::default()).into_response()
 }

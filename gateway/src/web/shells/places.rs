@@ -69,6 +69,16 @@ pub async fn places(gw: &Gateway, as_user: &AsUser) -> Result<Vec<Place>, Refusa
     Ok(checked.into_iter().flatten().collect())
 }
 
+/// The namespaces a request names: `named` (checked as a Kubernetes name), or, when it names
+/// none, every place of the user `as_user` speaks for.
+pub async fn named_or_all(gw: &Gateway, as_user: &AsUser, named: &str) -> Result<Vec<String>, Refusal> {
+    if named.is_empty() {
+        Ok(places(gw, as_user).await?.into_iter().map(|p| p.namespace).collect())
+    } else {
+        Ok(vec![super::namespace(named)?.to_owned()])
+    }
+}
+
 /// `GET /api/places`: where the signed-in user may have shells.
 pub async fn list(State(gw): State<Arc<Gateway>>, info: Peer, headers: HeaderMap) -> Response {
     let as_user = match super::acting(&gw, &headers, &info, Purpose::Read).await {
