@@ -37,15 +37,24 @@ pub fn loopback(name: &str) -> Result<LoopbackTls, String> {
         .map_err(|e| err("serving certificate", &e))?;
     let resolver = LiveResolver::from_pem(&leaf.cert_pem, &leaf.key_pem).map_err(|e| err("certificate", &e))?;
     let server = Arc::new(server_config(resolver, None).map_err(|e| err("server TLS", &e))?);
+    let client = trusting(&[ca.cert_pem()]).map_err(|e| err("client TLS", &e))?;
+    Ok(LoopbackTls { ca, leaf, server, client })
+}
+
+/// A browser's TLS client trusting only the CAs in `pems` (PEM), speaking HTTP/1.1; `Err` names
+/// a PEM that holds no usable certificate.
+pub fn trusting(pems: &[&str]) -> Result<Arc<ClientConfig>, String> {
     let mut roots = RootCertStore::empty();
-    for cert in certs_from_pem(ca.cert_pem()).map_err(|e| err("CA PEM", &e))? {
-        roots.add(cert).map_err(|e| err("trusting the CA", &e))?;
+    for pem in pems {
+        for cert in certs_from_pem(pem).map_err(|e| format!("a CA PEM: {e}"))? {
+            roots.add(cert).map_err(|e| format!("trusting a CA: {e}"))?;
+        }
     }
     let mut client = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()
-        .map_err(|e| err("client TLS", &e))?
+        .map_err(|e| format!("client TLS: {e}"))?
         .with_root_certificates(roots)
         .with_no_client_auth();
     client.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(LoopbackTls { ca, leaf, server, client: Arc::new(client) })
+    Ok(Arc::new(client))
 }

@@ -98,3 +98,18 @@ pub fn running() -> Value {
         }],
     })
 }
+
+/// A running pod for shell `name` in `ns`, and the selector and replicas in the shell's status,
+/// as the controller and a kubelet would leave them on a plane where neither runs: the pod's
+/// name.
+pub async fn ready(client: &kube::Client, ns: &str, name: &str) -> Result<String, String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = create(&pods, name, "x2x4z", None, running()).await?;
+    let selector = format!("{}={name}", names::LABEL_INSTANCE);
+    let status = json!({ "status": { "selector": selector, "replicas": 1 } });
+    Api::<myownshell_api::MyOwnShell>::namespaced(client.clone(), ns)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(pod)
+}

@@ -10,7 +10,6 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::{DigitallySignedStruct, SignatureScheme};
-use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::net::TcpStream;
 
@@ -144,20 +143,4 @@ impl HttpsConnection {
     }
 }
 
-/// A browser's TLS client trusting only the CAs in `pems` (PEM), speaking HTTP/1.1; `Err` names
-/// a PEM that holds no usable certificate.
-pub fn trusting(pems: &[&str]) -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for pem in pems {
-        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-            roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
-        }
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
-}
+pub use myownshell_envtest::tls::trusting;

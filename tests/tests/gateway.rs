@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use http::Method;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use myownshell_api::{MyOwnShell, names};
+use myownshell_api::MyOwnShell;
 use myownshell_certs::pki::{CertificateAuthority, LeafSpec};
 use myownshell_envtest::Kubectl;
 use myownshell_envtest::assets::workspace_root;
@@ -134,15 +134,7 @@ impl World {
 
     /// A ready pod for shell `name`, and the selector in its status (no controller runs here).
     async fn ready_pod(&self, name: &str) -> String {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
-        let pod = shell_pods::create(&pods, name, "x2x4z", None, shell_pods::running()).await.unwrap();
-        let selector = format!("{}={name}", names::LABEL_INSTANCE);
-        let status = json!({ "status": { "selector": selector, "replicas": 1 } });
-        Api::<MyOwnShell>::namespaced(self.client.clone(), &self.ns)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-            .await
-            .unwrap();
-        pod
+        shell_pods::ready(&self.client, &self.ns, name).await.unwrap()
     }
 
     /// Open shell `name`'s terminal as the holder of `cookie`; every JSON message until the

@@ -14,11 +14,10 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use http::Method;
-use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use myownshell_api::{MyOwnShell, names};
+use myownshell_api::MyOwnShell;
 use myownshell_envtest::assets::workspace_root;
 use myownshell_envtest::control_plane::{ControlPlane, write_kubeconfig};
 use myownshell_envtest::oidc::apiserver::{GROUPS_PREFIX, USERNAME_PREFIX};
@@ -160,15 +159,7 @@ impl<'a> World<'a> {
 
     /// A ready pod for shell `name`, and the selector in its status (no controller runs here).
     pub async fn ready_pod(&self, name: &str) -> String {
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns);
-        let pod = shell_pods::create(&pods, name, "x2x4z", None, shell_pods::running()).await.unwrap();
-        let selector = format!("{}={name}", names::LABEL_INSTANCE);
-        let status = json!({ "status": { "selector": selector, "replicas": 1 } });
-        Api::<MyOwnShell>::namespaced(self.client.clone(), &self.ns)
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-            .await
-            .unwrap();
-        pod
+        shell_pods::ready(&self.client, &self.ns, name).await.unwrap()
     }
 
     /// A browser of this test: it trusts the provider and the gateway, and stops at `stop_at`.
