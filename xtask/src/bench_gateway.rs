@@ -342,13 +342,23 @@ async fn start_gateway(
     ]);
     let process = ManagedProcess::spawn(spec)?;
     let probe = std::net::SocketAddr::from(([127, 0, 0, 1], probe));
-    myownshell_envtest::eventually("the gateway ready", TIMEOUT, || async {
+    wait_ready(&process, probe, TIMEOUT).await?;
+    Ok((process, format!("127.0.0.1:{port}"), tls.client))
+}
+
+/// Until the gateway `process` answers 200 on its `/readyz` at `probe`, within `within` (its log's
+/// tail on timeout).
+pub(crate) async fn wait_ready(
+    process: &ManagedProcess,
+    probe: std::net::SocketAddr,
+    within: Duration,
+) -> anyhow::Result<()> {
+    myownshell_envtest::eventually("the gateway ready", within, || async {
         match myownshell_envtest::http::plain_get(probe, "/readyz").await {
             Ok((200, _)) => Ok(()),
             other => Err(format!("{other:?}")),
         }
     })
     .await
-    .map_err(|e| anyhow::anyhow!("{e}\n{}", process.log_tail(20)))?;
-    Ok((process, format!("127.0.0.1:{port}"), tls.client))
+    .map_err(|e| anyhow::anyhow!("{e}\n{}", process.log_tail(20)))
 }

@@ -37,8 +37,6 @@ use myownshell_envtest::oidc::users::ALICE;
 use myownshell_envtest::oidc::{REDIRECT_URI, TrustingCluster, apiserver::USERNAME_PREFIX};
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use myownshell_envtest::tls::loopback;
-use rustls_pki_types::CertificateDer;
-use rustls_pki_types::pem::PemObject;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -152,7 +150,7 @@ async fn set_up(web: PathBuf) -> anyhow::Result<Bed> {
     let files = cp.layout().dir.join("bench-signin");
     std::fs::create_dir_all(&files)?;
     let (gateway, origin, gateway_ca) = start_gateway(&bed, &files, web).await?;
-    let tls = trusting(&[bed.provider.ca_pem(), &gateway_ca])?;
+    let tls = myownshell_envtest::tls::trusting(&[bed.provider.ca_pem(), &gateway_ca]).map_err(anyhow::Error::msg)?;
     let client = floor_client(&bed, &files).await?;
     Ok(Bed { bed, ns, pod, origin, tls, client, _gateway: gateway, _files: files })
 }
@@ -227,31 +225,8 @@ async fn start_gateway(
         .args(oidc);
     let process = ManagedProcess::spawn(spec)?;
     let probe = std::net::SocketAddr::from(([127, 0, 0, 1], probe));
-    myownshell_envtest::eventually("the gateway ready", TIMEOUT, || async {
-        match myownshell_envtest::http::plain_get(probe, "/readyz").await {
-            Ok((200, _)) => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("{e}\n{}", process.log_tail(20)))?;
+    crate::bench_gateway::wait_ready(&process, probe, TIMEOUT).await?;
     Ok((process, origin, tls.ca.cert_pem().to_owned()))
-}
-
-/// A browser's TLS trusting the CAs in `pems`.
-fn trusting(pems: &[&str]) -> anyhow::Result<Arc<rustls::ClientConfig>> {
-    let mut roots = rustls::RootCertStore::empty();
-    for pem in pems {
-        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-            roots.add(cert?)?;
-        }
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
 }
 
 impl Bed {
