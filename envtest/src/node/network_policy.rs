@@ -1,7 +1,7 @@
 //! NetworkPolicy enforced on the nodes, as a cluster's network plugin enforces it: kube-router's
 //! network policy controller, and nothing else of kube-router (no routing, no service proxy: the
 //! harness's bridge and routes and kube-proxy stay as they are). Built from the Go module proxy
-//! by `cargo xtask` into [`cache_dir`] (like kwok and local-path-provisioner), and run by
+//! by `cargo xtask` into [`TOOL`]'s cache folder (like kwok and local-path-provisioner), and run by
 //! [`super::Cluster::enforce_network_policies`] in each node's sandbox beside kubelet and
 //! kube-proxy, as a managed process of that node: stopped, killed and started again with it.
 //!
@@ -36,7 +36,7 @@ use crate::control_plane::{ControlPlane, HarnessError, Ipv4Net};
 
 /// The kube-router release built and run.
 pub const VERSION: &str = "v2.1.0";
-/// A directory holding [`BINARY`], instead of [`cache_dir`].
+/// A directory holding [`BINARY`], instead of [`TOOL`]'s cache folder.
 pub const ENV: &str = "MYOWNSHELL_KUBE_ROUTER";
 /// File name of the binary.
 pub const BINARY: &str = "kube-router";
@@ -62,16 +62,6 @@ pub const TOOL: CachedTool = CachedTool {
     binary: BINARY,
     built_by: "`cargo xtask test`, `cargo xtask e2e` and `cargo xtask dev`",
 };
-
-/// `~/.cache/myownshell/kube-router/<version>/`.
-pub fn cache_dir() -> PathBuf {
-    TOOL.cache_dir()
-}
-
-/// The directory it is taken from: [`ENV`] if set, else [`cache_dir`].
-pub fn dir() -> PathBuf {
-    TOOL.dir()
-}
 
 /// The binary, or what is missing and how to get it.
 pub fn locate() -> Result<PathBuf, String> {

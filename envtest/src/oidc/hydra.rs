@@ -1,6 +1,6 @@
 //! Ory Hydra, the test bed's OpenID Connect provider: where its binary is (built from the Go
-//! module proxy by `cargo xtask` into [`cache_dir`], like kube-router and kwok, so that running
-//! it needs no Go), its configuration, and the process.
+//! module proxy by `cargo xtask` into [`TOOL`]'s cache folder, like kube-router and kwok, so
+//! that running it needs no Go), its configuration, and the process.
 //!
 //! It runs as `hydra serve all` with `dsn: memory` (SQLite in memory: its state dies with the
 //! process, and migrations run at each start), both endpoints on 127.0.0.1 over TLS with the test
@@ -18,7 +18,7 @@ use crate::process::{ManagedProcess, ProcessSpec};
 
 /// The Hydra release built and run.
 pub const VERSION: &str = "v2.3.0";
-/// A directory holding [`BINARY`], instead of [`cache_dir`] (what `cargo xtask test` sets).
+/// A directory holding [`BINARY`], instead of [`TOOL`]'s cache folder (what `cargo xtask test` sets).
 pub const ENV: &str = "MYOWNSHELL_HYDRA";
 /// File name of the binary.
 pub const BINARY: &str = "hydra";
@@ -34,16 +34,6 @@ pub const TOOL: CachedTool = CachedTool {
     binary: BINARY,
     built_by: "`cargo xtask test` and `cargo xtask hydra`",
 };
-
-/// `~/.cache/myownshell/hydra/<version>/`.
-pub fn cache_dir() -> PathBuf {
-    TOOL.cache_dir()
-}
-
-/// The directory it is taken from: [`ENV`] if set, else [`cache_dir`].
-pub fn dir() -> PathBuf {
-    TOOL.dir()
-}
 
 /// The binary, or what is missing and how to get it.
 pub fn locate() -> Result<PathBuf, String> {

@@ -1,7 +1,7 @@
 //! oauth2-proxy (`github.com/oauth2-proxy/oauth2-proxy/v7`) in front of the gateway, signing
 //! people in through the test bed's provider: where its binary is (built from the Go module
-//! proxy by `cargo xtask` into [`cache_dir`], like Hydra), its command line, which the README's
-//! recipe is made from ([`recipe`]), and the process.
+//! proxy by `cargo xtask` into [`TOOL`]'s cache folder, like Hydra), its command line, which the
+//! README's recipe is made from ([`recipe`]), and the process.
 //!
 //! The gateway learns who is asking from the ID token oauth2-proxy holds for the person, sent on
 //! as `Authorization: Bearer` (`--pass-authorization-header`, the Kubernetes Dashboard's
@@ -24,7 +24,7 @@ use crate::wait::eventually;
 pub const VERSION: &str = "v7.15.6";
 /// The Go module; its root package is the `oauth2-proxy` command.
 pub const MODULE: &str = "github.com/oauth2-proxy/oauth2-proxy/v7";
-/// A directory holding [`BINARY`], instead of [`cache_dir`] (what `cargo xtask test` sets).
+/// A directory holding [`BINARY`], instead of [`TOOL`]'s cache folder (what `cargo xtask test` sets).
 pub const ENV: &str = "MYOWNSHELL_OAUTH2_PROXY";
 /// File name of the binary.
 pub const BINARY: &str = "oauth2-proxy";
@@ -47,16 +47,6 @@ pub const TOOL: CachedTool = CachedTool {
     binary: BINARY,
     built_by: "`cargo xtask test`, `cargo xtask e2e` and `cargo xtask oauth2-proxy`",
 };
-
-/// `~/.cache/myownshell/oauth2-proxy/<version>/`.
-pub fn cache_dir() -> PathBuf {
-    TOOL.cache_dir()
-}
-
-/// The directory it is taken from: [`ENV`] if set, else [`cache_dir`].
-pub fn dir() -> PathBuf {
-    TOOL.dir()
-}
 
 /// The binary, or what is missing and how to get it.
 pub fn locate() -> Result<PathBuf, String> {
