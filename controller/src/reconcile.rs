@@ -28,6 +28,7 @@ use crate::write::announce;
 use crate::write::apply_deployment::{Wanted, ensure_deployment, find_deployment, instance_free};
 use crate::write::cleanup::{cleanup, delete_stopped};
 use crate::write::status::{self, Failure};
+use crate::write::stop_deployment::remove_deployment;
 
 /// How long to wait before retrying an object that failed `failures` times in a row:
 /// 500 ms doubling up to 5 minutes.
@@ -135,6 +136,8 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let wanted = Wanted { replicas, activity, now, lifetime_tells_scale, mount_home: !home_held };
     let (current, error, template) = match hard {
         Some(e) => (untouched(shell, ctx).await, Some(e), None),
+        // A stopped shell has no Deployment (`write::stop_deployment` says why).
+        None if matches!(plan.phase, Phase::Stopped(_)) => remove_deployment(shell, ctx).await,
         None => write_deployment(shell, &wanted, ctx).await,
     };
     if error.as_ref().is_some_and(Error::is_namespace_terminating) {

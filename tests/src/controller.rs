@@ -300,6 +300,19 @@ impl ControllerTest {
         .await
     }
 
+    /// Wait until the shell `name` has no Deployment (a stopped shell has none).
+    pub async fn deployment_gone(&self, name: &str) {
+        eventually(&format!("Deployment {name} gone"), TIMEOUT, || async {
+            match self.deployments.get_opt(name).await {
+                Ok(None) => Ok(()),
+                Ok(Some(d)) => Err(format!("still there: replicas {:?}", d.spec.and_then(|s| s.replicas))),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.controller.log_tail(30)));
+    }
+
     /// Event reasons recorded about the `MyOwnShell` `name`.
     pub async fn event_reasons(&self, name: &str) -> Vec<String> {
         let events: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);

@@ -67,7 +67,7 @@ async fn an_idle_shell_is_warned_then_stopped_and_start_brings_its_pods_back() {
     .await;
     t.event_with_reason("idle", "StoppingSoon").await;
 
-    t.replicas_become("idle", 0).await;
+    t.deployment_gone("idle").await;
     let stopped = t
         .shell_where("idle", "stopped, and why", |s| match (state(s), condition(s, AVAILABLE)) {
             (Some("Stopped"), Some(a)) if a == cond("False", "Stopped").unwrap() => Ok(()),
@@ -105,6 +105,8 @@ async fn an_idle_shell_is_warned_then_stopped_and_start_brings_its_pods_back() {
         !reasons.iter().any(|r| r == "Scaled" || r == "Started"),
         "a stop and a start are the status's to tell, not an Event's: {reasons:?}"
     );
+    // The Deployment the stop deleted is made again without an Event for it.
+    assert_eq!(reasons.iter().filter(|r| *r == "Created").count(), 1, "{reasons:?}");
 }
 
 /// The series of `myownshell_controller_lifetime_transitions_total` for one transition.
@@ -165,7 +167,7 @@ async fn max_run_time_stops_a_shell_in_use() {
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", t.controller.log_tail(30)));
     assert_eq!(stopped.reason, "MaxRunTime");
-    t.replicas_become("busy", 0).await;
+    t.deployment_gone("busy").await;
 }
 
 #[tokio::test]
@@ -176,7 +178,7 @@ async fn a_stopped_shell_is_deleted_after_delete_paused_after() {
     t.replicas_become("old", 2).await;
     let said = plugin::ok(&t.cp.kubeconfig_path(), &t.ns, &["stop", "old"]).unwrap();
     assert_eq!(said.trim(), "myownshell.myownshell.io/old stopped");
-    t.replicas_become("old", 0).await;
+    t.deployment_gone("old").await;
     eventually("the stopped shell and its Deployment gone", Duration::from_secs(30), || async {
         let shell = t.shells.get_opt("old").await.map_err(|e| e.to_string())?;
         let deployment = t.deployments.get_opt("old").await.map_err(|e| e.to_string())?;

@@ -138,6 +138,10 @@ fn applied_event(
     lifetime_tells_scale: bool,
 ) -> Option<(&'static str, String)> {
     let Some(before) = before else {
+        // Made again at a start (a stopped shell has none): the status tells the start.
+        if lifetime_tells_scale {
+            return None;
+        }
         return Some((reasons::CREATED, format!("Created Deployment {name} with {replicas} shell pod(s)")));
     };
     let scaled = before != replicas;
@@ -169,7 +173,7 @@ mod tests {
         // (what, before, replicas, decision, the lifetime tells the scale, the Event's reason)
         let cases = [
             ("created", None, 1, roll(Why::New), false, Some("Created")),
-            ("created by a start", None, 1, roll(Why::New), true, Some("Created")),
+            ("made again by a start", None, 1, roll(Why::New), true, None),
             ("size changed", Some(1), 3, Decision::Current, false, Some("Scaled")),
             ("stopped by the lifetime", Some(1), 0, Decision::Current, true, None),
             ("started by the lifetime", Some(0), 2, Decision::Current, true, None),

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy};
+use kube::api::{DeleteParams, ListParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use myownshell_api::names::reasons;
@@ -15,6 +15,7 @@ use crate::error::Error;
 use crate::events::{self, EventType, actions};
 use crate::labels;
 use crate::ownership;
+use crate::write::stop_deployment::{Deleted, delete_deployment};
 
 /// Delete the Deployment and wait until it is gone; then the finalizer helper removes the
 /// finalizer. Idempotent: a Deployment already gone, a restart half-way, a second delete of the
@@ -47,24 +48,9 @@ pub(crate) async fn cleanup(shell: &MyOwnShell, ctx: &Context) -> Result<Action,
             return Err(Error::DeploymentTerminating(name));
         }
         Some(d) => {
-            // Background propagation: the Deployment goes at once; a garbage collector (if the
-            // cluster runs one) removes its ReplicaSets and pods after. Foreground would hang
-            // on a cluster without one. The uid precondition keeps us from deleting a newer
-            // Deployment of the same name.
-            let params = DeleteParams {
-                propagation_policy: Some(PropagationPolicy::Background),
-                preconditions: Some(Preconditions { uid: d.metadata.uid.clone(), resource_version: None }),
-                ..DeleteParams::default()
-            };
-            ctx.metrics.wrote("deployment_delete");
-            match api.delete(&name, &params).await {
-                Ok(either) if either.is_left() => {
-                    // Someone else's finalizer holds it: wait for the deletion event.
-                    return Err(Error::DeploymentTerminating(name));
-                }
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(source) => return Err(Error::DeleteDeployment { name, source }),
+            if delete_deployment(shell, d, ctx).await? == Deleted::Held {
+                // Someone else's finalizer holds it: wait for the deletion event.
+                return Err(Error::DeploymentTerminating(name));
             }
             format!("Deleted Deployment {name} and its shell pods")
         }

@@ -84,7 +84,7 @@ fn progressing(inputs: &Inputs<'_>, wanted: i32, observed: &Observed) -> Value {
     let stopped = matches!(inputs.plan.map(|p| &p.phase), Some(Phase::Stopped(_)));
     if let Some(message) = &observed.deadline_exceeded {
         (false, reasons::PROGRESS_DEADLINE_EXCEEDED, message.clone())
-    } else if stopped && observed.replicas == 0 && inputs.deployment.is_some() {
+    } else if stopped && observed.replicas == 0 {
         (false, reasons::STOPPED, "stopped: nothing to roll out".to_owned())
     } else if wanted == 0 && observed.replicas == 0 && inputs.deployment.is_some() {
         (false, reasons::PAUSED, format!("{}: nothing to roll out", why_none(inputs)))
@@ -138,8 +138,10 @@ fn stopping(shell: &MyOwnShell, plan: &Plan) -> Option<Value> {
     }
 }
 
-/// `UpToDate`, once there is a Deployment: whether its pods run the template built now.
-fn up_to_date(shell: &MyOwnShell, decision: &Decision) -> Value {
+/// `UpToDate`, once there is a Deployment or the shell is stopped: whether its pods run the
+/// template built now (a stopped shell has no pods, and its next start builds the template of the
+/// day).
+fn up_to_date(shell: &MyOwnShell, decision: &Decision, stopped: bool) -> Value {
     let name = shell.metadata.name.as_deref().unwrap_or_default();
     match decision {
         Decision::Wait { until, class: Some(class) } => (
@@ -155,6 +157,11 @@ fn up_to_date(shell: &MyOwnShell, decision: &Decision) -> Value {
             format!(
                 "the pods run the pod template of an earlier operator release (or operator flags); it is applied when the shell next starts, at {until} if nobody connects before, or now with `kubectl myownshell update {name}` (which restarts the pods)"
             ),
+        ),
+        Decision::Current if stopped => (
+            true,
+            reasons::TEMPLATE_CURRENT,
+            "stopped: its next start runs this operator release's pod template".to_owned(),
         ),
         Decision::Current | Decision::Roll(_) => {
             (true, reasons::TEMPLATE_CURRENT, "the pods run this operator release's pod template".to_owned())
@@ -199,8 +206,9 @@ pub fn compute(
         condition(DEGRADED, degraded(inputs, &observed)),
     ];
     conditions.extend(inputs.plan.and_then(|p| stopping(shell, p)).map(|v| condition(STOPPING, v)));
-    if deployment.is_some() {
-        conditions.extend(inputs.template.map(|d| condition(UP_TO_DATE, up_to_date(shell, d))));
+    let stopped = matches!(inputs.plan.map(|p| &p.phase), Some(Phase::Stopped(_)));
+    if deployment.is_some() || stopped {
+        conditions.extend(inputs.template.map(|d| condition(UP_TO_DATE, up_to_date(shell, d, stopped))));
     }
     conditions.extend(inputs.home.map(|h| condition(HOME_READY, h.ready.clone())));
     conditions.extend(inputs.class_fit.map(|v| condition(FITS_CLASS, v.clone())));
@@ -478,6 +486,34 @@ mod tests {
         assert_eq!((status.replicas, status.ready_replicas), (0, 0));
         let progressing = status.conditions.iter().find(|c| c.type_ == PROGRESSING).unwrap();
         assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("False", reasons::PAUSED));
+    }
+
+    #[test]
+    fn a_stopped_shell_without_a_deployment_reads_stopped_and_current() {
+        let stop = myownshell_api::Stop { reason: "Requested".into(), at: time(90), message: "asked".into() };
+        let plan =
+            Plan { phase: Phase::Stopped(stop), next_stop: None, happenings: vec![], wake_at: None, delete: false };
+        let inputs = Inputs { plan: Some(&plan), template: Some(&Decision::Current), ..Inputs::default() };
+        let status = compute(&shell(1), None, &inputs, &time(100));
+        let read = |type_: &str| {
+            let c = status.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("no {type_}"));
+            (c.status.clone(), c.reason.clone())
+        };
+        // (condition, status, reason)
+        let cases = [
+            (AVAILABLE, "False", reasons::STOPPED),
+            (PROGRESSING, "False", reasons::STOPPED),
+            (DEGRADED, "False", reasons::AS_EXPECTED),
+            (STOPPING, "False", reasons::STOPPED),
+            (UP_TO_DATE, "True", reasons::TEMPLATE_CURRENT),
+        ];
+        for (type_, want_status, want_reason) in cases {
+            assert_eq!(read(type_), (want_status.to_owned(), want_reason.to_owned()), "{type_}");
+        }
+        assert_eq!(
+            (status.replicas, status.deployment_uid.as_deref(), status.state.as_deref()),
+            (0, None, Some("Stopped"))
+        );
     }
 
     #[test]
