@@ -5,6 +5,9 @@ use kube::Client;
 
 /// The resources whose writes the benchmark counts and times: what the controller path writes.
 pub(crate) const RESOURCES: [&str; 3] = ["myownshells", "deployments", "events"];
+/// What runs a Deployment's pods, written by kube-controller-manager, the garbage collector and
+/// the node, not by the controller: counted apart, as what a transition costs besides.
+pub(crate) const POD_RESOURCES: [&str; 2] = ["replicasets", "pods"];
 /// The verbs that create or change an object.
 pub(crate) const CHANGE_VERBS: [&str; 4] = ["POST", "PUT", "PATCH", "APPLY"];
 /// The verbs of every write: changes and deletions.
@@ -28,6 +31,11 @@ pub(crate) fn value(line: &str) -> f64 {
 
 /// Whether the sample is of a request with one of `verbs` on one of [`RESOURCES`].
 pub(crate) fn of_resources(line: &str, verbs: &[&str]) -> bool {
+    of(line, verbs, &RESOURCES)
+}
+
+/// Whether the sample is of a request with one of `verbs` on one of `resources`.
+pub(crate) fn of(line: &str, verbs: &[&str], resources: &[&str]) -> bool {
     label(line, "verb").is_some_and(|v| verbs.contains(&v))
-        && label(line, "resource").is_some_and(|r| RESOURCES.contains(&r))
+        && label(line, "resource").is_some_and(|r| resources.contains(&r))
 }

@@ -8,7 +8,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use myownshell_tests::controller::{resource_versions, written_between};
 
-use crate::apiserver_metrics::{self, WRITE_VERBS, label};
+use crate::apiserver_metrics::{self, POD_RESOURCES, RESOURCES, WRITE_VERBS, label};
 
 /// Write requests the apiserver served for MyOwnShells, Deployments and Events since it started
 /// (`apiserver_request_total`, every write verb, any response code).
@@ -20,10 +20,16 @@ pub(crate) async fn apiserver_writes(client: &Client) -> f64 {
 /// Write requests the apiserver served since it started, by resource and subresource (e.g.
 /// `myownshells/status`), for MyOwnShells, Deployments and Events.
 pub(crate) async fn apiserver_writes_by_resource(client: &Client) -> BTreeMap<String, f64> {
+    writes_by_resource(client, &RESOURCES).await
+}
+
+/// Write requests the apiserver served since it started, by resource and subresource, for
+/// `resources`.
+async fn writes_by_resource(client: &Client, resources: &[&str]) -> BTreeMap<String, f64> {
     let text = apiserver_metrics::text(client).await;
     let mut by = BTreeMap::new();
     for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
-        if !apiserver_metrics::of_resources(line, &WRITE_VERBS) {
+        if !apiserver_metrics::of(line, &WRITE_VERBS, resources) {
             continue;
         }
         let resource = label(line, "resource").unwrap_or_default();
@@ -47,12 +53,36 @@ pub(crate) async fn changed(client: &Client, ns: &str, before: &BTreeMap<String,
 /// by the transitions the phase made: what one transition costs the apiserver.
 pub(crate) struct WritesPer {
     before: BTreeMap<String, f64>,
+    /// The same for [`POD_RESOURCES`], told apart.
+    pods_before: BTreeMap<String, f64>,
     since: Timestamp,
 }
 
 impl WritesPer {
     pub(crate) async fn start(client: &Client) -> Self {
-        Self { before: apiserver_writes_by_resource(client).await, since: Timestamp::now() }
+        Self {
+            before: apiserver_writes_by_resource(client).await,
+            pods_before: writes_by_resource(client, &POD_RESOURCES).await,
+            since: Timestamp::now(),
+        }
+    }
+
+    /// `besides: …` the writes on ReplicaSets and pods per transition (`m`), which no controller
+    /// of ours makes: what kube-controller-manager, the garbage collector and the node write to
+    /// carry a transition out, so that one way of stopping is not cheaper only in the resources
+    /// [`WritesPer::line`] counts.
+    pub(crate) async fn pods_line(&self, client: &Client, m: usize) -> String {
+        let after = writes_by_resource(client, &POD_RESOURCES).await;
+        let shares: Vec<String> = after
+            .iter()
+            .map(|(key, value)| (key, value - self.pods_before.get(key).copied().unwrap_or(0.0)))
+            .filter(|(_, delta)| delta.abs() >= 0.5)
+            .map(|(key, delta)| format!("{key} {:.2}", delta / m.max(1) as f64))
+            .collect();
+        format!(
+            "besides, on ReplicaSets and pods (kube-controller-manager's, the garbage collector's, the node's): {}",
+            shares.join(", ")
+        )
     }
 
     /// The Events seen since [`WritesPer::start`], by who wrote them and why, with how many times

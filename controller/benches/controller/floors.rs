@@ -222,18 +222,20 @@ pub(crate) async fn floor(client: Client, ns: &str, options: &Options) -> Durati
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
     let done = tokio::spawn(converged(client, ns.to_owned(), options.objects, Goal::DeploymentsReady));
-    create_all(&deployments, options.objects, options.concurrency, |i| {
-        let mut s = shell(i);
-        s.metadata.namespace = Some(ns.to_owned());
-        s.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
-        let mut d = deployment::desired(&s, None).unwrap();
-        // No owner: the garbage collector would delete a Deployment whose owner does not exist.
-        d.metadata.owner_references = None;
-        d
-    })
-    .await;
+    create_all(&deployments, options.objects, options.concurrency, |i| floor_deployment(i, ns)).await;
     tokio::time::timeout(DEADLINE, done).await.expect("the floor did not converge").unwrap();
     start.elapsed()
+}
+
+/// The floor's Deployment `i` in `ns`: the very object the controller builds for [`shell`] `i`.
+pub(crate) fn floor_deployment(i: usize, ns: &str) -> Deployment {
+    let mut s = shell(i);
+    s.metadata.namespace = Some(ns.to_owned());
+    s.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
+    let mut d = deployment::desired(&s, None).unwrap();
+    // No owner: the garbage collector would delete a Deployment whose owner does not exist.
+    d.metadata.owner_references = None;
+    d
 }
 
 /// Write each shell's status as its Deployment reports its pods (replicas, then ready), as the

@@ -128,17 +128,19 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         println!("    {}", cpu.line(cluster, controller.process.pid()));
         floor_caught_up(&client, floor_ns).await;
         quiet.settle("the stops").await;
-        // What scaling a Deployment with a pod to 0 costs the apiserver with no controller at
-        // all: the benchmark's patch, and what kube-controller-manager and the node write about
-        // it (the Deployment's status, their Events). A stop through the controller adds to it.
+        // What deleting a Deployment with a pod costs the apiserver with no controller at all: the
+        // benchmark's delete, and what kube-controller-manager, the garbage collector and the
+        // node write about it. A stop through the controller adds to it.
         let floor_stops = options.stops.min(n);
         println!("    floor {}", writes.line(&client, "stop", floor_stops, 0).await);
+        println!("      {}", writes.pods_line(&client, floor_stops).await);
         println!("      {}", writes.events_line(&client).await);
         let writes = WritesPer::start(&client).await;
         starts_floor(&client, floor_ns, floor_stops, options.stop_rate).await;
         floor_caught_up(&client, floor_ns).await;
         quiet.settle("the floor's starts' writes").await;
         println!("    floor {}", writes.line(&client, "start", floor_stops, 0).await);
+        println!("      {}", writes.pods_line(&client, floor_stops).await);
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
         let m = options.stops.min(n);
@@ -148,6 +150,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         println!("    {}", cpu.line(cluster, controller.process.pid()));
         quiet.settle("the stops' writes").await;
         println!("    {}", writes.line(&client, "stop", m, m).await);
+        println!("      {}", writes.pods_line(&client, m).await);
         println!("      {}", writes.events_line(&client).await);
         // The same shells started again (their run time taken off): what a start writes.
         let writes = WritesPer::start(&client).await;
@@ -158,6 +161,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
             options.stop_rate
         );
         println!("    {}", writes.line(&client, "start", m, m).await);
+        println!("      {}", writes.pods_line(&client, m).await);
         // An operator upgrade whose new template every shell takes at its quiet moment (come at
         // once: a quiet period of a second): what rolling one shell's template writes.
         settled(&scraper, &controller, 0.0).await;

@@ -1,12 +1,13 @@
 //! How late the lifetime's stops fire: M shells are given, at a fixed rate, a `maxRunTime` that
 //! runs out 20 s later (each at its own second), and a watch of their Deployments sees each one
-//! scaled to 0. Lateness is the moment seen minus the deadline the shell's own status implies
-//! (`startedAt + maxRunTime`): the controller's wake-up, its reconcile and the apply together.
+//! go (a stopped shell has no Deployment; one scaled to 0 counts too). Lateness is the moment
+//! seen minus the deadline the shell's own status implies (`startedAt + maxRunTime`): the
+//! controller's wake-up, its reconcile and the delete together.
 //!
 //! Its floor, measured first on the floor's Deployments: the same number of deadlines at the
-//! same rate, each met by this benchmark itself with a timer and a patch of `replicas: 0`, seen
-//! by the same kind of watch. What a timer, one write and a watch cost on this cluster under
-//! the load the stops cause (kube-controller-manager removing their pods), with no controller.
+//! same rate, each met by this benchmark itself with a timer and a delete, seen by the same kind
+//! of watch. What a timer, one write and a watch cost on this cluster under the load the stops
+//! cause (the garbage collector removing their ReplicaSets and pods), with no controller.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use myownshell_api::MyOwnShell;
@@ -34,7 +35,7 @@ pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
         list.iter().filter_map(|s| Some((s.name_any(), s.status.as_ref()?.started_at.as_ref()?.0))).take(m).collect();
     let m = started.len();
     let seen =
-        tokio::spawn(scaled_to_zero(client.clone(), ns.to_owned(), started.iter().map(|(n, _)| n.clone()).collect()));
+        tokio::spawn(stopped_seen(client.clone(), ns.to_owned(), started.iter().map(|(n, _)| n.clone()).collect()));
 
     let mut deadlines = HashMap::new();
     let mut ticks = crate::pace::ticks(rate);
@@ -64,10 +65,11 @@ pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
 
 /// The stops' floor: `m` Deployments of `ns` (the floor's, named as the shells), `rate` a
 /// second, each given a deadline [`LEAD`] ahead (to the whole second, as the shells' are) and
-/// patched to `replicas: 0` by this benchmark when it comes; prints how late the watch saw each.
+/// deleted by this benchmark when it comes, as the controller deletes a stopped shell's; prints
+/// how late the watch saw each.
 pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) {
     let names: Vec<String> = (0..m).map(|i| crate::shell(i).name_any()).collect();
-    let seen = tokio::spawn(scaled_to_zero(client.clone(), ns.to_owned(), names.clone()));
+    let seen = tokio::spawn(stopped_seen(client.clone(), ns.to_owned(), names.clone()));
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let mut deadlines = HashMap::new();
     let mut ticks = crate::pace::ticks(rate);
@@ -80,30 +82,30 @@ pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) 
         let deployments = deployments.clone();
         timers.spawn(async move {
             tokio::time::sleep(wait).await;
-            let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": 0}}));
-            deployments.patch(&name, &PatchParams::default(), &patch).await.map(drop)
+            let background =
+                DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..DeleteParams::default() };
+            deployments.delete(&name, &background).await.map(drop)
         });
     }
     let failed = crate::pace::failures(timers).await;
     let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every floor stop was seen").unwrap();
     println!(
-        "  stops floor: {m} Deployments scaled to 0 by this benchmark at their deadlines, {rate}/s, no controller ({failed} failed): each seen after its deadline: {}",
+        "  stops floor: {m} Deployments deleted by this benchmark at their deadlines, {rate}/s, no controller ({failed} failed): each seen after its deadline: {}",
         Lateness::of(&seen, &deadlines)
     );
 }
 
-/// The starts' floor: the first `m` of the floor's Deployments, scaled to 0 by [`stops_floor`],
-/// given their pod back by this benchmark, `rate` a second (the caller waits for them to be
-/// ready): what starting a Deployment costs the apiserver with no controller.
+/// The starts' floor: the first `m` of the floor's Deployments, deleted by [`stops_floor`], made
+/// again by this benchmark, `rate` a second (the caller waits for them to be ready): what starting
+/// a Deployment costs the apiserver with no controller.
 pub(crate) async fn starts_floor(client: &Client, ns: &str, m: usize, rate: u32) {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let mut ticks = crate::pace::ticks(rate);
     let mut sent = tokio::task::JoinSet::new();
     for i in 0..m {
         ticks.tick().await;
-        let (deployments, name) = (deployments.clone(), crate::shell(i).name_any());
-        let patch = Patch::Merge(serde_json::json!({"spec": {"replicas": 1}}));
-        sent.spawn(async move { deployments.patch(&name, &PatchParams::default(), &patch).await.map(drop) });
+        let (deployments, made) = (deployments.clone(), crate::floor_deployment(i, ns));
+        sent.spawn(async move { deployments.create(&PostParams::default(), &made).await.map(drop) });
     }
     let failed = crate::pace::failures(sent).await;
     assert_eq!(failed, 0, "the floor's start patches failed");
@@ -142,8 +144,8 @@ impl std::fmt::Display for Lateness {
     }
 }
 
-/// When each of `names`' Deployments was first seen asking for 0 pods.
-async fn scaled_to_zero(client: Client, ns: String, names: Vec<String>) -> HashMap<String, Timestamp> {
+/// When each of `names`' Deployments was first seen gone, or asking for 0 pods.
+async fn stopped_seen(client: Client, ns: String, names: Vec<String>) -> HashMap<String, Timestamp> {
     let wanted: std::collections::HashSet<String> = names.into_iter().collect();
     let mut seen = HashMap::new();
     let mut events =
@@ -155,6 +157,9 @@ async fn scaled_to_zero(client: Client, ns: String, names: Vec<String>) -> HashM
                 if zero && wanted.contains(&d.name_any()) {
                     seen.entry(d.name_any()).or_insert_with(Timestamp::now);
                 }
+            }
+            Some(Ok(watcher::Event::Delete(d))) if wanted.contains(&d.name_any()) => {
+                seen.entry(d.name_any()).or_insert_with(Timestamp::now);
             }
             Some(Ok(_)) => {}
             // The watcher starts over by itself (after a backoff): a dropped connection under load.
