@@ -30,7 +30,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
     let took = start.elapsed();
     println!("  converging: {}", cpu.line(cluster, controller.process.pid()));
     // Watched only from here: four more watches would load the apiserver while converging.
-    let quiet = Quiet::watch(&client, ns);
+    let quiet = Quiet::watch(&client, &[ns, floor_ns]);
     let peak = controller.rss_mib("VmHWM:");
     let text = scraper.scrape(&controller).await;
     println!("  after converging (the controller's own counters):");

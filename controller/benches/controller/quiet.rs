@@ -5,8 +5,11 @@
 //! ReplicaSet and kwok has made or removed every pod: each of those later changes is a pod event,
 //! a Deployment status change and a status write of the controller's. A phase that counts writes
 //! (a restart must write nothing) and starts while they go on counts them as its own. So each
-//! phase starts once nothing in the namespace has changed for [`QUIET_FOR`]: no MyOwnShell,
-//! Deployment, Pod or Event has a new resourceVersion, as metadata watches see it.
+//! phase starts once nothing in the namespaces has changed for [`QUIET_FOR`]: no MyOwnShell,
+//! Deployment, Pod or Event has a new resourceVersion, as metadata watches see it. The floor's
+//! namespace is watched too: kube-controller-manager writes its Events behind its client's rate
+//! limit, and 500 starts of the floor's left about 750 of theirs to be written during the next
+//! phase (counted as the controller's stops' until this waited for them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -40,17 +43,20 @@ pub(crate) struct Quiet {
 }
 
 impl Quiet {
-    /// Start watching `ns` (MyOwnShells, Deployments, Pods, Events).
-    pub(crate) fn watch(client: &Client, ns: &str) -> Self {
+    /// Start watching `namespaces` (MyOwnShells, Deployments, Pods, Events).
+    pub(crate) fn watch(client: &Client, namespaces: &[&str]) -> Self {
         // Until the first lists are in, the watches' start is the last change.
         let started = (Instant::now(), String::from("the watches' first lists"));
         let seen = Arc::new(Mutex::new(Seen { versions: HashMap::new(), last_change: started }));
-        let watches = vec![
-            spawn(Api::<PartialObjectMeta<MyOwnShell>>::namespaced(client.clone(), ns), "myownshell", &seen),
-            spawn(Api::<PartialObjectMeta<Deployment>>::namespaced(client.clone(), ns), "deployment", &seen),
-            spawn(Api::<PartialObjectMeta<Pod>>::namespaced(client.clone(), ns), "pod", &seen),
-            spawn(Api::<PartialObjectMeta<Event>>::namespaced(client.clone(), ns), "event", &seen),
-        ];
+        let mut watches = Vec::new();
+        for ns in namespaces {
+            watches.extend([
+                spawn(Api::<PartialObjectMeta<MyOwnShell>>::namespaced(client.clone(), ns), "myownshell", &seen),
+                spawn(Api::<PartialObjectMeta<Deployment>>::namespaced(client.clone(), ns), "deployment", &seen),
+                spawn(Api::<PartialObjectMeta<Pod>>::namespaced(client.clone(), ns), "pod", &seen),
+                spawn(Api::<PartialObjectMeta<Event>>::namespaced(client.clone(), ns), "event", &seen),
+            ]);
+        }
         Self { seen, watches }
     }
 
@@ -95,7 +101,8 @@ where
                 // The watcher starts over by itself (an apiserver restart).
                 Err(_) => continue,
             };
-            let key = format!("{kind}/{}", object.metadata.name.unwrap_or_default());
+            let (ns, name) = (object.metadata.namespace.unwrap_or_default(), object.metadata.name.unwrap_or_default());
+            let key = format!("{kind}/{ns}/{name}");
             let version = object.metadata.resource_version.unwrap_or_default();
             let mut seen = seen.lock().unwrap();
             let changed = if deleted {
