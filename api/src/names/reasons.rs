@@ -67,7 +67,8 @@ reasons! {
     REPLICA_FAILURE = "ReplicaFailure", [Condition("Degraded=True")];
     /// Nothing is wrong: the shells run as specified.
     AS_EXPECTED = "AsExpected", [Condition("Degraded=False")];
-    /// The shell Deployment was created.
+    /// The shell Deployment was created for a new shell (made again at a start, it is no Event:
+    /// the status tells the start).
     CREATED = "Created", [NormalEvent];
     /// The shell Deployment's replica count was changed to match `size` (a stop or start by the
     /// lifetime is no Event: the status tells it, the `Stopped` and `Started` transitions count it).
@@ -129,9 +130,10 @@ reasons! {
     /// Someone was refused a connection to one of the shell's pods: they are neither its owner
     /// nor among those it is shared with.
     CONNECTION_DENIED = "ConnectionDenied", [WarningEvent];
-    /// The shell is stopped (`status.stopped` says why and when): no pods run; its spec, `size`
-    /// included, is kept, and `kubectl myownshell start` brings the pods back. No Event: the
-    /// status says it, and `kubectl describe` shows it (issue 41: one write less per stop).
+    /// The shell is stopped (`status.stopped` says why and when): no pods run, and its Deployment
+    /// is deleted; its spec, `size` included, its home and its record are kept, and `kubectl
+    /// myownshell start` makes the Deployment and its pods again. No Event: the status says it,
+    /// and `kubectl describe` shows it (issue 41: one write less per stop).
     STOPPED = "Stopped", [Condition("Available=False"), Condition("Progressing=False"), Condition("Stopping=False"), Transition];
     /// No new connection for `lifetime.idleTimeout`: stopped, or (as `Stopping=True`) about to be.
     IDLE = "Idle", [Stop, Condition("Stopping=True")];
