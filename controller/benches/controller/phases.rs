@@ -144,12 +144,12 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
         let m = options.stops.min(n);
-        let writes = WritesPer::start(&client).await;
-        stops(&client, ns, m, options.stop_rate).await;
+        let warnings = WritesPer::start(&client).await;
+        let (writes, own) = stops(&client, ns, m, options.stop_rate, &quiet, warnings).await;
         println!("    {}", latency.line(&client).await);
         println!("    {}", cpu.line(cluster, controller.process.pid()));
         quiet.settle("the stops' writes").await;
-        println!("    {}", writes.line(&client, "stop", m, m).await);
+        println!("    {}", writes.line(&client, "stop", m, own).await);
         println!("      {}", writes.pods_line(&client, m).await);
         println!("      {}", writes.events_line(&client).await);
         // The same shells started again (their run time taken off): what a start writes.

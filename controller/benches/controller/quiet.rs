@@ -78,6 +78,22 @@ impl Quiet {
     }
 }
 
+impl Quiet {
+    /// Wait until nothing has changed for [`QUIET_FOR`], but not past `until`: whether it was
+    /// quiet by then.
+    pub(crate) async fn settled_before(&self, until: Instant) -> bool {
+        loop {
+            if self.seen.lock().unwrap().last_change.0.elapsed() >= QUIET_FOR {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
 impl Drop for Quiet {
     fn drop(&mut self) {
         self.watches.iter().for_each(tokio::task::JoinHandle::abort);

@@ -20,14 +20,29 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use myownshell_api::MyOwnShell;
 
-use crate::DEADLINE;
+use crate::{DEADLINE, WritesPer};
 
 /// How far ahead of its patch each stop is due: longer than a reconcile takes under the load.
 const LEAD: Duration = Duration::from_secs(20);
 
 /// Give the first `m` shells of `ns` a run time ending [`LEAD`] after their patch, `rate` patches
 /// a second; print how late the stops were (p50, p99, max) against the 1 s target.
-pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
+///
+/// Each patch is answered by a status write before the stop (the new `nextStop`, and the
+/// warning: the run time left is under the shells' `warnBefore`) and a `StoppingSoon` Event. Once
+/// those are written and before the first stop is due, `warnings` (counted from before the
+/// patches) is printed as the writes per warning, and the writes of the stops themselves are
+/// counted from then on, in the [`WritesPer`] returned; if the cluster is not quiet by the first
+/// deadline (more patches than fit in [`LEAD`]), one count goes on over both, and says so. With
+/// it, how many of the benchmark's own requests it holds (to be left out).
+pub(crate) async fn stops(
+    client: &Client,
+    ns: &str,
+    m: usize,
+    rate: u32,
+    quiet: &crate::Quiet,
+    warnings: WritesPer,
+) -> (WritesPer, usize) {
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
     let mut list = shells.list(&ListParams::default()).await.unwrap().items;
     list.sort_by_key(ResourceExt::name_any);
@@ -54,6 +69,15 @@ pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
     }
     let sending = start.elapsed();
     let failed = crate::pace::failures(sent).await;
+    let first_due = deadlines.values().min().copied().unwrap_or_else(Timestamp::now);
+    let first_due_in = Duration::try_from(first_due.duration_since(Timestamp::now())).unwrap_or_default();
+    let writes = if quiet.settled_before(Instant::now() + first_due_in.saturating_sub(Duration::from_secs(1))).await {
+        println!("    {}", warnings.line(client, "warning", m, m).await);
+        (WritesPer::start(client).await, 0)
+    } else {
+        println!("    (the warnings' writes still going a second before the first stop: counted with the stops)");
+        (warnings, m)
+    };
     let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every stop was seen").unwrap();
     let late = Lateness::of(&seen, &deadlines);
     println!(
@@ -61,6 +85,7 @@ pub(crate) async fn stops(client: &Client, ns: &str, m: usize, rate: u32) {
         m as f64 / sending.as_secs_f64(),
         if late.p99 <= 1.0 { "within" } else { "OVER" },
     );
+    writes
 }
 
 /// The stops' floor: `m` Deployments of `ns` (the floor's, named as the shells), `rate` a
