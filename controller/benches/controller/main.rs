@@ -107,7 +107,10 @@ pub(crate) const RECONCILE_DURATION: &str = "myownshell_controller_reconcile_dur
 /// in 420 to 525 s). All 10,000 stopping within ten minutes is 17 a second. At 100 a second
 /// (run 7, 2026-11-26) the bench's own floor met the deadlines with p99 400 ms, the controller,
 /// at about 7 writes per stop, took the apiserver's write p99 to 3.2 s and met them with p99
-/// 25 s: a burst of stops five times the start rate is past what this cluster can write.
+/// 25 s: a burst of stops five times the start rate is past what this cluster can write. Since a
+/// stop deletes the shell's Deployment (2026-11-29: 2 writes per stop, and 2 for its warning,
+/// against 12 before), 500 stops at 100 a second are met with p99 344 ms (`--stops 500
+/// --stop-rate 100`, 1000 objects).
 pub(crate) const STOP_RATE: u32 = 20;
 /// Pods each fake node holds: room for every shell at size 2 (churn doubles some) on a few nodes.
 const PODS_PER_NODE: u32 = 1000;
