@@ -342,3 +342,32 @@ async fn a_home_made_by_the_previous_release_loses_its_owner_reference() {
     .await;
     assert_eq!(moved.uid(), made.uid(), "the same claim, files and all");
 }
+
+/// A shell with a home, at rest, writes nothing when reconciled again: its desired Deployment
+/// (`Recreate`) matches the cached one. The cache once pruned the strategy, and every reconcile
+/// of such a shell applied its Deployment again and told an `Updated` Event
+/// (`cargo xtask bench controller --homes`).
+#[tokio::test]
+async fn a_shell_with_a_home_at_rest_writes_nothing() {
+    let t = ControllerTest::start("ctrl-home-rest").await;
+    let home = Home { storage_class_name: Some("fast".into()), ..Home::default() };
+    t.shells.create(&PostParams::default(), &shell_with_home("rest", "alice", home)).await.unwrap();
+    home_ready(&t, "rest", "False", reasons::HOME_PENDING).await;
+    let settled = t.settled_writes().await;
+    let success = "myownshell_controller_reconciles_total{result=\"success\"}";
+    let reconciles_before = t.controller.metric(success).await.unwrap();
+    let deployment_rv = t.deployments.get("rest").await.unwrap().resource_version();
+
+    // An annotation change is a reconcile that changes nothing the controller owns.
+    let poke = Patch::Merge(json!({"metadata": {"annotations": {"poke": "1"}}}));
+    t.shells.patch("rest", &PatchParams::default(), &poke).await.unwrap();
+    eventually("another successful reconcile", TIMEOUT, || async {
+        let now = t.controller.metric(success).await?;
+        if now > reconciles_before { Ok(()) } else { Err(format!("reconciles {now}")) }
+    })
+    .await
+    .unwrap();
+    assert_eq!(t.settled_writes().await, settled, "a reconcile at rest wrote\n{}", t.controller.log_tail(20));
+    assert_eq!(t.deployments.get("rest").await.unwrap().resource_version(), deployment_rv);
+    assert!(!t.event_reasons("rest").await.iter().any(|r| r == "Updated"), "an Updated Event at rest");
+}

@@ -39,7 +39,14 @@ pub fn prune_deployment(deployment: &mut Deployment) {
     let Some(spec) = deployment.spec.as_mut() else { return };
     spec.progress_deadline_seconds = None;
     spec.revision_history_limit = None;
-    spec.strategy = None;
+    // The apiserver's default (RollingUpdate and its parameters) goes; a shell with a home sets
+    // `Recreate` (`home::mount::recreate`), and its desired Deployment is compared with this one:
+    // pruned, every reconcile of a shell with a home applied its Deployment again and told an
+    // `Updated` Event (`cargo xtask bench controller --homes`: 8 applies per shell converging,
+    // 2 writes per shell after a restart that must write nothing).
+    if spec.strategy.as_ref().and_then(|s| s.type_.as_deref()) != Some("Recreate") {
+        spec.strategy = None;
+    }
     let Some(pod) = spec.template.spec.as_mut() else { return };
     pod.dns_policy = None;
     pod.restart_policy = None;
@@ -99,7 +106,10 @@ mod tests {
             resources: Some(myownshell_api::defaults::resources()),
             ..MyOwnShellSpec::default()
         };
-        for spec in [MyOwnShellSpec::default(), full] {
+        // With a home: `Recreate`, which the apiserver's default is not (pruned once, and every
+        // reconcile of such a shell applied its Deployment again).
+        let home = MyOwnShellSpec { home: Some(myownshell_api::Home::default()), ..MyOwnShellSpec::default() };
+        for spec in [MyOwnShellSpec::default(), full, home] {
             let mut shell = MyOwnShell::new("web", spec);
             shell.metadata.namespace = Some("ns".into());
             shell.metadata.uid = Some("u1".into());
@@ -107,6 +117,24 @@ mod tests {
             let mut pruned = want.clone();
             prune_deployment(&mut pruned);
             assert_eq!(pruned, want, "needs_apply would see a difference that is not there");
+        }
+    }
+
+    #[test]
+    fn the_apiservers_default_strategy_is_pruned_and_recreate_kept() {
+        use k8s_openapi::api::apps::v1::{DeploymentSpec, DeploymentStrategy};
+        let with = |type_: &str| Deployment {
+            spec: Some(DeploymentSpec {
+                strategy: Some(DeploymentStrategy { type_: Some(type_.into()), rolling_update: None }),
+                ..DeploymentSpec::default()
+            }),
+            ..Deployment::default()
+        };
+        // (strategy, kept after pruning)
+        for (type_, kept) in [("RollingUpdate", false), ("Recreate", true)] {
+            let mut d = with(type_);
+            prune_deployment(&mut d);
+            assert_eq!(d.spec.and_then(|s| s.strategy).is_some(), kept, "{type_}");
         }
     }
 }
