@@ -38,10 +38,14 @@ pub const NODE_LABEL: (&str, &str) = ("type", "kwok");
 pub const KUBE_BINARIES: [&str; 2] = ["kube-controller-manager", "kube-scheduler"];
 
 /// Only what a Deployment of pods needs: Deployments, ReplicaSets, cascading and namespace
-/// deletion, ServiceAccounts. No node-lifecycle controller: with no heartbeats it would mark
-/// every fake node unreachable after its grace period.
+/// deletion, ServiceAccounts; and a claim's binding to a volume made for it, with the
+/// protection that keeps either until unused (the controller bench's `--homes` plays the
+/// provisioner). No node-lifecycle controller: with no heartbeats it would mark every fake node
+/// unreachable after its grace period.
 const CONTROLLERS: &str = "deployment-controller,replicaset-controller,garbage-collector-controller,\
-namespace-controller,serviceaccount-controller,serviceaccount-token-controller";
+namespace-controller,serviceaccount-controller,serviceaccount-token-controller,\
+persistentvolume-binder-controller,persistentvolume-protection-controller,\
+persistentvolumeclaim-protection-controller";
 /// Client rate limits as kwokctl sets them: at the defaults (20 QPS for the controller-manager,
 /// 50 for the scheduler) thousands of pods take many minutes for the limiter alone.
 const API_QPS: u32 = 5000;

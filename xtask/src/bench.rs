@@ -49,6 +49,9 @@ pub enum Target {
         /// at, which stops of one `maxRunTime` cannot outpace; see the bench's `STOP_RATE`).
         #[arg(long, default_value_t = 20)]
         stop_rate: u32,
+        /// Every shell with a home (its claim bound by the bench, playing the volume provisioner).
+        #[arg(long)]
+        homes: bool,
         /// Run the controller under heaptrack: one profile per controller process, PATH.first.zst
         /// and PATH.restarted.zst (the RSS figures are then heaptrack's).
         #[arg(long)]
@@ -182,7 +185,16 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Target::Controller { objects, concurrency, churn_seconds, churn_rates, stops, stop_rate, heap_profile } => {
+        Target::Controller {
+            objects,
+            concurrency,
+            churn_seconds,
+            churn_rates,
+            stops,
+            stop_rate,
+            homes,
+            heap_profile,
+        } => {
             // The bench's cluster: the control plane's binaries and kwok's fake nodes.
             let assets = crate::envtest::ensure()?;
             let kwok = crate::kwok::ensure()?;
@@ -198,6 +210,9 @@ pub fn run(target: Target) -> anyhow::Result<()> {
                 .args(["--objects", &objects.to_string(), "--concurrency", &concurrency.to_string()])
                 .args(["--churn-seconds", &churn_seconds.to_string(), "--churn-rates", &churn_rates])
                 .args(["--stops", &stops.to_string(), "--stop-rate", &stop_rate.to_string()]);
+            if homes {
+                command.arg("--homes");
+            }
             if let Some(path) = heap_profile {
                 command.arg("--heap-profile").arg(path);
             }

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -13,7 +14,7 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use myownshell_api::names::reasons;
-use myownshell_api::{Lifetime, MyOwnShell, MyOwnShellSpec, names};
+use myownshell_api::{Home, Lifetime, MyOwnShell, MyOwnShellSpec, names};
 use myownshell_controller::events::actions;
 use myownshell_controller::{deployment, write::status};
 use myownshell_envtest::create_shell_namespace;
@@ -21,12 +22,15 @@ use myownshell_envtest::create_shell_namespace;
 use crate::*;
 
 /// Object `i`: one shell pod, and a lifetime (an idle timeout with a warning) that runs its
-/// clocks, its `nextStop` and its `Stopping` condition without stopping it during the run.
+/// clocks, its `nextStop` and its `Stopping` condition without stopping it during the run; with
+/// `--homes`, a home of the benchmark's class ([`crate::homes`]).
 pub(crate) fn shell(i: usize) -> MyOwnShell {
     let lifetime = Lifetime { idle_timeout: Some("1h".into()), warn_before: Some("5m".into()), ..Lifetime::default() };
+    let home = crate::homes::homes()
+        .then(|| Home { storage_class_name: Some(crate::homes::CLASS.to_owned()), ..Home::default() });
     MyOwnShell::new(
         &format!("shell-{i:05}"),
-        MyOwnShellSpec { size: Some(1), lifetime: Some(lifetime), ..MyOwnShellSpec::default() },
+        MyOwnShellSpec { size: Some(1), lifetime: Some(lifetime), home, ..MyOwnShellSpec::default() },
     )
 }
 
@@ -52,22 +56,36 @@ where
 pub(crate) enum Request {
     Create,
     Finalizer,
+    /// Its home's claim (`--homes`).
+    Claim,
     Lookup,
     Apply,
     Status,
     Event,
 }
 
-pub(crate) const REQUESTS: [Request; 6] =
-    [Request::Create, Request::Finalizer, Request::Lookup, Request::Apply, Request::Status, Request::Event];
+/// The requests of this run, in the controller's order (the claim before the Deployment that
+/// mounts it).
+pub(crate) fn requests() -> Vec<Request> {
+    let claim = crate::homes::homes().then_some(Request::Claim);
+    [Some(Request::Create), Some(Request::Finalizer), claim]
+        .into_iter()
+        .chain([Request::Lookup, Request::Apply, Request::Status, Request::Event].map(Some))
+        .flatten()
+        .collect()
+}
+
 /// The writes that follow the create of an object.
-pub(crate) const FOLLOW_UPS: &[Request] = REQUESTS.split_at(1).1;
+pub(crate) fn follow_ups() -> Vec<Request> {
+    requests().split_off(1)
+}
 
 impl Request {
     pub(crate) fn label(self) -> &'static str {
         match self {
             Request::Create => "create MyOwnShell",
             Request::Finalizer => "add the finalizer (JSON patch)",
+            Request::Claim => "create the home's claim",
             Request::Lookup => "look the Deployment up (GET, not found)",
             Request::Apply => "apply the Deployment (server-side apply)",
             Request::Status => "write the status (merge patch)",
@@ -96,6 +114,14 @@ pub(crate) async fn send(
             ]);
             let patch: json_patch::Patch = serde_json::from_value(patch).map_err(kube::Error::SerdeError)?;
             shells.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch)).await.map(|_| ())
+        }
+        Request::Claim => {
+            let claim = myownshell_controller::home::claim::desired(shell)
+                .map_err(|e| kube::Error::Service(e.to_string().into()))?;
+            Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns)
+                .create(&PostParams::default(), &claim)
+                .await
+                .map(|_| ())
         }
         Request::Lookup => Api::<Deployment>::namespaced(client.clone(), &ns).get_opt(&name).await.map(|_| ()),
         Request::Apply => {
@@ -135,7 +161,7 @@ pub(crate) async fn warm_up(client: &Client) {
     shell.metadata.namespace = Some(ns.clone());
     send(Request::Create, client, &recorder, &shell).await.unwrap();
     let shell = Api::<MyOwnShell>::namespaced(client.clone(), &ns).get(&shell.name_any()).await.unwrap();
-    for &kind in FOLLOW_UPS {
+    for kind in follow_ups() {
         send(kind, client, &recorder, &shell).await.unwrap();
     }
 }
@@ -172,7 +198,7 @@ pub(crate) async fn same_writes_floor(client: Client, ns: &str, options: &Option
         .map(|created| {
             let (client, recorder) = (client.clone(), recorder.clone());
             async move {
-                for &kind in FOLLOW_UPS {
+                for kind in follow_ups() {
                     send(kind, &client, &recorder, &created).await?;
                 }
                 Ok::<(), kube::Error>(())
@@ -193,7 +219,7 @@ pub(crate) async fn breakdown(client: Client, ns: &str, options: &Options) -> Ve
     let recorder = recorder(&client);
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
     let mut times = Vec::new();
-    for kind in REQUESTS {
+    for kind in requests() {
         let objects: Vec<MyOwnShell> = if kind == Request::Create {
             (0..options.objects)
                 .map(|i| {
@@ -221,18 +247,33 @@ pub(crate) async fn breakdown(client: Client, ns: &str, options: &Options) -> Ve
 pub(crate) async fn floor(client: Client, ns: &str, options: &Options) -> Duration {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let start = Instant::now();
-    let done = tokio::spawn(converged(client, ns.to_owned(), options.objects, Goal::DeploymentsReady));
+    let done = tokio::spawn(converged(client.clone(), ns.to_owned(), options.objects, Goal::DeploymentsReady));
+    if crate::homes::homes() {
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+        create_all(&claims, options.objects, options.concurrency, |i| floor_claim(i, ns)).await;
+    }
     create_all(&deployments, options.objects, options.concurrency, |i| floor_deployment(i, ns)).await;
     tokio::time::timeout(DEADLINE, done).await.expect("the floor did not converge").unwrap();
     start.elapsed()
 }
 
-/// The floor's Deployment `i` in `ns`: the very object the controller builds for [`shell`] `i`.
-pub(crate) fn floor_deployment(i: usize, ns: &str) -> Deployment {
+/// [`shell`] `i` as if stored in `ns`.
+fn stored_shell(i: usize, ns: &str) -> MyOwnShell {
     let mut s = shell(i);
     s.metadata.namespace = Some(ns.to_owned());
     s.metadata.uid = Some(format!("00000000-0000-0000-0000-{i:012}"));
-    let mut d = deployment::desired(&s, None).unwrap();
+    s
+}
+
+/// The floor's claim `i` in `ns` (`--homes`): the very object the controller makes for [`shell`]
+/// `i`'s home.
+fn floor_claim(i: usize, ns: &str) -> PersistentVolumeClaim {
+    myownshell_controller::home::claim::desired(&stored_shell(i, ns)).unwrap()
+}
+
+/// The floor's Deployment `i` in `ns`: the very object the controller builds for [`shell`] `i`.
+pub(crate) fn floor_deployment(i: usize, ns: &str) -> Deployment {
+    let mut d = deployment::desired(&stored_shell(i, ns), None).unwrap();
     // No owner: the garbage collector would delete a Deployment whose owner does not exist.
     d.metadata.owner_references = None;
     d

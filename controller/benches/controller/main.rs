@@ -45,9 +45,10 @@
 //!   wait for a quiet moment; their status, kube-controller-manager's, apart) and the status
 //!   writes (one per shell, `UpToDate=False`);
 //! - stops: `--stops M` shells given, `--stop-rate R` a second (20), a `maxRunTime` that ends
-//!   20 s later; how late after its deadline each one's Deployment is seen scaled to 0 (p50,
-//!   p99, max); first its floor: as many of the floor's Deployments scaled to 0 by the benchmark
-//!   itself at their deadlines, at the same rate (a timer, a write and a watch, no controller);
+//!   20 s later; how late after its deadline each one's Deployment is seen gone (p50, p99, max);
+//!   first its floor: as many of the floor's Deployments deleted by the benchmark itself at
+//!   their deadlines, at the same rate (a timer, a write and a watch, no controller); the writes
+//!   per warning, per stop, per start and per update at a quiet moment;
 //! - for churn and stops, the apiserver's own write latency over the phase (p50, p99 of
 //!   `apiserver_request_duration_seconds`): the floor under the controller's latency figures;
 //! - after each restart, the controller's peak RSS during it and its steady RSS.
@@ -57,6 +58,8 @@
 //! controller process under heaptrack (read the profiles with `heaptrack_print PATH.first.zst`
 //! and `PATH.restarted.zst`; the RSS figures are then heaptrack's, not the controller's, and
 //! `cargo xtask bench` builds the controller with the C library's malloc, the one heaptrack sees).
+//! `--homes` gives every shell a home, and the benchmark plays the volume provisioner
+//! (`homes.rs`).
 
 // A benchmark reports failures by panicking, like a test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -73,6 +76,7 @@ mod churn_floor;
 mod counts;
 mod cpu;
 mod floors;
+mod homes;
 mod options;
 mod pace;
 mod phases;
@@ -127,6 +131,7 @@ fn main() {
         eprintln!("{}", cluster.summary());
         let cp = cluster.control_plane();
         let client = cp.client().unwrap();
+        let _volumes = if options.homes { Some(homes::provide(&client).await) } else { None };
         warm_up(&client).await;
         let floor_ns = create_shell_namespace(&client, "bench-floor").await.unwrap();
         let same_ns = create_shell_namespace(&client, "bench-same-writes").await.unwrap();
@@ -134,7 +139,8 @@ fn main() {
         let parts_ns = create_shell_namespace(&client, "bench-breakdown").await.unwrap();
 
         let n = options.objects;
-        println!("controller bench: {n} objects, concurrency {}", options.concurrency);
+        let with = if options.homes { ", each with a home" } else { "" };
+        println!("controller bench: {n} objects{with}, concurrency {}", options.concurrency);
         let floor = floor(client.clone(), &floor_ns, &options).await;
         let same = same_writes_floor(client.clone(), &same_ns, &options).await;
         let controller = with_controller(&cluster, &ctrl_ns, &floor_ns, &options).await;

@@ -13,6 +13,8 @@ pub(crate) struct Options {
     pub(crate) stops: usize,
     /// Stops due per second (one patch each, so also patches per second).
     pub(crate) stop_rate: u32,
+    /// Every shell with a home (`crate::homes`).
+    pub(crate) homes: bool,
 }
 
 pub(crate) fn options() -> Options {
@@ -24,6 +26,7 @@ pub(crate) fn options() -> Options {
         churn_rates: vec![100, 400],
         stops: 2000,
         stop_rate: crate::STOP_RATE,
+        homes: false,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -64,6 +67,11 @@ pub(crate) fn options() -> Options {
                 let path = args.get(i + 1).unwrap_or_else(|| usage("--heap-profile needs a path"));
                 options.heap_profile = Some(path.into());
             }
+            "--homes" => {
+                options.homes = true;
+                i += 1;
+                continue;
+            }
             // `cargo bench` passes `--bench`; nothing else is expected.
             "--bench" => {
                 i += 1;
@@ -78,7 +86,7 @@ pub(crate) fn options() -> Options {
 
 pub(crate) fn usage(problem: &str) -> ! {
     eprintln!(
-        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--stops M] [--stop-rate R] [--heap-profile PATH]"
+        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--stops M] [--stop-rate R] [--homes] [--heap-profile PATH]"
     );
     std::process::exit(2)
 }

@@ -7,9 +7,9 @@
 //! (a restart must write nothing) and starts while they go on counts them as its own. So each
 //! phase starts once nothing in the namespaces has changed for [`QUIET_FOR`]: no MyOwnShell,
 //! Deployment, Pod or Event has a new resourceVersion, as metadata watches see it. The floor's
-//! namespace is watched too: kube-controller-manager writes its Events behind its client's rate
-//! limit, and 500 starts of the floor's left about 750 of theirs to be written during the next
-//! phase (counted as the controller's stops' until this waited for them).
+//! namespace is watched too: kube-controller-manager's event broadcaster writes its Events one
+//! at a time, and 500 starts of the floor's left about 750 of theirs to be written during the
+//! next phase (counted as the controller's stops' until this waited for them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
