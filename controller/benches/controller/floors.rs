@@ -317,30 +317,24 @@ pub(crate) async fn converged(client: Client, ns: String, n: usize, goal: Goal) 
     let mut done = HashSet::new();
     match goal {
         Goal::DeploymentsReady => {
-            let mut events = watcher(Api::<Deployment>::namespaced(client, &ns), watcher::Config::default())
-                .default_backoff()
-                .boxed();
+            let mut events = crate::afresh(Api::<Deployment>::namespaced(client, &ns));
             while done.len() < n {
                 match events.next().await {
-                    Some(Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d))) => {
+                    Some(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => {
                         if d.status.as_ref().and_then(|s| s.ready_replicas) == Some(1) {
                             done.insert(d.name_any());
                         }
                     }
-                    Some(Ok(_)) => {}
-                    // The watcher starts over by itself (after a backoff): a dropped connection under load.
-                    Some(Err(e)) => eprintln!("(watch interrupted: {e}; resuming)"),
+                    Some(_) => {}
                     None => panic!("watch ended"),
                 }
             }
         }
         Goal::ShellsReady => {
-            let mut events = watcher(Api::<MyOwnShell>::namespaced(client, &ns), watcher::Config::default())
-                .default_backoff()
-                .boxed();
+            let mut events = crate::afresh(Api::<MyOwnShell>::namespaced(client, &ns));
             while done.len() < n {
                 match events.next().await {
-                    Some(Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s))) => {
+                    Some(watcher::Event::Apply(s) | watcher::Event::InitApply(s)) => {
                         let status = s.status.as_ref();
                         let current = status.and_then(|st| st.observed_generation) == s.metadata.generation;
                         let ready = status.is_some_and(|st| st.ready_replicas >= 1 && !st.conditions.is_empty());
@@ -348,9 +342,7 @@ pub(crate) async fn converged(client: Client, ns: String, n: usize, goal: Goal) 
                             done.insert(s.name_any());
                         }
                     }
-                    Some(Ok(_)) => {}
-                    // The watcher starts over by itself (after a backoff): a dropped connection under load.
-                    Some(Err(e)) => eprintln!("(watch interrupted: {e}; resuming)"),
+                    Some(_) => {}
                     None => panic!("watch ended"),
                 }
             }

@@ -69,6 +69,7 @@ use std::time::Duration;
 use myownshell_envtest::create_shell_namespace;
 use myownshell_envtest::kwok::{KwokCluster, KwokOptions};
 
+mod afresh;
 mod apiserver_latency;
 mod apiserver_metrics;
 mod churn;
@@ -84,6 +85,7 @@ mod process;
 mod quiet;
 mod stops;
 
+pub(crate) use afresh::*;
 pub(crate) use apiserver_latency::*;
 pub(crate) use churn::*;
 pub(crate) use churn_floor::*;
@@ -142,7 +144,9 @@ fn main() {
         let with = if options.homes { ", each with a home" } else { "" };
         println!("controller bench: {n} objects{with}, concurrency {}", options.concurrency);
         let floor = floor(client.clone(), &floor_ns, &options).await;
+        println!("  (floor converged in {floor:.2?})");
         let same = same_writes_floor(client.clone(), &same_ns, &options).await;
+        println!("  (same-writes floor converged in {same:.2?})");
         let controller = with_controller(&cluster, &ctrl_ns, &floor_ns, &options).await;
         // The apiserver restarted: a fresh client.
         let client = cp.client().unwrap();

@@ -28,7 +28,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         .unwrap_or_else(|_| panic!("not converged after {DEADLINE:?}\n{}", controller.process.log_tail(20)))
         .unwrap();
     let took = start.elapsed();
-    println!("  converging: {}", cpu.line(cluster, controller.process.pid()));
+    println!("  converging ({took:.2?}): {}", cpu.line(cluster, controller.process.pid()));
     // Watched only from here: four more watches would load the apiserver while converging.
     let quiet = Quiet::watch(&client, &[ns, floor_ns]);
     let peak = controller.rss_mib("VmHWM:");
