@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -55,14 +55,16 @@ pub(crate) async fn provide(client: &Client) -> tokio::task::JoinHandle<()> {
     tokio::spawn(provision(client.clone()))
 }
 
-/// Create a volume bound in advance to each new claim of [`CLASS`], and bind the two (a relist
-/// sees the claims again: a volume already made is a conflict, and left).
+/// Create a volume bound in advance to each new claim of [`CLASS`], and bind the two. A claim
+/// whose volume or binding failed is tried again when next seen: at its next change, or at the
+/// new list after a broken watch ([`crate::afresh`]). A volume already made is a conflict, and
+/// the claim (still unbound as seen) is bound to it: binding twice writes the same.
 async fn provision(client: Client) {
     let claims: Api<PersistentVolumeClaim> = Api::all(client.clone());
     let volumes: Api<PersistentVolume> = Api::all(client.clone());
-    let mut events = watcher(claims, watcher::Config::default()).default_backoff().applied_objects().boxed();
+    let mut events = crate::afresh(claims);
     while let Some(event) = events.next().await {
-        let Ok(claim) = event else { continue };
+        let (watcher::Event::Apply(claim) | watcher::Event::InitApply(claim)) = event else { continue };
         let spec = claim.spec.clone().unwrap_or_default();
         if spec.storage_class_name.as_deref() != Some(CLASS) || spec.volume_name.is_some() {
             continue;
@@ -72,8 +74,7 @@ async fn provision(client: Client) {
             let volume = volume_for(&claim);
             match volumes.create(&PostParams::default(), &volume).await {
                 Ok(_) => {}
-                // Made for an earlier event of the same claim, which binds it.
-                Err(kube::Error::Api(s)) if s.code == 409 => return,
+                Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => return eprintln!("(no volume for claim {}: {e})", claim.name_any()),
             }
             if let Err(e) = bind(&client, &claim, &volume).await {
