@@ -73,12 +73,7 @@ impl WritesPer {
     /// [`WritesPer::line`] counts.
     pub(crate) async fn pods_line(&self, client: &Client, m: usize) -> String {
         let after = writes_by_resource(client, &POD_RESOURCES).await;
-        let shares: Vec<String> = after
-            .iter()
-            .map(|(key, value)| (key, value - self.pods_before.get(key).copied().unwrap_or(0.0)))
-            .filter(|(_, delta)| delta.abs() >= 0.5)
-            .map(|(key, delta)| format!("{key} {:.2}", delta / m.max(1) as f64))
-            .collect();
+        let (_, shares) = per_transition(&after, &self.pods_before, m, 0);
         format!(
             "besides, on ReplicaSets and pods (kube-controller-manager's, the garbage collector's, the node's): {}",
             shares.join(", ")
@@ -121,22 +116,35 @@ impl WritesPer {
     /// that asked for each, on `myownshells`), with each resource's share.
     pub(crate) async fn line(&self, client: &Client, what: &str, m: usize, requests: usize) -> String {
         let after = apiserver_writes_by_resource(client).await;
-        let mut shares = Vec::new();
-        let mut total = 0.0;
-        for (key, value) in &after {
-            let mut delta = value - self.before.get(key).copied().unwrap_or(0.0);
-            if key == "myownshells" {
-                delta -= requests as f64;
-            }
-            if delta.abs() >= 0.5 {
-                total += delta;
-                shares.push(format!("{key} {:.2}", delta / m as f64));
-            }
-        }
+        let (total, shares) = per_transition(&after, &self.before, m, requests);
         format!(
             "writes per {what}: {:.2} ({}; the benchmark's own {requests} requests left out)",
             total / m.max(1) as f64,
             shares.join(", ")
         )
     }
+}
+
+/// The writes between two readings (`before`, `after`) per transition (`m`): their total, and
+/// each resource's share (`KEY X.XX`) where it wrote at all; the benchmark's own `requests` (on
+/// `myownshells`) left out.
+fn per_transition(
+    after: &BTreeMap<String, f64>,
+    before: &BTreeMap<String, f64>,
+    m: usize,
+    requests: usize,
+) -> (f64, Vec<String>) {
+    let mut shares = Vec::new();
+    let mut total = 0.0;
+    for (key, value) in after {
+        let mut delta = value - before.get(key).copied().unwrap_or(0.0);
+        if key == "myownshells" {
+            delta -= requests as f64;
+        }
+        if delta.abs() >= 0.5 {
+            total += delta;
+            shares.push(format!("{key} {:.2}", delta / m.max(1) as f64));
+        }
+    }
+    (total, shares)
 }

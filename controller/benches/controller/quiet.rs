@@ -76,9 +76,7 @@ impl Quiet {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
     }
-}
 
-impl Quiet {
     /// Wait until nothing has changed for [`QUIET_FOR`], but not past `until`: whether it was
     /// quiet by then.
     pub(crate) async fn settled_before(&self, until: Instant) -> bool {
