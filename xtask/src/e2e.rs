@@ -19,12 +19,12 @@ pub const SUITES: [&str; 3] = ["node", "network_policy", "e2e"];
 
 /// `cargo xtask e2e [cargo test args]`; ends with where the time went.
 pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
-    let started = std::time::Instant::now();
+    let started = crate::progress::Started::now();
     let result = crate::progress::timed("envtest binaries", crate::envtest::ensure)
         .and_then(|assets| run_suites(&assets, extra_args));
     crate::progress::print_summary(started);
     let totals = result?;
-    eprintln!("xtask: e2e passed in {}", crate::progress::format_duration(started.elapsed()));
+    eprintln!("xtask: e2e passed in {}", crate::progress::format_duration(started.at.elapsed()));
     println!("{} passed, {} failed", totals.passed, totals.failed);
     Ok(())
 }

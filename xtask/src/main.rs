@@ -20,6 +20,7 @@ mod hydra;
 mod kube_router;
 mod kwok;
 mod local_path;
+mod machine_cpu;
 mod node;
 mod oauth2_proxy;
 mod previous;

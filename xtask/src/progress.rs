@@ -10,6 +10,8 @@ use std::cell::Cell;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::machine_cpu::CpuTime;
+
 /// How a step that only waits for another lane is named: the summary lists it, and does not
 /// count it as busy.
 pub const WAITING: &str = "(waiting)";
@@ -33,6 +35,9 @@ struct Entry {
     started: Instant,
     took: Duration,
     finished: bool,
+    /// How many cores' worth the whole machine was busy during the step (every lane's work and
+    /// every process's, not only this step's).
+    cores_busy: Option<f64>,
 }
 
 /// Every step of this process, in the order they ended.
@@ -63,6 +68,7 @@ pub struct Step {
     quiet: bool,
     finished: bool,
     depth: usize,
+    cpu_at_start: Option<CpuTime>,
 }
 
 impl Step {
@@ -81,7 +87,16 @@ impl Step {
     fn begin(name: String, quiet: bool) -> Self {
         let depth = DEPTH.with(|d| d.replace(d.get() + 1));
         let now = Instant::now();
-        Self { name, started: now, last_tick: now, every: Duration::from_secs(15), quiet, finished: false, depth }
+        Self {
+            name,
+            started: now,
+            last_tick: now,
+            every: Duration::from_secs(15),
+            quiet,
+            finished: false,
+            depth,
+            cpu_at_start: CpuTime::now(),
+        }
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -118,6 +133,7 @@ impl Drop for Step {
             started: self.started,
             took: self.elapsed(),
             finished: self.finished,
+            cores_busy: self.cpu_at_start.zip(CpuTime::now()).and_then(|(a, b)| a.cores_busy_until(&b)),
         };
         TIMELINE.lock().unwrap_or_else(PoisonError::into_inner).push(entry);
     }
@@ -131,26 +147,43 @@ pub fn timed<T>(name: &str, f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Re
     Ok(out)
 }
 
-/// Print every step recorded since `since`, in the order they started, then the wall time and
-/// how long each lane was busy: lanes busy for longer than the wall in total ran side by side.
-pub fn print_summary(since: Instant) {
-    let wall = since.elapsed();
+/// When a run started, by the clock and by the machine's CPU time.
+#[derive(Clone, Copy)]
+pub struct Started {
+    pub at: Instant,
+    cpu: Option<CpuTime>,
+}
+
+impl Started {
+    pub fn now() -> Self {
+        Self { at: Instant::now(), cpu: CpuTime::now() }
+    }
+}
+
+/// Print every step recorded since `since`, in the order they started, then the wall time, how
+/// long each lane was busy (lanes busy for longer than the wall in total ran side by side) and
+/// how busy the machine's cores were.
+pub fn print_summary(since: Started) {
+    let wall = since.at.elapsed();
     let entries = TIMELINE.lock().unwrap_or_else(PoisonError::into_inner).clone();
-    for line in summary_lines(&entries, since, wall) {
+    let machine = since.cpu.zip(CpuTime::now()).and_then(|(a, b)| Some((a.cores_busy_until(&b)?, a.cores())));
+    for line in summary_lines(&entries, since.at, wall, machine) {
         eprintln!("xtask: {line}");
     }
 }
 
-fn summary_lines(entries: &[Entry], since: Instant, wall: Duration) -> Vec<String> {
+fn summary_lines(entries: &[Entry], since: Instant, wall: Duration, machine: Option<(f64, usize)>) -> Vec<String> {
     let mut entries: Vec<&Entry> = entries.iter().filter(|e| e.started >= since).collect();
     entries.sort_by_key(|e| (e.started, e.depth));
-    let mut lines = vec![format!("where the time went ({} steps; start, took, lane):", entries.len())];
+    let mut lines =
+        vec![format!("where the time went ({} steps; start, took, cores the machine kept busy, lane):", entries.len())];
     for e in &entries {
         let start = format_duration(e.started.duration_since(since));
         let failed = if e.finished { "" } else { "  (failed)" };
         let indent = "  ".repeat(e.depth);
+        let cores = e.cores_busy.map(|c| format!("{c:.1}")).unwrap_or_else(|| "-".to_owned());
         lines.push(format!(
-            "  {start:>7} {:>7}  {:<5}  {indent}{}{failed}",
+            "  {start:>7} {:>7} {cores:>4}  {:<5}  {indent}{}{failed}",
             format_duration(e.took),
             e.lane,
             shorten(&e.name, 90)
@@ -165,7 +198,9 @@ fn summary_lines(entries: &[Entry], since: Instant, wall: Duration) -> Vec<Strin
     }
     let busy: Vec<String> = lanes.iter().map(|(lane, d)| format!("{lane} {}", format_duration(*d))).collect();
     let alongside = if lanes.len() > 1 { "; the lanes ran alongside each other" } else { "" };
-    lines.push(format!("wall {}; busy: {}{alongside}", format_duration(wall), busy.join(", ")));
+    let machine =
+        machine.map(|(busy, cores)| format!("; the machine's cores: {busy:.1} of {cores} busy")).unwrap_or_default();
+    lines.push(format!("wall {}; busy: {}{alongside}{machine}", format_duration(wall), busy.join(", ")));
     lines
 }
 
@@ -195,6 +230,7 @@ mod tests {
             started: at + Duration::from_secs(start),
             took: Duration::from_secs(took),
             finished: name != "broken",
+            cores_busy: (name != "broken").then_some(1.2),
         }
     }
 
@@ -208,14 +244,17 @@ mod tests {
             entry("main", 0, "broken", at, 110, 5),
             entry("main", 0, "(waiting) the tools", at, 115, 200),
         ];
-        let lines = summary_lines(&entries, at, Duration::from_secs(320));
+        let lines = summary_lines(&entries, at, Duration::from_secs(320), Some((1.44, 2)));
         assert_eq!(lines.len(), 7, "{lines:#?}");
         assert!(lines[1].ends_with("tools  envtest binaries"), "{}", lines[1]);
         assert!(lines[2].ends_with("tools    go build kube-apiserver"), "{}", lines[2]);
-        assert!(lines[3].contains("  10.0s   1m40s  main   cargo clippy"), "{}", lines[3]);
-        assert!(lines[4].ends_with("broken  (failed)"), "{}", lines[4]);
+        assert!(lines[3].contains("  10.0s   1m40s  1.2  main   cargo clippy"), "{}", lines[3]);
+        assert!(lines[4].contains("   -  main   broken  (failed)"), "{}", lines[4]);
         assert!(lines[5].ends_with("main   (waiting) the tools"), "{}", lines[5]);
-        assert_eq!(lines[6], "wall 5m20s; busy: tools 5m00s, main 1m45s; the lanes ran alongside each other");
+        assert_eq!(
+            lines[6],
+            "wall 5m20s; busy: tools 5m00s, main 1m45s; the lanes ran alongside each other; the machine's cores: 1.4 of 2 busy"
+        );
     }
 
     #[test]

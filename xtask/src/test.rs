@@ -62,8 +62,8 @@ enum Made {
 }
 
 pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let result = run_all(extra_args, started);
+    let started = progress::Started::now();
+    let result = run_all(extra_args, started.at);
     progress::print_summary(started);
     result
 }
