@@ -2,7 +2,8 @@
 //! ([`apply_deployment`]); the status and conditions, computed as a pure function ([`status`]);
 //! what a reconcile tells in Events ([`announce`], published by [`crate::events`]); and the
 //! cleanup of a deleted shell ([`cleanup`]: its Deployment deleted, its pods awaited, then the
-//! finalizer released); a stopped shell's Deployment deleted ([`stop_deployment`]); and the standing sweep of whatever outlived its shell ([`sweep`]).
+//! finalizer released); a stopped shell's Deployment deleted ([`stop_deployment`]); and the
+//! standing sweep of whatever outlived its shell ([`sweep`], which reads through [`sweep_list`]).
 //!
 //! Must not write or delete what is not ours (every Deployment write and delete goes through
 //! [`crate::ownership`]'s rule, with a uid precondition on delete; the sweep deletes only what is
@@ -17,3 +18,4 @@ pub mod cleanup;
 pub mod status;
 pub mod stop_deployment;
 pub mod sweep;
+pub mod sweep_list;

@@ -22,15 +22,15 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, Preconditions, PropagationPolicy};
-use kube::core::PartialObjectMeta;
-use kube::{Api, Client, Resource, ResourceExt};
-use myownshell_api::{MyOwnShell, names};
+use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
+use kube::{Api, Client, Resource};
+use myownshell_api::MyOwnShell;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{info, warn};
 
 use crate::labels;
 use crate::metrics::Metrics;
+use crate::write::sweep_list::{Listed, PAGE, list_all};
 
 /// The kinds the sweep looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,33 +129,33 @@ where
     }
 }
 
-fn labelled<K: Resource>(kind: Kind, object: &PartialObjectMeta<K>) -> Labelled {
+/// What the sweep keeps of a listed object of `kind`.
+fn labelled(kind: Kind, listed: Listed) -> Labelled {
     Labelled {
         kind,
-        namespace: object.namespace().unwrap_or_default(),
-        name: object.name_any(),
-        uid: object.uid().unwrap_or_default(),
-        instance: object.labels().get(names::LABEL_INSTANCE).cloned(),
-        terminating: object.metadata.deletion_timestamp.is_some(),
+        instance: listed.instance().map(str::to_owned),
+        terminating: listed.terminating(),
+        namespace: listed.namespace,
+        name: listed.name,
+        uid: listed.uid,
     }
 }
 
 /// One sweep: list the labelled objects, then the shells, and delete the strays.
 async fn sweep(client: &Client, namespace: Option<&str>, metrics: &Metrics) -> Result<(), kube::Error> {
-    let params = ListParams::default().labels(&labels::shell_objects_selector());
+    let selector = labels::shell_objects_selector();
     let mut objects = Vec::new();
-    let deployments = api::<Deployment>(client, namespace).list_metadata(&params).await?;
-    objects.extend(deployments.items.iter().map(|d| labelled(Kind::Deployment, d)));
-    let replica_sets = api::<ReplicaSet>(client, namespace).list_metadata(&params).await?;
-    objects.extend(replica_sets.items.iter().map(|r| labelled(Kind::ReplicaSet, r)));
-    let pods = api::<Pod>(client, namespace).list_metadata(&params).await?;
-    objects.extend(pods.items.iter().map(|p| labelled(Kind::Pod, p)));
+    let deployments = list_all(client, &api::<Deployment>(client, namespace), Some(&selector), PAGE).await?;
+    objects.extend(deployments.into_iter().map(|d| labelled(Kind::Deployment, d)));
+    let replica_sets = list_all(client, &api::<ReplicaSet>(client, namespace), Some(&selector), PAGE).await?;
+    objects.extend(replica_sets.into_iter().map(|r| labelled(Kind::ReplicaSet, r)));
+    let pods = list_all(client, &api::<Pod>(client, namespace), Some(&selector), PAGE).await?;
+    objects.extend(pods.into_iter().map(|p| labelled(Kind::Pod, p)));
     if objects.is_empty() {
         return Ok(());
     }
-    let shells = api::<MyOwnShell>(client, namespace).list_metadata(&ListParams::default()).await?;
-    let shells: Vec<(String, String)> =
-        shells.items.iter().map(|s| (s.namespace().unwrap_or_default(), s.name_any())).collect();
+    let shells = list_all(client, &api::<MyOwnShell>(client, namespace), None, PAGE).await?;
+    let shells: Vec<(String, String)> = shells.into_iter().map(|s| (s.namespace, s.name)).collect();
     let strays = strays(&objects, &shells);
     let namespaces: BTreeSet<&str> = strays.iter().map(|s| s.namespace.as_str()).collect();
     for stray in &strays {
