@@ -46,6 +46,37 @@ pub fn suites_command(args: &[&str]) -> std::process::Command {
     test
 }
 
+/// Where the e2e test notes each phase's time (`tests/tests/e2e/main.rs` reads the same name).
+const PHASES_ENV: &str = "MYOWNSHELL_E2E_PHASES";
+
+/// The e2e's phases, slowest first, from its `seconds<TAB>phase` lines: where its time went.
+fn print_phases(noted: &str) {
+    let lines = phase_lines(noted);
+    if lines.is_empty() {
+        return;
+    }
+    eprintln!("xtask: the e2e's phases, slowest first (took, phase):");
+    for line in lines {
+        eprintln!("xtask:   {line}");
+    }
+}
+
+fn phase_lines(noted: &str) -> Vec<String> {
+    let mut phases: Vec<(f64, &str)> = noted
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter_map(|(secs, name)| Some((secs.parse::<f64>().ok().filter(|s| s.is_finite() && *s >= 0.0)?, name)))
+        .collect();
+    phases.sort_by(|a, b| b.0.total_cmp(&a.0));
+    phases
+        .into_iter()
+        .map(|(secs, name)| {
+            let took = crate::progress::format_duration(std::time::Duration::from_secs_f64(secs));
+            format!("{took:>7}  {}", name.chars().take(120).collect::<String>())
+        })
+        .collect()
+}
+
 fn run_quiet(name: &str, mut command: std::process::Command) -> anyhow::Result<()> {
     let step = Step::quiet(name);
     let status = command.status()?;
@@ -87,8 +118,12 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     // feature set for the whole workspace; a no-op after `cargo xtask test`'s build).
     run_quiet("cargo build --workspace --bins", crate::node::build_workspace_bins(locked))?;
     let step = Step::start(format!("cargo test --test {}", SUITES.join(" --test ")));
+    let phases = myownshell_envtest::assets::workspace_root().join("target/e2e-phases.tsv");
+    // A file left by an earlier run would be read as this one's.
+    let _ = std::fs::remove_file(&phases);
     let mut test = suites_command(&[]);
     test.args(extra_args)
+        .env(PHASES_ENV, &phases)
         .env("KUBEBUILDER_ASSETS", assets)
         .env("MYOWNSHELL_NODE_IMAGES", &images)
         .env("MYOWNSHELL_PREVIOUS_CONFIG", &previous.config)
@@ -101,6 +136,7 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
         .env(myownshell_envtest::oidc::oauth2_proxy::ENV, &oauth2_proxy)
         .stdout(Stdio::piped());
     let result = run_tests(test);
+    print_phases(&std::fs::read_to_string(&phases).unwrap_or_default());
     // A test binary's shared cluster ends with its process, which leaves only its (empty)
     // cgroups for someone to remove.
     cgroups::sweep_stale();
@@ -120,4 +156,16 @@ pub fn should_run() -> anyhow::Result<bool> {
     }
     eprintln!("xtask: the node suites (tests/tests/node.rs, e2e/) do not run here: they need root");
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_phases_are_listed_slowest_first_and_bad_lines_skipped() {
+        let noted = "12.5\tinstall\n130.0\tthe gateway in Chromium\nnot a line\nNaN\tnan\n-1\tnegative\n0.2\tquick\n";
+        assert_eq!(phase_lines(noted), ["  2m10s  the gateway in Chromium", "  12.5s  install", "   0.2s  quick"]);
+        assert!(phase_lines("").is_empty());
+    }
 }
