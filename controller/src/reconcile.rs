@@ -20,7 +20,7 @@ use crate::error::{Error, api_message};
 use crate::events::{self, EventType, actions};
 use crate::health::diagnose::{Diagnosis, diagnose};
 use crate::home;
-use crate::home::assess::{Assessment, assess};
+use crate::home::assess::{Assessment, assess, pod_waits_for_home};
 use crate::life::lifetime::{self, Phase};
 use crate::life::rollout;
 use crate::ownership;
@@ -148,7 +148,9 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // A shell meant to run no pods has none to diagnose (its last ones are on their way out).
     let diagnosis = (replicas > 0)
         .then(|| diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
-        .flatten();
+        .flatten()
+        // A pod that waits only for its home to bind is told by `HomeReady`, not as `Degraded`.
+        .filter(|d| !pod_waits_for_home(home.as_ref(), d));
     let error = error.or(home_error);
     let home_problem =
         home.as_ref().and_then(|h| h.problem.clone()).map(|(reason, message)| Failure { reason, message });

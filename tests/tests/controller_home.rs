@@ -371,3 +371,38 @@ async fn a_shell_with_a_home_at_rest_writes_nothing() {
     assert_eq!(t.deployments.get("rest").await.unwrap().resource_version(), deployment_rv);
     assert!(!t.event_reasons("rest").await.iter().any(|r| r == "Updated"), "an Updated Event at rest");
 }
+
+/// A pod the scheduler holds only because the shell's home, of a class that binds at once, is not
+/// bound yet is no `Degraded` reason: `HomeReady` tells the wait. The same pod unschedulable for
+/// another reason is `Degraded` (which also shows the controller sees the pod).
+#[tokio::test]
+async fn a_pod_waiting_for_its_home_to_bind_is_not_degraded() {
+    use k8s_openapi::api::core::v1::Pod;
+    use myownshell_tests::shell_pods;
+
+    let t = ControllerTest::start("ctrl-home-wait").await;
+    let pods: Api<Pod> = Api::namespaced(t.client.clone(), &t.ns);
+    let home = Home { storage_class_name: Some("fast".into()), ..Home::default() };
+    t.shells.create(&PostParams::default(), &shell_with_home("wait", "alice", home)).await.unwrap();
+    home_ready(&t, "wait", "False", reasons::HOME_PENDING).await;
+    t.replicas_become("wait", 1).await;
+    let degraded = |status: &'static str, reason: &'static str| {
+        move |s: &MyOwnShell| {
+            let d = condition(s, "Degraded");
+            if d == cond(status, reason) { Ok(()) } else { Err(format!("{d:?}")) }
+        }
+    };
+
+    let full = "0/3 nodes are available: 3 Too many pods. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.";
+    let pod = shell_pods::create(&pods, "wait", "h1", None, shell_pods::unschedulable(full)).await.unwrap();
+    t.shell_where("wait", "Degraded: no room", degraded("True", "Unschedulable")).await;
+
+    let waits = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
+    shell_pods::report(&pods, &pod, shell_pods::unschedulable(waits)).await.unwrap();
+    let s = t.shell_where("wait", "not Degraded while the home binds", degraded("False", "AsExpected")).await;
+    assert_eq!(condition(&s, "HomeReady"), cond("False", reasons::HOME_PENDING));
+    // Bound, and the scheduler not at the pod again yet: still only the wait.
+    bind(&t, "myownshell-home-wait", "node-a", "1Gi").await;
+    let s = home_ready(&t, "wait", "True", reasons::HOME_BOUND).await;
+    assert_eq!(condition(&s, "Degraded"), cond("False", "AsExpected"), "{:?}", s.status);
+}

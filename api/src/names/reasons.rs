@@ -196,7 +196,8 @@ reasons! {
     /// `CreateContainerError`, `RunContainerError`, `StartError`, …).
     CONTAINER_CREATE_FAILED = "ContainerCreateFailed", [PodFailure];
     /// A shell pod cannot be scheduled: the message says why (`Insufficient memory`, `Too many
-    /// pods`, …).
+    /// pods`, …). Not while the scheduler only waits for the shell's home to be bound (`unbound
+    /// immediate PersistentVolumeClaims`): `HomePending` tells that.
     UNSCHEDULABLE = "Unschedulable", [PodFailure];
     /// A shell pod runs on a node that is not ready (down, unreachable).
     NODE_NOT_READY = "NodeNotReady", [PodFailure];
@@ -206,7 +207,8 @@ reasons! {
     /// (`kubectl myownshell update` restarts it now).
     HOME_RESIZE_PENDING = "HomeResizePending", [Condition("HomeReady=True")];
     /// The home's claim is being created, or waits for a volume: with a class that binds on
-    /// first use, until the shell's pod is scheduled.
+    /// first use, until the shell's pod is scheduled; with one that binds at once, the pod waits
+    /// for it (and is not `Unschedulable` for that).
     HOME_PENDING = "HomePending", [Condition("HomeReady=False")];
     /// The home's claim has no storage class: `spec.home.storageClassName` is unset and the
     /// cluster has no default StorageClass, so no volume is ever provisioned for it.

@@ -4,8 +4,14 @@
 use myownshell_api::HomeStatus;
 use myownshell_api::names::reasons;
 
+use crate::health::diagnose::Diagnosis;
 use crate::home::cached::CachedClaim;
 use crate::home::claim::Ownership;
+
+/// What kube-scheduler says of a pod with a claim of a class that binds at once (`Immediate`)
+/// and is not bound yet (its VolumeBinding plugin): it places such a pod only once the claim is
+/// bound.
+pub const UNBOUND_IMMEDIATE: &str = "unbound immediate PersistentVolumeClaims";
 
 /// The home as the status tells it.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +105,20 @@ fn bound(
         (true, reasons::HOME_BOUND, format!("the claim {name} is bound: {capacity}{on}"))
     };
     Assessment { status, ready, problem: None, hold: false }
+}
+
+/// Whether `diagnosis` of the pods of a shell with a home (`home`: `None` for a shell without
+/// one) is only that home not bound yet: the scheduler places a pod whose claim's class binds at
+/// once only after the claim is bound, and says so as `Unschedulable`. `HomeReady=False`
+/// (`HomePending`) tells the wait, and it passes by itself: it is not the shell's `Degraded`
+/// reason. Told as one, a start with such a home went `Degraded` with a Warning Event and back a
+/// moment later: two status writes and an Event for nothing wrong. Nor just after the claim
+/// binds: the scheduler tries the pod again about a second later, and until then its word is
+/// the same. Any other reason a pod cannot be scheduled is told, home or not (a class that binds
+/// on first use waits for the pod to be placed, so there the scheduler's reason is the one that
+/// matters; a lost or classless home is the home's own `Degraded` reason).
+pub fn pod_waits_for_home(home: Option<&Assessment>, diagnosis: &Diagnosis) -> bool {
+    home.is_some() && diagnosis.reason == reasons::UNSCHEDULABLE && diagnosis.message.contains(UNBOUND_IMMEDIATE)
 }
 
 fn problem(status: HomeStatus, reason: &'static str, message: String, hold: bool) -> Assessment {
@@ -199,5 +219,35 @@ mod tests {
         assert_eq!(gone.status.node.as_deref(), Some("node-a"));
         let foreign = assess("alice", Some((&bound, Ownership::Foreign)), &up);
         assert_eq!((foreign.status.capacity, foreign.status.node), (None, None), "nothing of a foreign claim is told");
+    }
+
+    #[test]
+    fn a_pod_waiting_only_for_its_home_to_bind_is_not_a_problem() {
+        let up = |_: &str| None;
+        let (pending, bound) = (claim("Pending"), claim("Bound"));
+        let waiting = assess("h", Some((&pending, Ownership::Ours)), &up);
+        let not_made = assess("h", None, &up);
+        let ready = assess("h", Some((&bound, Ownership::Ours)), &up);
+        let unschedulable = |message: &str| Diagnosis {
+            reason: reasons::UNSCHEDULABLE,
+            message: format!("pod h-1 cannot be scheduled: 0/3 nodes are available: {message}"),
+            until: None,
+        };
+        let unbound =
+            unschedulable("pod has unbound immediate PersistentVolumeClaims. preemption: 0/3 nodes are available");
+        let full = unschedulable("3 Too many pods.");
+        let crashing = Diagnosis { reason: reasons::CRASH_LOOPING, message: UNBOUND_IMMEDIATE.into(), until: None };
+        let rows: [(&str, Option<&Assessment>, &Diagnosis, bool); 7] = [
+            ("claim pending, the scheduler waits for it", Some(&waiting), &unbound, true),
+            ("claim being made, the same", Some(&not_made), &unbound, true),
+            ("claim just bound, the scheduler not yet at the pod again", Some(&ready), &unbound, true),
+            ("claim pending, but the cluster is full", Some(&waiting), &full, false),
+            ("another problem, whatever its words", Some(&waiting), &crashing, false),
+            ("no home: nothing of ours to wait for", None, &unbound, false),
+            ("bound and full", Some(&ready), &full, false),
+        ];
+        for (what, home, diagnosis, waits) in rows {
+            assert_eq!(pod_waits_for_home(home, diagnosis), waits, "{what}");
+        }
     }
 }
