@@ -145,12 +145,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
         debug!(shell = %shell.name_any(), "the namespace is being deleted: the shell's deletion follows");
         return Ok(Action::await_change());
     }
-    // A shell meant to run no pods has none to diagnose (its last ones are on their way out).
-    let diagnosis = (replicas > 0)
-        .then(|| diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
-        .flatten()
-        // A pod that waits only for its home to bind is told by `HomeReady`, not as `Degraded`.
-        .filter(|d| !pod_waits_for_home(home.as_ref(), d));
+    let diagnosis = pods_problem(shell, ctx, replicas, home.as_ref(), now);
     let error = error.or(home_error);
     let home_problem =
         home.as_ref().and_then(|h| h.problem.clone()).map(|(reason, message)| Failure { reason, message });
@@ -193,6 +188,23 @@ fn approved_until(verdict: &myownshell_api::approval::Verdict) -> Option<Timesta
         myownshell_api::approval::Verdict::Approved { until, .. } => Some(*until),
         _ => None,
     }
+}
+
+/// The worst problem of the shell's pods, if any. None for a shell meant to run no pods (its last
+/// ones are on their way out), nor for a pod that only waits for its home to bind (`HomeReady`
+/// tells that, not `Degraded`).
+fn pods_problem(
+    shell: &MyOwnShell,
+    ctx: &Context,
+    replicas: i32,
+    home: Option<&Assessment>,
+    now: Timestamp,
+) -> Option<Diagnosis> {
+    let namespace = shell.namespace().unwrap_or_default();
+    (replicas > 0)
+        .then(|| diagnose(&ctx.pods.of(&namespace, &shell.name_any()), &|n| ctx.nodes.not_ready(n), now))
+        .flatten()
+        .filter(|d| !pod_waits_for_home(home, d))
 }
 
 /// What the status says is wrong, the first that applies: the reconcile's error, the namespace
