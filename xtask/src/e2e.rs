@@ -46,9 +46,6 @@ pub fn suites_command(args: &[&str]) -> std::process::Command {
     test
 }
 
-/// Where the e2e test notes each phase's time (`tests/tests/e2e/main.rs` reads the same name).
-const PHASES_ENV: &str = "MYOWNSHELL_E2E_PHASES";
-
 /// The e2e's phases, slowest first, from its `seconds<TAB>phase` lines: where its time went.
 fn print_phases(noted: &str) {
     let lines = phase_lines(noted);
@@ -123,7 +120,7 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     let _ = std::fs::remove_file(&phases);
     let mut test = suites_command(&[]);
     test.args(extra_args)
-        .env(PHASES_ENV, &phases)
+        .env(myownshell_envtest::node::E2E_PHASES_ENV, &phases)
         .env("KUBEBUILDER_ASSETS", assets)
         .env("MYOWNSHELL_NODE_IMAGES", &images)
         .env("MYOWNSHELL_PREVIOUS_CONFIG", &previous.config)

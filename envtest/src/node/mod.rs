@@ -37,6 +37,11 @@ use std::sync::OnceLock;
 
 pub use cluster::{Cluster, ClusterOptions};
 
+/// The file in which the e2e test notes each phase's time (a `seconds<TAB>phase` line each), set
+/// by `cargo xtask e2e`, which prints them after the suites (a passing test's output is not
+/// shown).
+pub const E2E_PHASES_ENV: &str = "MYOWNSHELL_E2E_PHASES";
+
 /// The cluster shared by every test in this test binary, started on first use with the images
 /// named in `MYOWNSHELL_NODE_IMAGES` (colon-separated archives; `cargo xtask test` and `e2e`
 /// set it to the operator image). If it cannot start, every test that asks for it fails with

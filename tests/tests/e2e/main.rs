@@ -161,17 +161,13 @@ fn shell(name: &str, size: i32) -> String {
     format!("apiVersion: myownshell.io/v1alpha1\nkind: MyOwnShell\nmetadata:\n  name: {name}\nspec:\n  size: {size}\n")
 }
 
-/// Where `cargo xtask` asks for the phases' times (a `seconds<TAB>phase` line each), to print
-/// them after the suite: the output of a test that passes is not shown.
-const PHASES_ENV: &str = "MYOWNSHELL_E2E_PHASES";
-
-/// Run one phase and print how long it took (and note it where [`PHASES_ENV`] says).
+/// Run one phase and print how long it took (and note it where [`node::E2E_PHASES_ENV`] says).
 async fn phase(name: &str, run: impl std::future::Future<Output = ()>) {
     let started = Instant::now();
     run.await;
     let took = started.elapsed();
     eprintln!("e2e: {name}: {took:.1?}");
-    if let Some(path) = std::env::var_os(PHASES_ENV) {
+    if let Some(path) = std::env::var_os(node::E2E_PHASES_ENV) {
         use std::io::Write;
         let line = format!("{:.1}\t{}\n", took.as_secs_f64(), name.replace(['\t', '\n'], " "));
         let noted = std::fs::OpenOptions::new().create(true).append(true).open(&path);
