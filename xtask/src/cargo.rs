@@ -116,6 +116,31 @@ impl FailureReport {
     }
 }
 
+/// `cargo test` failed: how it exited, and the end of each failed test's output. Said as the
+/// command's error, which xtask prints last, after the time summary: CI keeps the start and the
+/// end of a long log, and a run whose report came before the summary showed neither which
+/// assertion failed nor why.
+#[derive(Debug)]
+pub struct TestsFailed {
+    status: std::process::ExitStatus,
+    report: Vec<String>,
+}
+
+impl std::fmt::Display for TestsFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cargo test failed ({})", self.status)?;
+        if !self.report.is_empty() {
+            write!(f, "; the failed tests' output, again (its last {} lines each):", FailureReport::TAIL)?;
+            for line in &self.report {
+                write!(f, "\n  {line}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for TestsFailed {}
+
 /// Run `cargo test`, echoing its stdout and adding up its result lines.
 pub fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
     let mut child = cmd.spawn().context("starting cargo test")?;
@@ -130,15 +155,8 @@ pub fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
     }
     let status = child.wait()?;
     if !status.success() || totals.failed > 0 {
-        let report = failures.lines();
-        if !report.is_empty() {
-            println!("xtask: the failed tests' output, again (its last {} lines each):", FailureReport::TAIL);
-            for line in report {
-                println!("  {line}");
-            }
-        }
         println!("{} passed, {} failed", totals.passed, totals.failed.max(1));
-        bail!("cargo test failed ({status})");
+        return Err(TestsFailed { status, report: failures.lines() }.into());
     }
     if totals.passed == 0 {
         bail!("cargo test ran no test");
@@ -172,6 +190,19 @@ mod tests {
             t.add_line(line);
         }
         assert_eq!(t, Totals { passed: 4, failed: 2, ignored: 1 });
+    }
+
+    #[test]
+    fn a_failed_run_says_the_failed_tests_output_in_its_error() {
+        use std::os::unix::process::ExitStatusExt;
+        let status = std::process::ExitStatus::from_raw(101 << 8);
+        let report = vec!["---- e2e stdout ----".to_owned(), "thread 'e2e' panicked: why".to_owned()];
+        assert_eq!(
+            TestsFailed { status, report }.to_string(),
+            "cargo test failed (exit status: 101); the failed tests' output, again (its last 40 lines each):\n  \
+             ---- e2e stdout ----\n  thread 'e2e' panicked: why"
+        );
+        assert_eq!(TestsFailed { status, report: vec![] }.to_string(), "cargo test failed (exit status: 101)");
     }
 
     #[test]
