@@ -89,10 +89,14 @@ async fn keep_applying_timed(
 
 /// Whether an apply's error is a connection to the webhook closed under the review (the
 /// apiserver does not retry a POST whose connection ended): what the previous release's webhook,
-/// which has no drain, does to a connection the apiserver still uses when it exits.
+/// which has no drain, does to a connection the apiserver still uses when it exits. Go's client
+/// says it one of several ways, by when it saw the close: before its request was written ("http:
+/// server closed idle connection", the pooled connection picked up as it closed), while writing
+/// ("broken pipe", "connection reset by peer"), or before the answer (": EOF").
 fn connection_closed(error: &str) -> bool {
-    error.contains("failed calling webhook")
-        && [": EOF", "connection reset by peer", "broken pipe", "connection refused"].iter().any(|m| error.contains(m))
+    const CLOSED: [&str; 5] =
+        [": EOF", "connection reset by peer", "broken pipe", "connection refused", "server closed idle connection"];
+    error.contains("failed calling webhook") && CLOSED.iter().any(|m| error.contains(m))
 }
 
 /// The restarts of this release's webhook containers: none, if every connection it closed was
