@@ -53,6 +53,15 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// These totals, or an error if no test passed (a filter that matched nothing, a test target
+    /// gone missing): a run of no test proves nothing.
+    pub fn ran_some(self) -> anyhow::Result<Self> {
+        if self.passed == 0 {
+            bail!("cargo test ran no test");
+        }
+        Ok(self)
+    }
+
     /// Add one `test result: ok. 3 passed; 0 failed; 1 ignored; …` line (others are ignored).
     pub fn add_line(&mut self, line: &str) {
         let Some(rest) = line.trim().strip_prefix("test result: ") else { return };
@@ -141,7 +150,7 @@ impl std::fmt::Display for TestsFailed {
 
 impl std::error::Error for TestsFailed {}
 
-/// Run `cargo test`, echoing its stdout and adding up its result lines.
+/// Run `cargo test`, echoing its stdout and adding up its result lines (see [`Totals::ran_some`]).
 pub fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
     let mut child = cmd.spawn().context("starting cargo test")?;
     let mut totals = Totals::default();
@@ -157,9 +166,6 @@ pub fn run_tests(mut cmd: Command) -> anyhow::Result<Totals> {
     if !status.success() || totals.failed > 0 {
         println!("{} passed, {} failed", totals.passed, totals.failed.max(1));
         return Err(TestsFailed { status, report: failures.lines() }.into());
-    }
-    if totals.passed == 0 {
-        bail!("cargo test ran no test");
     }
     Ok(totals)
 }

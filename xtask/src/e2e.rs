@@ -3,7 +3,7 @@
 //! the operator deployed from `config/` onto it (`tests/tests/e2e/`). `cargo xtask test` runs them too whenever the node can run; with
 //! `CI=true` a node that cannot run is a failure.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use myownshell_envtest::node::cgroups;
@@ -16,12 +16,20 @@ use crate::progress::Step;
 
 /// The node suites' test targets in the tests crate.
 pub const SUITES: [&str; 3] = ["node", "network_policy", "e2e"];
+/// The operator end to end: one test of about 14 minutes, the longest step of a warm run.
+pub const E2E: [&str; 1] = ["e2e"];
+/// The node's own suites (about 2 minutes), which run beside the e2e: each cluster takes a
+/// network slot of its own (`myownshell_envtest::node::network`), and `node.rs` already runs two
+/// side by side.
+pub const NODE_OWN: [&str; 2] = ["node", "network_policy"];
 
 /// `cargo xtask e2e [cargo test args]`; ends with where the time went.
 pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
     let started = crate::progress::Started::now();
     let result = crate::progress::timed("envtest binaries", crate::envtest::ensure)
-        .and_then(|assets| run_suites(&assets, extra_args));
+        .and_then(|assets| prepare(&assets))
+        .and_then(|suites| suites.run_side_by_side(extra_args))
+        .and_then(Totals::ran_some);
     crate::progress::print_summary(started);
     let totals = result?;
     eprintln!("xtask: e2e passed in {}", crate::progress::format_duration(started.at.elapsed()));
@@ -33,10 +41,10 @@ pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
 /// whole workspace so that their dependencies have the workspace's features (with `-p
 /// myownshell-tests`, cargo unifies features over that package alone, and kube, kube-runtime
 /// and tokio-tungstenite were built a second time).
-pub fn suites_command(args: &[&str]) -> std::process::Command {
+pub fn suites_command(suites: &[&str], args: &[&str]) -> std::process::Command {
     let mut test = cargo();
     test.args(["test", "--workspace"]);
-    for suite in SUITES {
+    for suite in suites {
         test.args(["--test", suite]);
     }
     if in_ci() {
@@ -82,10 +90,17 @@ fn run_quiet(name: &str, mut command: std::process::Command) -> anyhow::Result<(
     Ok(())
 }
 
-/// Make the node's pieces and the operator image, then run the node suites. The image is made of
-/// the dev-profile binaries (`ImageProfile::Dev`): the suites test the operator's behaviour, and
-/// the binaries are the ones `cargo xtask test` has just built for the other tests.
-pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals> {
+/// What the node suites run with: the tools and images made for them, as environment variables.
+pub struct Suites {
+    env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
+    /// Where the e2e notes its phases' times.
+    phases: PathBuf,
+}
+
+/// Make the node's pieces and the operator image, and every tool the node suites run. The image
+/// is made of the dev-profile binaries (`ImageProfile::Dev`): the suites test the operator's
+/// behaviour, and the binaries are the ones `cargo xtask test` has just built for the other tests.
+pub fn prepare(assets: &Path) -> anyhow::Result<Suites> {
     crate::progress::timed("node", crate::node::ensure)?;
     let locked = in_ci();
     // The upgrade phase installs the previous release first, from its own manifests and image.
@@ -114,32 +129,73 @@ pub fn run_suites(assets: &Path, extra_args: &[String]) -> anyhow::Result<Totals
     // The e2e suite runs `kubectl myownshell` as its users do: built with every binary (one
     // feature set for the whole workspace; a no-op after `cargo xtask test`'s build).
     run_quiet("cargo build --workspace --bins", crate::node::build_workspace_bins(locked))?;
-    let step = Step::start(format!("cargo test --test {}", SUITES.join(" --test ")));
     let phases = myownshell_envtest::assets::workspace_root().join("target/e2e-phases.tsv");
-    // A file left by an earlier run would be read as this one's.
-    let _ = std::fs::remove_file(&phases);
-    let mut test = suites_command(&[]);
-    test.args(extra_args)
-        .env(myownshell_envtest::node::E2E_PHASES_ENV, &phases)
-        .env("KUBEBUILDER_ASSETS", assets)
-        .env("MYOWNSHELL_NODE_IMAGES", &images)
-        .env("MYOWNSHELL_PREVIOUS_CONFIG", &previous.config)
-        .env(crate::certmanager::ENV, &cert_manager.dir)
-        .env(crate::helm::chart::helm_binary::HELM_ENV, &helm)
-        .env(crate::prometheus::ENV, &prometheus)
-        .env(myownshell_envtest::node::local_path::ENV, &local_path)
-        .env(myownshell_envtest::node::network_policy::ENV, &kube_router)
-        .env(myownshell_envtest::oidc::hydra::ENV, &hydra)
-        .env(myownshell_envtest::oidc::oauth2_proxy::ENV, &oauth2_proxy)
-        .stdout(Stdio::piped());
-    let result = run_tests(test);
-    print_phases(&std::fs::read_to_string(&phases).unwrap_or_default());
-    // A test binary's shared cluster ends with its process, which leaves only its (empty)
-    // cgroups for someone to remove.
+    let env = [
+        (myownshell_envtest::node::E2E_PHASES_ENV.into(), phases.clone().into()),
+        ("KUBEBUILDER_ASSETS".into(), assets.into()),
+        ("MYOWNSHELL_NODE_IMAGES".into(), images),
+        ("MYOWNSHELL_PREVIOUS_CONFIG".into(), previous.config.into()),
+        (crate::certmanager::ENV.into(), cert_manager.dir.into()),
+        (crate::helm::chart::helm_binary::HELM_ENV.into(), helm.into()),
+        (crate::prometheus::ENV.into(), prometheus.into()),
+        (myownshell_envtest::node::local_path::ENV.into(), local_path.into()),
+        (myownshell_envtest::node::network_policy::ENV.into(), kube_router.into()),
+        (myownshell_envtest::oidc::hydra::ENV.into(), hydra.into()),
+        (myownshell_envtest::oidc::oauth2_proxy::ENV.into(), oauth2_proxy.into()),
+    ];
+    Ok(Suites { env: env.into(), phases })
+}
+
+impl Suites {
+    /// `cargo test` of `suites` (of [`SUITES`]); with the e2e, its phases after, slowest first.
+    pub fn run(&self, suites: &[&str], extra_args: &[String]) -> anyhow::Result<Totals> {
+        let step = Step::start(format!("cargo test --test {}", suites.join(" --test ")));
+        let e2e = suites.contains(&E2E[0]);
+        if e2e {
+            // A file left by an earlier run would be read as this one's.
+            let _ = std::fs::remove_file(&self.phases);
+        }
+        let mut test = suites_command(suites, &[]);
+        test.args(extra_args).envs(self.env.iter().map(|(k, v)| (k, v))).stdout(Stdio::piped());
+        let result = run_tests(test);
+        if e2e {
+            print_phases(&std::fs::read_to_string(&self.phases).unwrap_or_default());
+        }
+        let totals = result?;
+        step.done();
+        Ok(totals)
+    }
+
+    /// The e2e and, beside it in a lane of their own, the node's own suites; then what their
+    /// clusters left for someone to remove.
+    pub fn run_side_by_side(&self, extra_args: &[String]) -> anyhow::Result<Totals> {
+        let (e2e, own) = std::thread::scope(|scope| {
+            let own = scope.spawn(|| crate::progress::in_lane("node", || self.run(&NODE_OWN, extra_args)));
+            let e2e = self.run(&E2E, extra_args);
+            (e2e, own.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the node suites' thread panicked"))))
+        });
+        sweep();
+        both(e2e, own, "the node's own suites")
+    }
+}
+
+/// A test binary's shared cluster ends with its process, which leaves only its (empty) cgroups
+/// for someone to remove.
+pub fn sweep() {
     cgroups::sweep_stale();
-    let totals = result?;
-    step.done();
-    Ok(totals)
+}
+
+/// Two runs of tests that went side by side, as one: their passes added, or the error of the
+/// one that failed, or both errors (`second` names the second).
+pub fn both(first: anyhow::Result<Totals>, second: anyhow::Result<Totals>, second_is: &str) -> anyhow::Result<Totals> {
+    match (first, second) {
+        (Ok(mut totals), Ok(more)) => {
+            totals.passed += more.passed;
+            Ok(totals)
+        }
+        (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
+        (Err(first), Err(second)) => Err(anyhow::anyhow!("{first:#}\nand {second_is}: {second:#}")),
+    }
 }
 
 /// Whether `cargo xtask test` runs the node suites: always in CI, else when the node can run.
@@ -158,6 +214,23 @@ pub fn should_run() -> anyhow::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_side_by_side_add_up_or_say_each_failure() {
+        let ok = |passed| Ok(Totals { passed, ..Totals::default() });
+        let failed = |why: &str| Err(anyhow::anyhow!("{why}"));
+        assert_eq!(both(ok(3), ok(4), "the second").unwrap().passed, 7);
+        assert_eq!(format!("{:#}", both(ok(3), failed("e2e failed"), "the e2e").unwrap_err()), "e2e failed");
+        assert_eq!(
+            format!("{:#}", both(failed("workspace failed"), ok(4), "the e2e").unwrap_err()),
+            "workspace failed"
+        );
+        assert_eq!(
+            format!("{:#}", both(failed("workspace failed"), failed("e2e failed"), "the e2e").unwrap_err()),
+            "workspace failed\nand the e2e: e2e failed"
+        );
+        assert!(ok(0).and_then(Totals::ran_some).is_err(), "no test ran");
+    }
 
     #[test]
     fn the_phases_are_listed_slowest_first_and_bad_lines_skipped() {

@@ -10,8 +10,9 @@
 //! --check`, `cargo clippy -D warnings`, a check of the fuzz target), builds every binary and
 //! compiles every test binary (the node suites' too); then, as soon as the tools lane has made the
 //! workspace's tools, the alert rules (promtool) and `cargo test` for the whole workspace (in a
-//! `tests` lane of its own), while the tools lane goes on with the node's; and the node suites as
-//! soon as those are made, beside the workspace's tests. At the end, where the time went.
+//! `tests` lane of its own, followed there by the node's own suites), while the tools lane goes
+//! on with the node's pieces; and the e2e as soon as those are made, beside the workspace's
+//! tests. At the end, where the time went.
 //!
 //! Every cargo command selects the whole workspace (`--workspace`, the node suites by `--test`
 //! within it), so each dependency is built with one feature set: a `-p` selection unifies
@@ -24,6 +25,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::time::Instant;
@@ -93,28 +95,46 @@ fn main_lane(node_suites: bool, extra_args: &[String], made: &Receiver<Made>) ->
     // The alerts: promtool checks the PrometheusRule of config/prometheus and runs its unit tests.
     crate::prometheus::check_rules()?;
     if !node_suites {
-        return workspace_tests(&tools, extra_args);
+        return workspace_tests(&tools, extra_args)?.ran_some();
     }
-    // The workspace's tests and the node suites side by side, each as soon as what it needs is
-    // made. Each mostly waits (on apiservers, kubelets, pods, a browser): run one after the
-    // other, each kept 0.6 of the 2 cores busy (the time summary of 2026-11-30's CI run), for
-    // 10 and 16 minutes. Every test already bears a busy machine (the lanes ran the workspace's
-    // tests beside Go builds), and the node suites' clusters take a network slot of their own.
-    let (workspace, node) = std::thread::scope(|scope| {
-        let workspace = scope.spawn(|| progress::in_lane("tests", || workspace_tests(&tools, extra_args)));
-        let node = wait_for(made, "the node's pieces").and_then(|_| crate::e2e::run_suites(&tools.assets, extra_args));
-        let workspace =
-            workspace.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the workspace tests' thread panicked")));
-        (workspace, node)
+    // Three runs of tests, as soon as what each needs is made, no more than two at once: the
+    // workspace's tests (in a `tests` lane of their own), then the node's own suites (about 2
+    // minutes) in the same lane; and the e2e (about 14) here, beside them. Each mostly waits (on
+    // apiservers, kubelets, pods, a browser): run one after the other, the workspace's tests and
+    // the node suites each kept 0.6 of the 2 cores busy (the time summary of 2026-11-30's CI run),
+    // for 10 and 16 minutes. Every test already bears a busy machine (the lanes ran the
+    // workspace's tests beside Go builds), and each cluster of the node suites takes a network
+    // slot of its own.
+    let (suites_tx, suites_rx) = mpsc::channel::<Option<Arc<crate::e2e::Suites>>>();
+    let (tests_lane, e2e) = std::thread::scope(|scope| {
+        let tools = &tools;
+        let tests_lane = scope.spawn(move || {
+            progress::in_lane("tests", || {
+                let workspace = workspace_tests(tools, extra_args);
+                let own = match suites_rx.recv() {
+                    Ok(Some(suites)) => suites.run(&crate::e2e::NODE_OWN, extra_args),
+                    _ => Err(ToolsLaneStopped("the node's pieces").into()),
+                };
+                crate::e2e::both(workspace, own, "the node's own suites")
+            })
+        });
+        let prepared = wait_for(made, "the node's pieces").and_then(|_| crate::e2e::prepare(&tools.assets));
+        let e2e = match prepared {
+            Ok(suites) => {
+                let suites = Arc::new(suites);
+                let _ = suites_tx.send(Some(suites.clone()));
+                suites.run(&crate::e2e::E2E, extra_args)
+            }
+            Err(e) => {
+                let _ = suites_tx.send(None);
+                Err(e)
+            }
+        };
+        let tests_lane = tests_lane.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the tests lane's thread panicked")));
+        (tests_lane, e2e)
     });
-    match (workspace, node) {
-        (Ok(mut totals), Ok(node)) => {
-            totals.passed += node.passed;
-            Ok(totals)
-        }
-        (Err(e), Ok(_)) | (Ok(_), Err(e)) => Err(e),
-        (Err(workspace), Err(node)) => Err(anyhow::anyhow!("{workspace:#}\nand the node suites: {node:#}")),
-    }
+    crate::e2e::sweep();
+    crate::e2e::both(tests_lane, e2e, "the e2e")?.ran_some()
 }
 
 /// `cargo test` for the whole workspace, with the tools it runs.
@@ -144,7 +164,7 @@ fn compile_tests(node_suites: bool) -> anyhow::Result<()> {
     workspace.args(["test", "--workspace", "--no-run"]).args(locked());
     run_step("cargo test --workspace --no-run", workspace)?;
     if node_suites {
-        run_step("cargo test --no-run (node suites)", crate::e2e::suites_command(&["--no-run"]))?;
+        run_step("cargo test --no-run (node suites)", crate::e2e::suites_command(&crate::e2e::SUITES, &["--no-run"]))?;
     }
     Ok(())
 }
