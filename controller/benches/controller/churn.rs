@@ -81,6 +81,22 @@ where
     (updates, failed, start.elapsed())
 }
 
+/// The controller's queue latency and reconcile duration between two scrapes of its metrics:
+/// `[(p50, p99) of the queue, (p50, p99) of the reconciles]`, in ms.
+pub(crate) fn reconcile_figures(before: &str, after: &str) -> [(f64, f64); 2] {
+    [QUEUE_LATENCY, RECONCILE_DURATION].map(|name| {
+        let delta = histogram_delta(&histogram_buckets(after, name), &histogram_buckets(before, name));
+        let ms = |q| histogram_quantile(q, &delta).map_or(f64::NAN, |s| s * 1000.0);
+        (ms(0.5), ms(0.99))
+    })
+}
+
+/// The controller's reconciles and writes between two scrapes of its metrics.
+pub(crate) fn reconciles_and_writes(before: &str, after: &str) -> (f64, f64) {
+    let delta = |name| family_sum(after, name) - family_sum(before, name);
+    (delta("myownshell_controller_reconciles_total"), delta("myownshell_controller_writes_total"))
+}
+
 /// One churn phase: `rate` updates per second to random objects for `seconds`, then until every
 /// status is current again; the SLO figures from the controller's histograms over the phase.
 pub(crate) async fn churn(
@@ -106,13 +122,7 @@ pub(crate) async fn churn(
     statuses_current(client, ns).await;
     let drained = start.elapsed().saturating_sub(sending);
     let after = scraper.scrape(controller).await;
-    let figures = |name: &str| {
-        let delta = histogram_delta(&histogram_buckets(&after, name), &histogram_buckets(&before, name));
-        let ms = |q| histogram_quantile(q, &delta).map_or(f64::NAN, |s| s * 1000.0);
-        (ms(0.5), ms(0.99))
-    };
-    let (q50, q99) = figures(QUEUE_LATENCY);
-    let (r50, r99) = figures(RECONCILE_DURATION);
+    let [(q50, q99), (r50, r99)] = reconcile_figures(&before, &after);
     let verdict = |p99_ms: f64, slo_ms: f64| if p99_ms <= slo_ms { "within" } else { "OVER" };
     println!(
         "  churn {rate}/s for {seconds} s: {updates} updates ({:.0}/s achieved, {failed} failed); statuses current {drained:.2?} after the last",
@@ -123,12 +133,9 @@ pub(crate) async fn churn(
         verdict(q99, 1000.0),
         verdict(r99, 5000.0)
     );
+    let (reconciles, writes) = reconciles_and_writes(&before, &after);
     println!(
-        "    reconciles {:.0}, writes {:.0}; controller RSS now {:.1} MiB, peak {:.1} MiB",
-        family_sum(&after, "myownshell_controller_reconciles_total")
-            - family_sum(&before, "myownshell_controller_reconciles_total"),
-        family_sum(&after, "myownshell_controller_writes_total")
-            - family_sum(&before, "myownshell_controller_writes_total"),
+        "    reconciles {reconciles:.0}, writes {writes:.0}; controller RSS now {:.1} MiB, peak {:.1} MiB",
         controller.rss_mib("VmRSS:"),
         controller.rss_mib("VmHWM:"),
     );

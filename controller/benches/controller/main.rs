@@ -14,7 +14,9 @@
 //!   (as the controller's `--concurrency C`), and a status patch each time a Deployment reports
 //!   its pod (created, then ready), as the controller writes them. This is what the apiserver
 //!   must do for the end state; the clock stops as the controller's does, when a watch has seen
-//!   every status current and showing its pod ready;
+//!   every status current and showing its pod ready; then its objects are deleted and its
+//!   namespace waited gone (`clear.rs`), so that the controller's phase runs beside the same
+//!   objects as this one did (the floor's);
 //! - controller: start the real controller binary (release build, `--concurrency C`), create N
 //!   `MyOwnShell`s C at a time with the same kind of client, and stop the clock when all N
 //!   statuses report the current generation and their pod ready.
@@ -48,9 +50,11 @@
 //!   20 s later; how late after its deadline each one's Deployment is seen gone (p50, p99, max);
 //!   first its floor: as many of the floor's Deployments deleted by the benchmark itself at
 //!   their deadlines, at the same rate (a timer, a write and a watch, no controller); the writes
-//!   per warning, per stop, per start and per update at a quiet moment;
-//! - for churn and stops, the apiserver's own write latency over the phase (p50, p99 of
-//!   `apiserver_request_duration_seconds`): the floor under the controller's latency figures;
+//!   per warning, per stop, per start and per update at a quiet moment; the controller's queue
+//!   latency and reconcile duration over the stops;
+//! - for churn and stops, the apiserver's own latency over the phase (p50, p99 of
+//!   `apiserver_request_duration_seconds`, changes and deletions apart): the floor under the
+//!   controller's latency figures;
 //! - after each restart, the controller's peak RSS during it and its steady RSS.
 //!
 //! Prints the times, `ratio = controller/floor`, `ratio = controller/same-writes floor`, what
@@ -74,6 +78,7 @@ mod apiserver_latency;
 mod apiserver_metrics;
 mod churn;
 mod churn_floor;
+mod clear;
 mod counts;
 mod cpu;
 mod floors;
@@ -149,6 +154,8 @@ fn main() {
         println!("  (floor converged in {floor:.2?})");
         let same = same_writes_floor(client.clone(), &same_ns, &options).await;
         println!("  (same-writes floor converged in {same:.2?})");
+        let cleared = clear::clear(&client, &same_ns, options.concurrency).await;
+        println!("  (same-writes floor's objects deleted, its namespace gone, in {cleared:.2?})");
         let controller = with_controller(&cluster, &ctrl_ns, &floor_ns, &options).await;
         // The apiserver restarted: a fresh client.
         let client = cp.client().unwrap();

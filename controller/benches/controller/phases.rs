@@ -145,8 +145,10 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         let latency = ApiserverLatency::start(&client).await;
         let m = options.stops.min(n);
         let warnings = WritesPer::start(&client).await;
+        let before = scraper.scrape(&controller).await;
         let (writes, own) = stops(&client, ns, m, options.stop_rate, &quiet, warnings).await;
         println!("    {}", latency.line(&client).await);
+        println!("    {}", reconciles_line(&before, &scraper.scrape(&controller).await));
         println!("    {}", cpu.line(cluster, controller.process.pid()));
         quiet.settle("the stops' writes").await;
         println!("    {}", writes.line(&client, "stop", m, own).await);
@@ -181,4 +183,14 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
     assert!(controller.process.is_running(), "the controller died:\n{}", controller.process.log_tail(20));
     controller.process.stop(Duration::from_secs(10)).unwrap();
     took
+}
+
+/// What the controller's own metrics say of a phase: the queue's wait (an event's, not a
+/// timer's), the reconciles' time, how many reconciles and writes.
+fn reconciles_line(before: &str, after: &str) -> String {
+    let [(q50, q99), (r50, r99)] = crate::churn::reconcile_figures(before, after);
+    let (reconciles, writes) = crate::churn::reconciles_and_writes(before, after);
+    format!(
+        "the controller meanwhile: queue latency (events) p50 {q50:.1} ms, p99 {q99:.1} ms; reconcile p50 {r50:.1} ms, p99 {r99:.1} ms; {reconciles:.0} reconciles, {writes:.0} writes"
+    )
 }
