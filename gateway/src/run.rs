@@ -150,7 +150,8 @@ fn terminal_settings(args: &Args) -> TerminalSettings {
 
 /// Run until `shutdown`.
 pub async fn run(args: Args, shutdown: CancellationToken) -> Result<(), RunError> {
-    let client = args.client.client().await?;
+    // Its terminals are exec and attach streams through this client, quiet while nobody types.
+    let client = args.client.streaming_client().await?;
     let assets = Assets::load(&args.assets_dir)?;
     let authn = AuthnCacheOptions { ttl: args.auth_cache_ttl, ..AuthnCacheOptions::default() };
     let tokens = TokenAuthenticator::new(

@@ -1,9 +1,19 @@
 //! `--kubeconfig`, and the Kubernetes client every binary builds from it the same way.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// How long a response may go without a byte before its request fails, for every client but the
+/// one that holds terminals open ([`ClientArgs::streaming_client`]).
+///
+/// kube's default is none: a request on a connection whose apiserver vanished without a reset
+/// (a node lost, a NAT entry dropped) waits forever: a reconcile holds its worker and its shell,
+/// a relist never ends. Longer than the watcher's own idle timeout (kube-runtime drops a watch
+/// with no event for 290 + 5 s and watches again), so no quiet watch is cut by this.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Which cluster to talk to, flattened into each binary's flags.
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
@@ -32,19 +42,40 @@ pub enum ClientError {
 
 impl ClientArgs {
     /// A client from `--kubeconfig`, else from `$KUBECONFIG`, `~/.kube/config` or the in-cluster
-    /// configuration, in that order (kube's `Config::infer`).
+    /// configuration, in that order (kube's `Config::infer`); a response that stalls for
+    /// [`READ_TIMEOUT`] fails its request.
     pub async fn client(&self) -> Result<Client, ClientError> {
+        self.client_with(Some(READ_TIMEOUT)).await
+    }
+
+    /// [`ClientArgs::client`] without a read timeout, for exec and attach streams: a terminal
+    /// nobody types in may read nothing for hours, and must stay open.
+    pub async fn streaming_client(&self) -> Result<Client, ClientError> {
+        self.client_with(None).await
+    }
+
+    async fn client_with(&self, read_timeout: Option<Duration>) -> Result<Client, ClientError> {
         let Some(path) = &self.kubeconfig else {
             let config = kube::Config::infer().await.map_err(|e| ClientError::Infer(e.to_string()))?;
-            return Client::try_from(config).map_err(|e| ClientError::Infer(e.to_string()));
+            return Client::try_from(with_read_timeout(config, read_timeout))
+                .map_err(|e| ClientError::Infer(e.to_string()));
         };
         let error = |message: String| ClientError::Kubeconfig { path: path.display().to_string(), message };
         let file = Kubeconfig::read_from(path).map_err(|e| error(e.to_string()))?;
         let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
             .await
             .map_err(|e| error(e.to_string()))?;
-        Client::try_from(config).map_err(|e| error(e.to_string()))
+        Client::try_from(with_read_timeout(config, read_timeout)).map_err(|e| error(e.to_string()))
     }
+}
+
+/// `config` whose responses fail after `read_timeout` without a byte, counted from the request's
+/// last write (kube's `reset_reader_on_write`), not from when its pooled connection went idle,
+/// which may be long before.
+fn with_read_timeout(mut config: kube::Config, read_timeout: Option<Duration>) -> kube::Config {
+    config.read_timeout = read_timeout;
+    config.reset_reader_on_write = read_timeout.is_some();
+    config
 }
 
 #[cfg(test)]
@@ -57,6 +88,43 @@ mod tests {
     struct Binary {
         #[command(flatten)]
         client: ClientArgs,
+    }
+
+    /// A server that takes connections and reads requests but never answers, as an apiserver
+    /// gone without a reset looks from the client.
+    async fn stalling_server() -> (String, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        (url, server)
+    }
+
+    #[tokio::test]
+    async fn a_stalled_response_fails_its_request_after_the_read_timeout() {
+        let (url, server) = stalling_server().await;
+        let config = kube::Config::new(url.parse().unwrap());
+        let client = Client::try_from(with_read_timeout(config, Some(Duration::from_millis(500)))).unwrap();
+        let request = http::Request::get("/version").body(Vec::new()).unwrap();
+        let answered = tokio::time::timeout(Duration::from_secs(10), client.request_text(request)).await;
+        server.abort();
+        let Ok(result) = answered else { panic!("the request still waited after 10 s: no read timeout") };
+        assert!(result.is_err(), "a server that never answers gave {result:?}");
+    }
+
+    #[test]
+    fn the_read_timeout_outlasts_a_quiet_watch_and_streams_have_none() {
+        // kube-runtime's watcher drops a watch with no event after 290 + 5 s and watches again.
+        assert!(READ_TIMEOUT > Duration::from_secs(295));
+        let config = |t| with_read_timeout(kube::Config::new("http://127.0.0.1".parse().unwrap()), t);
+        let requests = config(Some(READ_TIMEOUT));
+        assert_eq!((requests.read_timeout, requests.reset_reader_on_write), (Some(READ_TIMEOUT), true));
+        let streams = config(None);
+        assert_eq!((streams.read_timeout, streams.reset_reader_on_write), (None, false));
     }
 
     #[tokio::test]
