@@ -86,6 +86,11 @@ pub struct Metrics {
     /// warning and stop the lifetime made, once each when its status was written (starts and
     /// stops are no Events: the status tells each shell's, this counts them all).
     pub lifetime_transitions: Family<TransitionLabels, Counter>,
+    /// `myownshell_controller_lifetime_stop_delay_seconds`: how long after its deadline (the
+    /// `status.nextStop.at` it announced) a lifetime's stop began ([`SLO_BUCKETS`]): the wake-up
+    /// and the wait for a worker, before the stop's writes. A class whose shells all come due at
+    /// one moment shows here first.
+    pub lifetime_stop_delay: Histogram,
     /// Which shells are counted in `degraded`, and under which reason.
     degraded_shells: Arc<parking_lot::Mutex<std::collections::HashMap<(String, String), String>>>,
     registry: Arc<Registry>,
@@ -110,6 +115,7 @@ impl Metrics {
         let degraded = Family::<ReasonLabels, Gauge>::default();
         let approval_changes = Family::<ReasonLabels, Counter>::default();
         let lifetime_transitions = Family::<TransitionLabels, Counter>::default();
+        let lifetime_stop_delay = Histogram::new(SLO_BUCKETS);
         let mut registry = Registry::with_prefix("myownshell_controller");
         registry.register("reconciles", "Reconciles of MyOwnShell objects, by result", reconciles.clone());
         registry.register_with_unit(
@@ -149,6 +155,12 @@ impl Metrics {
             "Starts, stop warnings and stops of shells, by transition and the stop's reason",
             lifetime_transitions.clone(),
         );
+        registry.register_with_unit(
+            "lifetime_stop_delay",
+            "Time from a lifetime's deadline to the start of the reconcile that stopped the shell",
+            prometheus_client::registry::Unit::Seconds,
+            lifetime_stop_delay.clone(),
+        );
         Self {
             reconciles,
             reconcile_duration,
@@ -160,6 +172,7 @@ impl Metrics {
             degraded,
             approval_changes,
             lifetime_transitions,
+            lifetime_stop_delay,
             degraded_shells: Arc::default(),
             registry: Arc::new(registry),
         }

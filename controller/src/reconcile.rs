@@ -169,7 +169,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // What the lifetime did is told once it is recorded: a reconcile that could not write the
     // status does it again, and tells it then.
     if written.is_ok() {
-        told.extend(recorded(shell, ctx, previous.as_ref(), &plan, approval.as_ref()));
+        told.extend(recorded(shell, ctx, previous.as_ref(), &plan, approval.as_ref(), now));
     }
     tell(shell, ctx, told);
     if let Some(e) = error {
@@ -230,11 +230,15 @@ fn recorded(
     previous: Option<&MyOwnShellStatus>,
     plan: &lifetime::Plan,
     approval: Option<&status::Value>,
+    now: Timestamp,
 ) -> Vec<announce::Announcement> {
     let mut told = announce::lifetime_events(&shell.name_any(), plan);
     for (transition, reason) in announce::transitions(plan) {
         let labels = crate::metrics::TransitionLabels { transition: transition.into(), reason };
         ctx.metrics.lifetime_transitions.get_or_create(&labels).inc();
+    }
+    if let Some(late) = announce::stop_delay(previous, plan, now) {
+        ctx.metrics.lifetime_stop_delay.observe(late.as_secs_f64());
     }
     if let Some(event) = announce::approval_event(previous, approval) {
         let labels = crate::metrics::ReasonLabels { reason: event.reason.into() };

@@ -81,6 +81,12 @@ async fn an_idle_shell_is_warned_then_stopped_and_start_brings_its_pods_back() {
     assert!(stop.message.contains("no new connection"), "the status says why: {}", stop.message);
     // A stop is counted, and told by the status alone: no Event says it again (issue 41).
     assert_eq!(t.settled_metric(&transitions("Stopped", "Idle")).await, 1.0, "the stop counted once");
+    // How late it began after the deadline `nextStop` announced: once, and within the second the
+    // stop's time above allows.
+    let delays = "myownshell_controller_lifetime_stop_delay_seconds";
+    assert_eq!(t.settled_metric(&format!("{delays}_count")).await, 1.0, "the stop's delay observed once");
+    let late = t.settled_metric(&format!("{delays}_sum")).await;
+    assert!((0.0..2.0).contains(&late), "the stop began {late} s after its deadline");
     let reasons = t.event_reasons("idle").await;
     assert!(!reasons.iter().any(|r| r == "Stopped"), "a stop is the status's to tell: {reasons:?}");
     let started_before = t.settled_metric(&transitions("Started", "")).await;

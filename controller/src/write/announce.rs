@@ -1,6 +1,6 @@
 //! What a reconcile tells in Events, as pure functions: a stop coming ([`lifetime_events`]),
 //! and a failure or a pod problem once per cause ([`trouble_event`]); and what its lifetime did,
-//! for the metrics ([`transitions`]).
+//! for the metrics ([`transitions`], [`stop_delay`]).
 //!
 //! A start and a stop are no Events: the status says each (`status.startedAt`, `Available`,
 //! `status.stopped` with its reason and message, which `kubectl describe` shows), and an Event
@@ -62,6 +62,21 @@ pub fn transitions(plan: &Plan) -> Vec<(&'static str, String)> {
             Happening::Stopped(stop) => (reasons::STOPPED, stop.reason.clone()),
         })
         .collect()
+}
+
+/// How long after its deadline the stop this reconcile made began (`now`, the reconcile's start),
+/// for `myownshell_controller_lifetime_stop_delay_seconds`: the deadline is the one the status
+/// announced (`nextStop.at`, of the same reason). A stop on request, or one no `nextStop`
+/// announced, has no deadline to be late for.
+pub fn stop_delay(
+    previous: Option<&MyOwnShellStatus>,
+    plan: &Plan,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Option<std::time::Duration> {
+    let announced = previous?.next_stop.as_ref()?;
+    let stopped = plan.happenings.iter().any(|h| matches!(h, Happening::Stopped(s) if s.reason == announced.reason));
+    let late = now.duration_since(announced.at.0);
+    stopped.then(|| std::time::Duration::try_from(late).unwrap_or_default())
 }
 
 /// The `Degraded=True` cause of `status`, if it has one.
@@ -209,5 +224,55 @@ mod tests {
             vec![("Started", ""), ("StoppingSoon", "Idle"), ("Stopped", "Idle")],
             "every one is counted"
         );
+    }
+
+    #[test]
+    fn a_stop_is_late_by_the_time_since_the_deadline_its_status_announced() {
+        let t0 = Timestamp::from_second(1_800_000_000).unwrap();
+        let announced = |reason: &str| MyOwnShellStatus {
+            next_stop: Some(NextStop { at: time(t0), reason: reason.into(), warned: true }),
+            ..MyOwnShellStatus::default()
+        };
+        let stopped = |reason: &str| Plan {
+            phase: Phase::Stopped(Stop { reason: reason.into(), at: time(t0), message: String::new() }),
+            next_stop: None,
+            happenings: vec![Happening::Stopped(Stop { reason: reason.into(), at: time(t0), message: String::new() })],
+            wake_at: None,
+            delete: false,
+        };
+        let running = Plan { phase: Phase::Running { started_at: t0 }, happenings: vec![], ..stopped("Idle") };
+        let later = |ms: i64| t0.checked_add(k8s_openapi::jiff::SignedDuration::from_millis(ms)).unwrap();
+        let ms = |d: Option<std::time::Duration>| d.map(|d| d.as_millis());
+        // (what, previous status, plan, now, delay in ms)
+        let cases = [
+            (
+                "stopped 250 ms after its deadline",
+                Some(announced("MaxRunTime")),
+                stopped("MaxRunTime"),
+                later(250),
+                Some(250),
+            ),
+            ("an idle stop on the dot", Some(announced("Idle")), stopped("Idle"), t0, Some(0)),
+            (
+                "a clock a little behind the deadline is not early",
+                Some(announced("Idle")),
+                stopped("Idle"),
+                later(-20),
+                Some(0),
+            ),
+            (
+                "a stop on request was announced by nobody",
+                Some(announced("Idle")),
+                stopped("Requested"),
+                later(5),
+                None,
+            ),
+            ("no stop in this reconcile", Some(announced("Idle")), running, later(5), None),
+            ("no deadline announced", Some(MyOwnShellStatus::default()), stopped("Idle"), later(5), None),
+            ("no status yet", None, stopped("Idle"), later(5), None),
+        ];
+        for (what, previous, plan, now, delay) in cases {
+            assert_eq!(ms(stop_delay(previous.as_ref(), &plan, now)), delay, "{what}");
+        }
     }
 }
