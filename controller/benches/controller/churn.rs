@@ -81,14 +81,18 @@ where
     (updates, failed, start.elapsed())
 }
 
+/// The p50 and p99, in ms, of the controller's histogram `name` between two scrapes of its
+/// metrics.
+pub(crate) fn histogram_figures(before: &str, after: &str, name: &str) -> (f64, f64) {
+    let delta = histogram_delta(&histogram_buckets(after, name), &histogram_buckets(before, name));
+    let ms = |q| histogram_quantile(q, &delta).map_or(f64::NAN, |s| s * 1000.0);
+    (ms(0.5), ms(0.99))
+}
+
 /// The controller's queue latency and reconcile duration between two scrapes of its metrics:
 /// `[(p50, p99) of the queue, (p50, p99) of the reconciles]`, in ms.
 pub(crate) fn reconcile_figures(before: &str, after: &str) -> [(f64, f64); 2] {
-    [QUEUE_LATENCY, RECONCILE_DURATION].map(|name| {
-        let delta = histogram_delta(&histogram_buckets(after, name), &histogram_buckets(before, name));
-        let ms = |q| histogram_quantile(q, &delta).map_or(f64::NAN, |s| s * 1000.0);
-        (ms(0.5), ms(0.99))
-    })
+    [QUEUE_LATENCY, RECONCILE_DURATION].map(|name| histogram_figures(before, after, name))
 }
 
 /// The controller's reconciles and writes between two scrapes of its metrics.

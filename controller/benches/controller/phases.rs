@@ -191,15 +191,9 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
 fn reconciles_line(before: &str, after: &str) -> String {
     let [(q50, q99), (r50, r99)] = crate::churn::reconcile_figures(before, after);
     let (reconciles, writes) = crate::churn::reconciles_and_writes(before, after);
-    let name = "myownshell_controller_lifetime_stop_delay_seconds";
-    let delay = myownshell_tests::controller::histogram_delta(
-        &myownshell_tests::controller::histogram_buckets(after, name),
-        &myownshell_tests::controller::histogram_buckets(before, name),
-    );
-    let ms = |q| myownshell_tests::controller::histogram_quantile(q, &delay).map_or(f64::NAN, |s| s * 1000.0);
+    let (d50, d99) =
+        crate::churn::histogram_figures(before, after, "myownshell_controller_lifetime_stop_delay_seconds");
     format!(
-        "the controller meanwhile: each stop began after its deadline p50 {:.1} ms, p99 {:.1} ms; queue latency (events) p50 {q50:.1} ms, p99 {q99:.1} ms; reconcile p50 {r50:.1} ms, p99 {r99:.1} ms; {reconciles:.0} reconciles, {writes:.0} writes",
-        ms(0.5),
-        ms(0.99)
+        "the controller meanwhile: each stop began after its deadline p50 {d50:.1} ms, p99 {d99:.1} ms; queue latency (events) p50 {q50:.1} ms, p99 {q99:.1} ms; reconcile p50 {r50:.1} ms, p99 {r99:.1} ms; {reconciles:.0} reconciles, {writes:.0} writes"
     )
 }
