@@ -61,7 +61,8 @@ struct Tools {
 enum Made {
     /// What the workspace's tests need is made.
     Workspace(Tools),
-    /// The node's pieces, cert-manager, the provisioner and the NetworkPolicy enforcer are made too.
+    /// cert-manager is made too (with the node suites, the node's pieces, the provisioner and the
+    /// NetworkPolicy enforcer came before [`Made::Workspace`]).
     Node,
 }
 
@@ -275,19 +276,32 @@ fn tools_lane(node_suites: bool, stop: &AtomicBool, made: Sender<Made>) -> anyho
     if tool(stop, "prometheus", "Debian's prometheus and promtool", crate::prometheus::ensure)?.is_none() {
         return Ok(());
     }
+    // With the node suites, the workspace's tests wait for what `cargo xtask dev` runs on the
+    // node too: `tests/tests/dev.rs` starts it, and it uses the node once the node's packages are
+    // installed. On a cold machine (2026-11-30, `CI=true bash .ci/run` with every cache empty) it
+    // found the packages but not kube-router and the provisioner, built them itself beside the
+    // tools lane building the same, and was not ready within the test's 3 minutes.
+    if node_suites && !dev_on_the_node(stop)? {
+        return Ok(());
+    }
     // The receiving end lives as long as the main lane; a send fails only once it has ended.
     let _ = made.send(Made::Workspace(Tools { assets, kwok, helm, web, hydra, oauth2_proxy }));
-    if node_suites {
-        let node = tool(stop, "node", "the node's pieces (kubelet, packages, images)", crate::node::ensure)?;
-        let cert_manager = tool(stop, "cert-manager", "the e2e suite's cert-manager", crate::certmanager::ensure)?;
-        let local_path =
-            tool(stop, "local-path-provisioner", "the node's dynamic provisioner", crate::local_path::ensure)?;
-        let kube_router = tool(stop, "kube-router", "the nodes' NetworkPolicy enforcer", crate::kube_router::ensure)?;
-        if node.is_some() && cert_manager.is_some() && local_path.is_some() && kube_router.is_some() {
-            let _ = made.send(Made::Node);
-        }
+    if node_suites && tool(stop, "cert-manager", "the e2e suite's cert-manager", crate::certmanager::ensure)?.is_some()
+    {
+        let _ = made.send(Made::Node);
     }
     Ok(())
+}
+
+/// What `cargo xtask dev` runs on the node (`dev::run_local`), made: the node's pieces, its
+/// provisioner, its NetworkPolicy enforcer and the session holder's image. False if the lane was
+/// told to stop first.
+fn dev_on_the_node(stop: &AtomicBool) -> anyhow::Result<bool> {
+    let node = tool(stop, "node", "the node's pieces (kubelet, packages, images)", crate::node::ensure)?;
+    let local_path = tool(stop, "local-path-provisioner", "the node's dynamic provisioner", crate::local_path::ensure)?;
+    let kube_router = tool(stop, "kube-router", "the nodes' NetworkPolicy enforcer", crate::kube_router::ensure)?;
+    let session = tool(stop, "session image", "the session holder's image", || crate::session::image(false))?;
+    Ok(node.is_some() && local_path.is_some() && kube_router.is_some() && session.is_some())
 }
 
 /// `make`, timed as `name` in the summary, its error saying `what` failed; `None` without
