@@ -87,9 +87,10 @@ pub struct Metrics {
     /// stops are no Events: the status tells each shell's, this counts them all).
     pub lifetime_transitions: Family<TransitionLabels, Counter>,
     /// `myownshell_controller_lifetime_stop_delay_seconds`: how long after its deadline (the
-    /// `status.nextStop.at` it announced) a lifetime's stop began ([`SLO_BUCKETS`]): the wake-up
-    /// and the wait for a worker, before the stop's writes. A class whose shells all come due at
-    /// one moment shows here first.
+    /// `status.nextStop.at` it announced) a lifetime's stop began to delete the shell's
+    /// Deployment ([`SLO_BUCKETS`]): the wake-up and the wait for a worker, before the stop's
+    /// writes. A class whose shells all come due at one moment shows here first. A stop with no
+    /// Deployment to delete is not observed.
     pub lifetime_stop_delay: Histogram,
     /// Which shells are counted in `degraded`, and under which reason.
     degraded_shells: Arc<parking_lot::Mutex<std::collections::HashMap<(String, String), String>>>,
@@ -157,7 +158,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "lifetime_stop_delay",
-            "Time from a lifetime's deadline to the start of the reconcile that stopped the shell",
+            "Time from a lifetime's deadline to the stop's delete of the shell's Deployment",
             prometheus_client::registry::Unit::Seconds,
             lifetime_stop_delay.clone(),
         );

@@ -28,7 +28,7 @@ use crate::write::announce;
 use crate::write::apply_deployment::{Wanted, ensure_deployment, find_deployment, instance_free};
 use crate::write::cleanup::{cleanup, delete_stopped};
 use crate::write::status::{self, Failure};
-use crate::write::stop_deployment::remove_deployment;
+use crate::write::stop_deployment::{Removal, remove_deployment};
 
 /// How long to wait before retrying an object that failed `failures` times in a row:
 /// 500 ms doubling up to 5 minutes.
@@ -137,7 +137,10 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     let (current, error, template) = match hard {
         Some(e) => (untouched(shell, ctx).await, Some(e), None),
         // A stopped shell has no Deployment (`write::stop_deployment` says why).
-        None if matches!(plan.phase, Phase::Stopped(_)) => remove_deployment(shell, ctx).await,
+        None if matches!(plan.phase, Phase::Stopped(_)) => match remove_deployment(shell, ctx).await {
+            Removal::Deleted => return Ok(stop_begun(ctx, previous.as_ref(), &plan, now)),
+            Removal::Settled(current, error, template) => (current, error, template),
+        },
         None => write_deployment(shell, &wanted, ctx).await,
     };
     if error.as_ref().is_some_and(Error::is_namespace_terminating) {
@@ -169,7 +172,7 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     // What the lifetime did is told once it is recorded: a reconcile that could not write the
     // status does it again, and tells it then.
     if written.is_ok() {
-        told.extend(recorded(shell, ctx, previous.as_ref(), &plan, approval.as_ref(), now));
+        told.extend(recorded(shell, ctx, previous.as_ref(), &plan, approval.as_ref()));
     }
     tell(shell, ctx, told);
     if let Some(e) = error {
@@ -230,15 +233,11 @@ fn recorded(
     previous: Option<&MyOwnShellStatus>,
     plan: &lifetime::Plan,
     approval: Option<&status::Value>,
-    now: Timestamp,
 ) -> Vec<announce::Announcement> {
     let mut told = announce::lifetime_events(&shell.name_any(), plan);
     for (transition, reason) in announce::transitions(plan) {
         let labels = crate::metrics::TransitionLabels { transition: transition.into(), reason };
         ctx.metrics.lifetime_transitions.get_or_create(&labels).inc();
-    }
-    if let Some(late) = announce::stop_delay(previous, plan, now) {
-        ctx.metrics.lifetime_stop_delay.observe(late.as_secs_f64());
     }
     if let Some(event) = announce::approval_event(previous, approval) {
         let labels = crate::metrics::ReasonLabels { reason: event.reason.into() };
@@ -246,6 +245,21 @@ fn recorded(
         told.push(event);
     }
     told
+}
+
+/// How long a stop whose Deployment a reconcile deleted waits for the deletion's watch event,
+/// which reconciles it again and records the stop, before it is reconciled anyway. The event
+/// comes within milliseconds; this bounds how long a lost one (a watch that reconnected across
+/// the deletion sees no event of it) leaves the status behind.
+pub const STOP_RECORD_FALLBACK: Duration = Duration::from_secs(30);
+
+/// A stop's Deployment deleted by this reconcile ([`Removal::Deleted`] says why its status waits
+/// for the next one): how late after its deadline it began is observed here, once per stop.
+fn stop_begun(ctx: &Context, previous: Option<&MyOwnShellStatus>, plan: &lifetime::Plan, now: Timestamp) -> Action {
+    if let Some(late) = announce::stop_delay(previous, plan, now) {
+        ctx.metrics.lifetime_stop_delay.observe(late.as_secs_f64());
+    }
+    Action::requeue(STOP_RECORD_FALLBACK)
 }
 
 /// How often a shell waiting for a slot of its class looks again.

@@ -29,8 +29,10 @@ use crate::ownership;
 /// What became of a Deployment asked to go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Deleted {
-    /// It is gone (or was already).
+    /// This delete removed it.
     Gone,
+    /// It was gone already (a cached copy the watch had not yet seen deleted).
+    AlreadyGone,
     /// Someone else's finalizer holds it: it goes once they let go.
     Held,
 }
@@ -51,39 +53,54 @@ pub(crate) async fn delete_deployment(shell: &MyOwnShell, d: &Deployment, ctx: &
     match api.delete(&name, &params).await {
         Ok(either) if either.is_left() => Ok(Deleted::Held),
         Ok(_) => Ok(Deleted::Gone),
-        // Already gone: a cached copy the watch had not yet seen deleted.
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Deleted::Gone),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Deleted::AlreadyGone),
         Err(source) => Err(Error::DeleteDeployment { name, source }),
     }
 }
 
-/// For a stopped shell: its Deployment deleted if it is ours and still there. Returns, as
-/// [`crate::reconcile`]'s Deployment step does, the Deployment as it is (none once deleted), the
-/// failure if any, and the template decision: `Current`, as the next start builds the template
-/// of the day. A Deployment of its name and labels that is not ours is left alone and said to be
-/// in the way (its pods would pass for the shell's).
-pub(crate) async fn remove_deployment(
-    shell: &MyOwnShell,
-    ctx: &Context,
-) -> (Option<Arc<Deployment>>, Option<Error>, Option<Decision>) {
+/// What [`remove_deployment`] did.
+#[derive(Debug)]
+pub(crate) enum Removal {
+    /// It deleted the Deployment just now. The stop is recorded by the reconcile that the
+    /// deletion's watch event brings, milliseconds later (`reconcile::STOP_RECORD_FALLBACK` if it
+    /// never comes), not by this one: a worker is then busy for one write per stop, not two, so
+    /// a class's shells all due at one instant have their Deployments deleted before any of their
+    /// statuses is written (`cargo xtask bench controller --stops 500 --stop-rate 100`: with 64
+    /// workers, 100 stops at once waited for a delete and a status write each, stop delay p99
+    /// 454 ms).
+    Deleted,
+    /// Nothing was deleted now (none there, already going, not ours, or the delete failed): as
+    /// [`crate::reconcile`]'s Deployment step returns, the Deployment as it is, the failure if
+    /// any, and the template decision.
+    Settled(Option<Arc<Deployment>>, Option<Error>, Option<Decision>),
+}
+
+/// For a stopped shell: its Deployment deleted if it is ours and still there. Settled with the
+/// template decision `Current`, as the next start builds the template of the day. A Deployment
+/// of its name and labels that is not ours is left alone and said to be in the way (its pods
+/// would pass for the shell's).
+pub(crate) async fn remove_deployment(shell: &MyOwnShell, ctx: &Context) -> Removal {
     // The cache alone (synced before any reconcile): every Deployment this controller made
     // carries the managed-by label it watches. One without it is someone else's, and in nobody's
     // way while the shell is stopped; its start looks for it on the apiserver. So a stopped shell's
     // reconcile (10,000 of them after a restart) asks the apiserver nothing.
     let Some(live) = ctx.deployments.get(&shell.namespace().unwrap_or_default(), &shell.name_any()) else {
-        return (None, None, Some(Decision::Current));
+        return Removal::Settled(None, None, Some(Decision::Current));
     };
     if !ownership::of(&live, shell).is_ours() {
-        return (None, Some(Error::DeploymentConflict(shell.name_any())), None);
+        return Removal::Settled(None, Some(Error::DeploymentConflict(shell.name_any())), None);
     }
     if live.metadata.deletion_timestamp.is_some() {
-        return (None, None, Some(Decision::Current));
+        return Removal::Settled(None, None, Some(Decision::Current));
     }
     match delete_deployment(shell, &live, ctx).await {
         Ok(deleted) => {
             debug!(shell = %shell.name_any(), ?deleted, "stopped: Deployment deleted");
-            (None, None, Some(Decision::Current))
+            match deleted {
+                Deleted::Gone => Removal::Deleted,
+                Deleted::AlreadyGone | Deleted::Held => Removal::Settled(None, None, Some(Decision::Current)),
+            }
         }
-        Err(e) => (Some(live), Some(e), None),
+        Err(e) => Removal::Settled(Some(live), Some(e), None),
     }
 }
