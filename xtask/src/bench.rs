@@ -33,8 +33,8 @@ pub enum Target {
         /// Objects per run.
         #[arg(long, default_value_t = 1000)]
         objects: usize,
-        /// Client concurrency, and the controller's `--concurrency`.
-        #[arg(long, default_value_t = 64)]
+        /// Client concurrency, and the controller's `--concurrency` (its default).
+        #[arg(long, default_value_t = 128)]
         concurrency: usize,
         /// Seconds of each churn phase (0: no churn).
         #[arg(long, default_value_t = 60)]

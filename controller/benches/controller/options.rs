@@ -20,7 +20,7 @@ pub(crate) struct Options {
 pub(crate) fn options() -> Options {
     let mut options = Options {
         objects: 1000,
-        concurrency: 64,
+        concurrency: 128,
         heap_profile: None,
         churn_seconds: 60,
         churn_rates: vec![100, 400],
