@@ -93,14 +93,13 @@ pub(crate) async fn remove_deployment(shell: &MyOwnShell, ctx: &Context) -> Remo
     if live.metadata.deletion_timestamp.is_some() {
         return Removal::Settled(None, None, Some(Decision::Current));
     }
-    match delete_deployment(shell, &live, ctx).await {
-        Ok(deleted) => {
-            debug!(shell = %shell.name_any(), ?deleted, "stopped: Deployment deleted");
-            match deleted {
-                Deleted::Gone => Removal::Deleted,
-                Deleted::AlreadyGone | Deleted::Held => Removal::Settled(None, None, Some(Decision::Current)),
-            }
-        }
-        Err(e) => Removal::Settled(Some(live), Some(e), None),
+    let deleted = match delete_deployment(shell, &live, ctx).await {
+        Ok(deleted) => deleted,
+        Err(e) => return Removal::Settled(Some(live), Some(e), None),
+    };
+    debug!(shell = %shell.name_any(), ?deleted, "stopped: Deployment deleted");
+    match deleted {
+        Deleted::Gone => Removal::Deleted,
+        Deleted::AlreadyGone | Deleted::Held => Removal::Settled(None, None, Some(Decision::Current)),
     }
 }
