@@ -283,7 +283,18 @@ impl ControllerTest {
         what: &str,
         check: impl Fn(&MyOwnShell) -> Result<(), String>,
     ) -> MyOwnShell {
-        let result = eventually(what, TIMEOUT, || async {
+        self.shell_where_within(name, what, TIMEOUT, check).await
+    }
+
+    /// Wait at most `within` until the `MyOwnShell` `name` satisfies `check`.
+    pub async fn shell_where_within(
+        &self,
+        name: &str,
+        what: &str,
+        within: Duration,
+        check: impl Fn(&MyOwnShell) -> Result<(), String>,
+    ) -> MyOwnShell {
+        let result = eventually(what, within, || async {
             let s = self.shells.get(name).await.map_err(|e| e.to_string())?;
             check(&s).map(|()| s)
         })

@@ -72,15 +72,14 @@ async fn an_idle_shell_is_warned_then_stopped_and_start_brings_its_pods_back() {
     // records it, well before the controller's fallback would (`STOP_RECORD_FALLBACK`, 30 s:
     // how long a lost event leaves the status behind).
     let within = Duration::from_secs(15);
-    let stopped = eventually("stopped, and why, soon after the Deployment went", within, || async {
-        let s = t.shells.get("idle").await.map_err(|e| e.to_string())?;
-        match (state(&s), condition(&s, AVAILABLE)) {
-            (Some("Stopped"), Some(a)) if a == cond("False", "Stopped").unwrap() => Ok(s),
-            other => Err(format!("{other:?}")),
-        }
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}\n--- controller log ---\n{}", t.controller.log_tail(30)));
+    let stopped = t
+        .shell_where_within("idle", "stopped, and why, soon after the Deployment went", within, |s| {
+            match (state(s), condition(s, AVAILABLE)) {
+                (Some("Stopped"), Some(a)) if a == cond("False", "Stopped").unwrap() => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        })
+        .await;
     let stop = stopped.status.as_ref().unwrap().stopped.clone().unwrap();
     assert_eq!(stop.reason, "Idle");
     assert!((0..=1).contains(&seconds(due, stop.at.0)), "stopped at {} for a stop due at {due}", stop.at.0);
