@@ -7,6 +7,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 use myownshell_api::MyOwnShell;
 
+use crate::cache::cached_shell::CachedShell;
 use crate::cache::classes::ClassIndex;
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
@@ -29,7 +30,7 @@ pub struct Context {
     /// Our Deployments as last seen (watch cache plus our own recent applies).
     pub(crate) deployments: DeploymentCache,
     /// The `MyOwnShell` watch cache: its size is the `managed_objects` gauge.
-    pub(crate) shells: Store<MyOwnShell>,
+    pub(crate) shells: Store<CachedShell>,
     /// The health of the shells' pods.
     pub(crate) pods: Arc<PodIndex>,
     /// Which nodes are not ready.
@@ -73,8 +74,8 @@ pub struct Settings {
 pub struct Caches {
     /// Our Deployments (watch cache plus our own recent applies).
     pub deployments: DeploymentCache,
-    /// The `MyOwnShell`s.
-    pub shells: Store<MyOwnShell>,
+    /// The `MyOwnShell`s, packed.
+    pub shells: Store<CachedShell>,
     /// The health of the shells' pods.
     pub pods: Arc<PodIndex>,
     /// Which nodes are not ready.

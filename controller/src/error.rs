@@ -117,6 +117,15 @@ pub enum Error {
         source: kube::Error,
     },
 
+    /// The shell's cached copy did not unpack, and reading it from the apiserver failed.
+    #[error("reading shell {name}: {source}")]
+    ReadShell {
+        /// The shell's name.
+        name: String,
+        /// What the apiserver (or the connection) said.
+        source: kube::Error,
+    },
+
     /// The Deployment watch was dropped before its first full list, so there is no cache to
     /// read; in practice, the controller is stopping.
     #[error("the Deployment cache stopped")]
@@ -146,6 +155,7 @@ impl Error {
             Error::SelectorConflict { .. } => reasons::SELECTOR_CONFLICT,
             Error::DeleteShell { .. } => reasons::SHELL_DELETE_FAILED,
             Error::WriteHome { .. } => reasons::HOME_WRITE_FAILED,
+            Error::ReadShell { .. } => reasons::SHELL_READ_FAILED,
             Error::CacheStopped => reasons::CACHE_STOPPED,
             Error::Finalizer(_) => reasons::FINALIZER_FAILED,
         }
@@ -225,6 +235,11 @@ mod tests {
             (apply(), "DeploymentApplyFailed", "error"),
             (Error::WriteStatus(api_error(409, "conflict")), "StatusWriteFailed", "error"),
             (Error::Build(BuildError::MissingMetadata("uid")), "InvalidObject", "error"),
+            (
+                Error::ReadShell { name: "web".into(), source: api_error(503, "unavailable") },
+                "ShellReadFailed",
+                "error",
+            ),
             (Error::DeploymentTerminating("web".into()), "DeploymentTerminating", "waiting"),
             (Error::DeploymentConflict("web".into()), "DeploymentConflict", "conflict"),
             (

@@ -14,6 +14,7 @@ use myownshell_api::names::reasons;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus, defaults, names};
 use tracing::{debug, info, instrument, warn};
 
+use crate::cache::cached_shell::{CachedShell, retype};
 use crate::cache::memo;
 use crate::context::Context;
 use crate::error::{Error, api_message};
@@ -49,15 +50,21 @@ const TERMINATING_RECHECK: Duration = Duration::from_secs(2);
 /// object per period.
 const CONFLICT_RECHECK: Duration = Duration::from_secs(5);
 
-/// The reconcile entry point for `kube::runtime::Controller`.
-#[instrument(skip_all, fields(name = %shell.name_any(), namespace = shell.namespace().as_deref().unwrap_or_default()))]
-pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let key = ObjectRef::from_obj(&*shell);
+/// The reconcile entry point for `kube::runtime::Controller`: the shell, unpacked from the
+/// watch cache.
+#[instrument(skip_all, fields(name = %cached.name_any(), namespace = cached.namespace().as_deref().unwrap_or_default()))]
+pub async fn reconcile(cached: Arc<CachedShell>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let key = retype(&ObjectRef::from_obj(&*cached));
     if let Some(waited) = ctx.pending_events.started(&key, std::time::Instant::now()) {
         ctx.metrics.queue_latency.observe(waited.as_secs_f64());
     }
     let measure = ctx.metrics.start_reconcile();
-    let result = reconcile_inner(shell, &ctx).await;
+    let result = match unpacked(&cached, &ctx).await {
+        Ok(Some(shell)) => reconcile_inner(Arc::new(shell), &ctx).await,
+        // Gone since the cache saw it: its deletion event follows.
+        Ok(None) => Ok(Action::await_change()),
+        Err(e) => Err(e),
+    };
     ctx.metrics.managed_objects.set(ctx.shells.len() as i64);
     let label = match &result {
         Ok(_) => {
@@ -68,6 +75,18 @@ pub async fn reconcile(shell: Arc<MyOwnShell>, ctx: Arc<Context>) -> Result<Acti
     };
     measure.finish(label);
     result
+}
+
+/// The shell `cached` holds; read from the apiserver if it does not unpack (never, short of a
+/// bug), `None` if it is gone.
+async fn unpacked(cached: &CachedShell, ctx: &Context) -> Result<Option<MyOwnShell>, Error> {
+    if let Some(shell) = cached.shell() {
+        return Ok(Some(shell));
+    }
+    let (name, namespace) = (cached.name_any(), cached.namespace().unwrap_or_default());
+    warn!(shell = %name, namespace = %namespace, "the cached shell does not unpack: reading it from the apiserver");
+    let api: Api<MyOwnShell> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.get_opt(&name).await.map_err(|source| Error::ReadShell { name, source })
 }
 
 async fn reconcile_inner(shell: Arc<MyOwnShell>, ctx: &Context) -> Result<Action, Error> {
@@ -420,7 +439,7 @@ fn failure_message(e: &Error) -> String {
 /// What to do after a failed reconcile: wait during cleanup, look again at a steady pace while a
 /// foreign Deployment is in the way (the condition and the event already say so), back off
 /// exponentially per object on real failures.
-pub fn error_policy(shell: Arc<MyOwnShell>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(shell: Arc<CachedShell>, error: &Error, ctx: Arc<Context>) -> Action {
     if error.is_waiting() {
         return Action::requeue(TERMINATING_RECHECK);
     }
@@ -429,7 +448,7 @@ pub fn error_policy(shell: Arc<MyOwnShell>, error: &Error, ctx: Arc<Context>) ->
         return Action::requeue(CONFLICT_RECHECK);
     }
     let failures = ctx.failures.update(
-        ObjectRef::from_obj(&*shell),
+        retype(&ObjectRef::from_obj(&*shell)),
         || 0,
         |n| {
             *n = n.saturating_add(1);

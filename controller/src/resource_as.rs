@@ -8,7 +8,7 @@ macro_rules! resource_as {
     ($cached:ty, $k8s:ty) => {
         impl kube::Resource for $cached {
             type DynamicType = ();
-            type Scope = <$k8s as k8s_openapi::Resource>::Scope;
+            type Scope = <$k8s as kube::Resource>::Scope;
 
             fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
                 <$k8s as kube::Resource>::kind(dt)

@@ -7,6 +7,7 @@ use kube::ResourceExt;
 use myownshell_api::MyOwnShell;
 use myownshell_api::names::reasons;
 
+use crate::cache::cached_shell::CachedShell;
 use crate::context::Context;
 use crate::life::slots::{Peer, Start};
 use crate::write::status::Failure;
@@ -16,10 +17,19 @@ use crate::write::status::Failure;
 /// administrator's `kubectl scale deploy`; editors are refused by `config/policy/shell_workloads.yaml`),
 /// never by a start the caps let through: they take no slot, and the next apply takes them away.
 fn holds_slot(ctx: &Context, shell: &MyOwnShell) -> bool {
+    runs(ctx, shell) && !ctx.statuses.latest(shell).is_some_and(|s| waits_for_a_slot(&s))
+}
+
+/// [`holds_slot`] for a shell as the watch cache keeps it: unpacked only if its Deployment runs
+/// pods (a shell that does not unpack holds none).
+fn cached_holds_slot(ctx: &Context, cached: &CachedShell) -> bool {
+    runs(ctx, cached) && cached.shell().is_some_and(|shell| holds_slot(ctx, &shell))
+}
+
+/// Whether the Deployment of `shell` runs pods.
+fn runs(ctx: &Context, shell: &impl ResourceExt) -> bool {
     let (namespace, name) = (shell.namespace().unwrap_or_default(), shell.name_any());
-    let runs =
-        ctx.deployments.get(&namespace, &name).and_then(|d| d.spec.as_ref().and_then(|s| s.replicas)).unwrap_or(0) > 0;
-    runs && !ctx.statuses.latest(shell).is_some_and(|s| waits_for_a_slot(&s))
+    ctx.deployments.get(&namespace, &name).and_then(|d| d.spec.as_ref().and_then(|s| s.replicas)).unwrap_or(0) > 0
 }
 
 /// Whether a status says its shell waits for a slot of its class.
@@ -50,11 +60,11 @@ pub fn check(shell: &MyOwnShell, replicas: i32, ctx: &Context) -> Option<Failure
         .shells
         .state()
         .iter()
-        .filter(|s| s.spec.class_name.as_deref() == Some(class))
-        .filter(|s| caps.per_namespace.is_some() || s.spec.owner == shell.spec.owner)
+        .filter(|s| s.class_name() == Some(class))
+        .filter(|s| caps.per_namespace.is_some() || s.owner() == shell.spec.owner.as_deref())
         .map(|s| {
             let (ns, n) = (s.namespace().unwrap_or_default(), s.name_any());
-            Peer { runs: holds_slot(ctx, s), shell: (ns, n), owner: s.spec.owner.clone() }
+            Peer { runs: cached_holds_slot(ctx, s), shell: (ns, n), owner: s.owner().map(str::to_owned) }
         })
         .collect();
     let start = Start { shell: key, class, owner: shell.spec.owner.as_deref() };

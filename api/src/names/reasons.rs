@@ -120,6 +120,9 @@ reasons! {
     POD_DELETE_FAILED = "PodDeleteFailed", [Failure];
     /// A shell stopped longer than `lifetime.deletePausedAfter` could not be deleted.
     SHELL_DELETE_FAILED = "ShellDeleteFailed", [Failure];
+    /// The shell could not be read from the apiserver (its copy in the controller's cache did not
+    /// unpack).
+    SHELL_READ_FAILED = "ShellReadFailed", [Failure];
     /// The Deployment watch stopped before its first list (the controller is stopping).
     CACHE_STOPPED = "CacheStopped", [Failure];
     /// Adding or removing the finalizer failed.
@@ -252,6 +255,6 @@ mod tests {
             assert!(reason.meaning.trim().ends_with('.'), "{r}: a sentence of meaning");
             assert!(!reason.uses.is_empty(), "{r}: used somewhere");
         }
-        assert_eq!(ALL.len(), 69);
+        assert_eq!(ALL.len(), 70);
     }
 }

@@ -103,14 +103,25 @@ pub fn reference() -> &'static [u8] {
 
 /// The cached Deployment's JSON of a shell of `spec` (empty if it cannot be built).
 fn reference_text(spec: MyOwnShellSpec) -> Vec<u8> {
-    const UID: &str = "00000000-0000-0000-0000-000000000000";
+    let Some(mut deployment) = reference_deployment(spec) else { return Vec::new() };
+    prune_deployment(&mut deployment);
+    serde_json::to_vec(&deployment).unwrap_or_default()
+}
+
+/// The uid of the reference objects ([`reference_deployment`], the cached shells' reference).
+pub(crate) const REFERENCE_UID: &str = "00000000-0000-0000-0000-000000000000";
+
+/// The Deployment of a shell `shell` of `spec` in `default`, as the apiserver returns it once the
+/// Deployment controller rolled it out (identity, one ready pod, its conditions), not pruned;
+/// `None` if it cannot be built.
+pub(crate) fn reference_deployment(spec: MyOwnShellSpec) -> Option<Deployment> {
     let mut shell = MyOwnShell::new("shell", spec);
     shell.metadata.namespace = Some("default".to_owned());
-    shell.metadata.uid = Some(UID.to_owned());
+    shell.metadata.uid = Some(REFERENCE_UID.to_owned());
     // `desired` fails only without name, namespace or uid, all set above; without a reference
     // the Deployments are packed on their own, less tightly.
-    let Ok(mut deployment) = crate::deployment::desired(&shell, None) else { return Vec::new() };
-    deployment.metadata.uid = Some(UID.to_owned());
+    let mut deployment = crate::deployment::desired(&shell, None).ok()?;
+    deployment.metadata.uid = Some(REFERENCE_UID.to_owned());
     deployment.metadata.resource_version = Some("1".to_owned());
     deployment.metadata.generation = Some(1);
     let time = Time(Timestamp::UNIX_EPOCH);
@@ -134,8 +145,7 @@ fn reference_text(spec: MyOwnShellSpec) -> Vec<u8> {
         ]),
         ..DeploymentStatus::default()
     });
-    prune_deployment(&mut deployment);
-    serde_json::to_vec(&deployment).unwrap_or_default()
+    Some(deployment)
 }
 
 impl<'de> Deserialize<'de> for CachedDeployment {

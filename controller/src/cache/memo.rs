@@ -12,6 +12,7 @@ use kube::runtime::watcher;
 use myownshell_api::{MyOwnShell, MyOwnShellStatus};
 
 use crate::cache::cached_deployment::CachedDeployment;
+use crate::cache::cached_shell::{CachedShell, retype};
 use crate::cache::object_map::ObjectMap;
 use crate::cache::prune::prune_deployment;
 use crate::cache::synced::Synced;
@@ -23,7 +24,7 @@ use crate::cache::synced::Synced;
 pub struct StatusMemo {
     written: Arc<ObjectMap<MyOwnShell, Memo>>,
     /// The `MyOwnShell` watch cache: a write it already holds needs no memo.
-    shells: Store<MyOwnShell>,
+    shells: Store<CachedShell>,
 }
 
 /// A status this controller wrote.
@@ -73,7 +74,7 @@ impl StatusMemo {
     }
 
     /// Memos over the watch cache `shells`.
-    pub fn new(shells: Store<MyOwnShell>) -> Self {
+    pub fn new(shells: Store<CachedShell>) -> Self {
         Self { written: Arc::default(), shells }
     }
 
@@ -83,7 +84,7 @@ impl StatusMemo {
     /// hide a later change by someone else.
     pub fn record(&self, shell: &MyOwnShell, status: MyOwnShellStatus, resource_version: Option<String>) {
         let key = ObjectRef::from_obj(shell);
-        let cached = self.shells.get(&key).and_then(|s| s.metadata.resource_version.clone());
+        let cached = self.shells.get(&retype(&key)).and_then(|s| s.meta().resource_version.clone());
         if resource_version.is_some() && cached == resource_version {
             return;
         }
@@ -92,23 +93,24 @@ impl StatusMemo {
 
     /// The watch caught up with (or went past) a write: forget it. Returns whether the event
     /// is exactly the version our write produced (a relist's objects never count as that).
-    pub(crate) fn observe(&self, event: &watcher::Event<MyOwnShell>) -> bool {
+    pub(crate) fn observe(&self, event: &watcher::Event<CachedShell>) -> bool {
         match event {
             watcher::Event::Apply(s) | watcher::Event::InitApply(s) => {
-                self.written.inspect(&ObjectRef::from_obj(s), |memo| {
+                self.written.inspect(&retype(&ObjectRef::from_obj(s)), |memo| {
                     let Some(memo) = memo else { return (true, false) };
                     let echo = matches!(event, watcher::Event::Apply(_))
-                        && same_version(memo.resource_version.as_ref(), s.metadata.resource_version.as_ref());
+                        && same_version(memo.resource_version.as_ref(), s.meta().resource_version.as_ref());
                     // Our own version arriving means the cache has caught up, even where it does
                     // not equal what we sent (the apiserver keeps times to the second, drops
                     // fields its schema lacks): every later event is newer, and a status someone
                     // else writes after it must be seen as it is, not hidden behind the memo.
-                    let caught_up = echo || Some(&memo.status) == s.status.as_ref();
+                    // The shell is unpacked only here, where a write of ours is outstanding.
+                    let caught_up = echo || s.shell().is_some_and(|s| Some(&memo.status) == s.status.as_ref());
                     (!caught_up, echo)
                 })
             }
             watcher::Event::Delete(s) => {
-                self.written.remove(&ObjectRef::from_obj(s));
+                self.written.remove(&retype(&ObjectRef::from_obj(s)));
                 false
             }
             watcher::Event::Init | watcher::Event::InitDone => false,
@@ -225,7 +227,7 @@ mod tests {
 
     #[test]
     fn the_status_memo_bridges_a_stale_cache_and_then_steps_aside() {
-        let (store, _writer) = reflector::store::<MyOwnShell>();
+        let (store, _writer) = reflector::store::<CachedShell>();
         let memo = StatusMemo::new(store);
         let mut shell = MyOwnShell::new("web", MyOwnShellSpec::default());
         shell.metadata.namespace = Some("ns".into());
@@ -240,7 +242,7 @@ mod tests {
         let mut caught_up = shell.clone();
         caught_up.status = Some(new.clone());
         caught_up.metadata.resource_version = Some("12".into());
-        assert!(memo.observe(&watcher::Event::Apply(caught_up.clone())), "the echo of our write");
+        assert!(memo.observe(&watcher::Event::Apply(CachedShell::new(caught_up.clone()))), "the echo of our write");
         assert!(memo.is_empty(), "the watch delivered our write");
         assert_eq!(memo.latest(&caught_up), Some(new.clone()));
 
@@ -249,7 +251,7 @@ mod tests {
         assert!(memo.is_empty());
 
         memo.record(&shell, old.clone(), Some("13".into()));
-        memo.observe(&watcher::Event::Delete(shell.clone()));
+        memo.observe(&watcher::Event::Delete(CachedShell::new(shell.clone())));
         assert!(memo.is_empty(), "deleted objects leave no memo");
 
         // The echo ends the memo even where the stored status differs from what was sent
@@ -257,7 +259,7 @@ mod tests {
         memo.record(&shell, new.clone(), Some("20".into()));
         let mut normalised = versioned(&shell, "20");
         normalised.status = Some(MyOwnShellStatus { observed_generation: Some(1), ..new.clone() });
-        assert!(memo.observe(&watcher::Event::Apply(normalised)), "the echo of our write");
+        assert!(memo.observe(&watcher::Event::Apply(CachedShell::new(normalised))), "the echo of our write");
         assert!(memo.is_empty(), "the cache caught up with our write");
         let mut lie = versioned(&shell, "21");
         lie.status = Some(MyOwnShellStatus { ready_replicas: 5, ..new.clone() });
@@ -265,27 +267,28 @@ mod tests {
 
         // Only the very version written is an echo; a relist never is.
         let cases = [
-            ("a later version (someone else's change)", watcher::Event::Apply(versioned(&shell, "15")), false),
-            ("an earlier version", watcher::Event::Apply(versioned(&shell, "13")), false),
-            ("our version, in a relist", watcher::Event::InitApply(versioned(&shell, "14")), false),
-            ("our version", watcher::Event::Apply(versioned(&shell, "14")), true),
+            ("a later version (someone else's change)", watcher::Event::Apply(cached(&shell, "15")), false),
+            ("an earlier version", watcher::Event::Apply(cached(&shell, "13")), false),
+            ("our version, in a relist", watcher::Event::InitApply(cached(&shell, "14")), false),
+            ("our version", watcher::Event::Apply(cached(&shell, "14")), true),
         ];
         for (what, event, echo) in cases {
             memo.record(&shell, old.clone(), Some("14".into()));
             assert_eq!(memo.observe(&event), echo, "{what}");
         }
         memo.record(&shell, old, None);
-        assert!(!memo.observe(&watcher::Event::Apply(shell.clone())), "no version known: never an echo");
+        let unversioned = CachedShell::new(shell.clone());
+        assert!(!memo.observe(&watcher::Event::Apply(unversioned)), "no version known: never an echo");
     }
 
     #[test]
     fn a_write_the_cache_already_holds_leaves_no_memo() {
-        let (store, mut writer) = reflector::store::<MyOwnShell>();
+        let (store, mut writer) = reflector::store::<CachedShell>();
         let memo = StatusMemo::new(store);
         let mut shell = MyOwnShell::new("web", MyOwnShellSpec::default());
         shell.metadata.namespace = Some("ns".into());
         shell.metadata.resource_version = Some("7".into());
-        writer.apply_watcher_event(&watcher::Event::Apply(shell.clone()));
+        writer.apply_watcher_event(&watcher::Event::Apply(CachedShell::new(shell.clone())));
         memo.record(&shell, MyOwnShellStatus::default(), Some("7".into()));
         assert!(memo.is_empty(), "the watch delivered the write before its response was read");
         memo.record(&shell, MyOwnShellStatus::default(), Some("8".into()));
@@ -328,6 +331,11 @@ mod tests {
         let mut s = shell.clone();
         s.metadata.resource_version = Some(resource_version.into());
         s
+    }
+
+    /// [`versioned`], as the watch cache keeps it.
+    fn cached(shell: &MyOwnShell, resource_version: &str) -> CachedShell {
+        CachedShell::new(versioned(shell, resource_version))
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! What the controller knows without asking the apiserver: its watches and what they keep.
 //!
 //! Owns the watch streams of shells and Deployments and the reflector stores they fill
-//! ([`watch`]), what an object is pruned to before it is kept ([`prune`], [`cached_deployment`]),
+//! ([`watch`]), what an object is pruned to before it is kept ([`prune`], [`cached_deployment`],
+//! [`cached_shell`]),
 //! the signal that a store holds its first list ([`synced`]), the read-your-writes memos that
 //! cover the time between a write and its echo ([`memo`]), the small shared maps ([`object_map`],
 //! [`pending_events`]), the namespaces being deleted ([`namespaces`]) and those opened to shells
@@ -13,6 +14,7 @@
 //! and written only from watch events or the memos reconcile hands it.
 
 pub mod cached_deployment;
+pub mod cached_shell;
 pub mod classes;
 pub mod memo;
 pub mod namespaces;

@@ -4,17 +4,19 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::Resource;
-use myownshell_api::MyOwnShell;
 
 use crate::deployment::{CLASS_TEMPLATE_ANNOTATION, OWN_SPEC_ANNOTATION, SPEC_HASH_ANNOTATION};
 use crate::life::rollout::{TEMPLATE_APPLIED_ANNOTATION, TEMPLATE_HASH_ANNOTATION};
 
-/// Drop what reconcile never reads from a cached `MyOwnShell`.
-pub fn prune_shell(shell: &mut MyOwnShell) {
-    let meta = shell.meta_mut();
-    meta.managed_fields = None;
-    meta.annotations = None;
-    meta.labels = None;
+/// Drop what reconcile never reads from a cached `MyOwnShell`, in the JSON the watch delivered
+/// (which is what the cache packs: the typed shell's own serialization would cut the sub-second
+/// times a user writes into the spec, as `updateRequestedAt`, to seconds).
+pub fn prune_shell(shell: &mut serde_json::Value) {
+    if let Some(meta) = shell.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+        for field in ["managedFields", "annotations", "labels"] {
+            meta.remove(field);
+        }
+    }
 }
 
 /// Drop what reconcile never reads from a cached Deployment. The spec stays, less the fields the
@@ -63,7 +65,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-    use myownshell_api::MyOwnShellSpec;
+    use myownshell_api::{MyOwnShell, MyOwnShellSpec};
 
     use super::*;
 
@@ -73,11 +75,15 @@ mod tests {
         shell.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
         shell.metadata.annotations =
             Some(BTreeMap::from([("kubectl.kubernetes.io/last-applied-configuration".into(), "{…}".into())]));
+        shell.metadata.labels = Some(BTreeMap::from([("team".into(), "a".into())]));
         shell.metadata.finalizers = Some(vec!["myownshell.io/finalizer".into()]);
         shell.metadata.generation = Some(4);
-        prune_shell(&mut shell);
+        let mut json = serde_json::to_value(&shell).unwrap();
+        prune_shell(&mut json);
+        let shell: MyOwnShell = serde_json::from_value(json).unwrap();
         assert_eq!(shell.metadata.managed_fields, None);
         assert_eq!(shell.metadata.annotations, None);
+        assert_eq!(shell.metadata.labels, None);
         assert_eq!(
             shell.metadata.finalizers,
             Some(vec!["myownshell.io/finalizer".into()]),

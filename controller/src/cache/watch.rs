@@ -5,9 +5,9 @@
 //! needs.
 //!
 //! Only what reconcile reads is cached: managedFields (often half of an object) and annotations
-//! are dropped before objects reach the stores. Deployments are watched only if they carry the
-//! managed-by label, so the controller never caches the rest of the cluster's Deployments, and
-//! each is kept packed ([`CachedDeployment`]).
+//! are dropped before objects reach the stores, and shells and Deployments are kept packed
+//! ([`CachedShell`], [`CachedDeployment`]). Deployments are watched only if they carry the
+//! managed-by label, so the controller never caches the rest of the cluster's Deployments.
 
 use std::time::Duration;
 
@@ -15,20 +15,20 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::Api;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::ExponentialBackoff;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Resource};
 use myownshell_api::MyOwnShell;
 use tokio::sync::watch;
 use tracing::warn;
 
 use crate::cache::cached_deployment::CachedDeployment;
+use crate::cache::cached_shell::{CachedShell, retype};
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
 use crate::cache::open_namespaces::OpenNamespaces;
-use crate::cache::prune::prune_shell;
 use crate::health::nodes::{CachedNode, NodeIndex};
 use crate::health::pods::{CachedPod, PodIndex};
 use crate::home::cached::{CachedClaim, ClaimIndex};
@@ -54,16 +54,23 @@ pub const WATCH_BACKOFF_MIN: Duration = Duration::from_millis(250);
 /// The longest delay of [`watch_backoff`] (before jitter).
 pub const WATCH_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// The `MyOwnShell` watch: pruned objects into `writer`, each applied object out.
+/// The `MyOwnShell` watch: pruned objects (as [`CachedShell`]s) into `writer`, each applied
+/// object out.
 pub fn shell_stream(
-    api: Api<MyOwnShell>,
-    writer: reflector::store::Writer<MyOwnShell>,
+    api: Api<CachedShell>,
+    writer: reflector::store::Writer<CachedShell>,
     synced: watch::Sender<bool>,
     written: StatusMemo,
-) -> impl Stream<Item = Result<MyOwnShell, watcher::Error>> + Send + 'static {
+) -> impl Stream<Item = Result<CachedShell, watcher::Error>> + Send + 'static {
+    let cached = writer.as_reader();
     watcher(api, watcher::Config::default().any_semantic())
         .backoff(watch_backoff())
-        .modify(prune_shell)
+        // A relist brings every shell again, most of them unchanged.
+        .modify(move |s| {
+            if let Some(old) = cached.get(&reflector::ObjectRef::from_obj(s)) {
+                s.share_unchanged(&old);
+            }
+        })
         .reflect(writer)
         // The echo of our own status write changes nothing a reconcile would act on.
         .try_filter_map(skip_own_writes(synced, move |event| written.observe(event)))
@@ -138,7 +145,7 @@ pub fn namespace_triggers(
     only: Option<String>,
     terminating: Arc<TerminatingNamespaces>,
     open: Arc<OpenNamespaces>,
-    shells: reflector::Store<MyOwnShell>,
+    shells: reflector::Store<CachedShell>,
 ) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
     let mut config = watcher::Config::default().any_semantic();
     if let Some(name) = only {
@@ -150,8 +157,8 @@ pub fn namespace_triggers(
         let of_changed: Vec<ObjectRef<MyOwnShell>> = if changed.is_empty() {
             Vec::new()
         } else {
-            let in_changed = |s: &Arc<MyOwnShell>| s.metadata.namespace.as_ref().is_some_and(|ns| changed.contains(ns));
-            shells.state().iter().filter(|s| in_changed(s)).map(|s| ObjectRef::from_obj(&**s)).collect()
+            let in_changed = |s: &Arc<CachedShell>| s.meta().namespace.as_ref().is_some_and(|ns| changed.contains(ns));
+            shells.state().iter().filter(|s| in_changed(s)).map(|s| retype(&ObjectRef::from_obj(&**s))).collect()
         };
         futures::stream::iter(of_changed)
     })
@@ -162,7 +169,7 @@ pub fn namespace_triggers(
 pub fn class_triggers(
     api: Api<myownshell_api::MyOwnShellClass>,
     caps: Arc<crate::cache::classes::ClassIndex>,
-    shells: reflector::Store<MyOwnShell>,
+    shells: reflector::Store<CachedShell>,
 ) -> impl Stream<Item = ObjectRef<MyOwnShell>> + Send + 'static {
     let config = watcher::Config::default().any_semantic();
     logged(watcher(api, config).backoff(watch_backoff()), "shell classes").flat_map(move |event| {
@@ -170,8 +177,8 @@ pub fn class_triggers(
         let of_changed: Vec<ObjectRef<MyOwnShell>> = if changed.is_empty() {
             Vec::new()
         } else {
-            let of_class = |s: &Arc<MyOwnShell>| s.spec.class_name.as_ref().is_some_and(|c| changed.contains(c));
-            shells.state().iter().filter(|s| of_class(s)).map(|s| ObjectRef::from_obj(&**s)).collect()
+            let of_class = |s: &Arc<CachedShell>| s.class_name().is_some_and(|c| changed.iter().any(|n| n == c));
+            shells.state().iter().filter(|s| of_class(s)).map(|s| retype(&ObjectRef::from_obj(&**s))).collect()
         };
         futures::stream::iter(of_changed)
     })

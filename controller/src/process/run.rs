@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::cache::cached_deployment::CachedDeployment;
+use crate::cache::cached_shell::{CachedShell, retype};
 use crate::cache::classes::ClassIndex;
 use crate::cache::memo::{DeploymentCache, StatusMemo};
 use crate::cache::namespaces::TerminatingNamespaces;
@@ -208,7 +209,7 @@ async fn reconcile_shells_until(
     stop: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     let namespace = args.namespace.as_deref();
-    let (shells_api, deployments_api) = (scoped::<MyOwnShell>(&client, namespace), scoped(&client, namespace));
+    let (shells_api, deployments_api) = (scoped::<CachedShell>(&client, namespace), scoped(&client, namespace));
     let (shells, shell_writer) = reflector::store();
     let (deployments, deployment_writer) = reflector::store();
     let (shells_synced_tx, shells_synced) = Synced::new();
@@ -247,7 +248,7 @@ async fn reconcile_shells_until(
     let shell_events = {
         let pending = pending_events.clone();
         watch::shell_stream(shells_api, shell_writer, shells_synced_tx, statuses)
-            .inspect_ok(move |s| pending.arrived(ObjectRef::from_obj(s), Instant::now()))
+            .inspect_ok(move |s| pending.arrived(retype(&ObjectRef::from_obj(s)), Instant::now()))
     };
     let deployment_events = {
         let (pending, shells) = (pending_events.clone(), shells.clone());
@@ -255,7 +256,7 @@ async fn reconcile_shells_until(
             .inspect_ok(move |d| {
                 let shell = shell_of(d);
                 if shells.get(&shell).is_some() {
-                    pending.arrived(shell, Instant::now());
+                    pending.arrived(retype(&shell), Instant::now());
                 }
             })
     };
@@ -264,7 +265,7 @@ async fn reconcile_shells_until(
         // ownerReference: one whose reference was removed is still ours to repair (`ownership`).
         .watches_stream(deployment_events, |d| Some(shell_of(&d)))
         // Pods' and nodes' health (told in the status), and namespaces opened or closed to shells.
-        .reconcile_on(triggers)
+        .reconcile_on(triggers.map(|shell| retype(&shell)))
         // The Controller backs its trigger streams off on errors too, by default up to 30 s.
         .trigger_backoff(watch::watch_backoff())
         .with_config(controller::Config::default().concurrency(args.concurrency))
@@ -346,7 +347,7 @@ fn ready_when_synced(
     readiness: ReadyFlag,
     synced: [Synced; 2],
     open: Arc<OpenNamespaces>,
-    shells: reflector::Store<MyOwnShell>,
+    shells: reflector::Store<CachedShell>,
     deployments: DeploymentCache,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -377,7 +378,7 @@ fn on_controller_error(e: &ControllerError, pending_events: &PendingEvents) {
 type ControllerError = controller::Error<crate::error::Error, kube::runtime::watcher::Error>;
 
 /// The `MyOwnShell` a Deployment belongs to, if any: the one of the same name.
-fn shell_of(deployment: &CachedDeployment) -> ObjectRef<MyOwnShell> {
+fn shell_of(deployment: &CachedDeployment) -> ObjectRef<CachedShell> {
     ObjectRef::new(&deployment.name_any()).within(&deployment.namespace().unwrap_or_default())
 }
 
