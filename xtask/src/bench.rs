@@ -52,6 +52,11 @@ pub enum Target {
         /// Every shell with a home (its claim bound by the bench, playing the volume provisioner).
         #[arg(long)]
         homes: bool,
+        /// Only the controller's phase (its convergence, RSS and writes), no floors and so no
+        /// ratios: for sizes whose floors take longer than the machine has. Needs
+        /// `--churn-seconds 0 --stops 0`.
+        #[arg(long)]
+        no_floors: bool,
         /// Run the controller under heaptrack: one profile per controller process, PATH.first.zst
         /// and PATH.restarted.zst (the RSS figures are then heaptrack's).
         #[arg(long)]
@@ -193,6 +198,7 @@ pub fn run(target: Target) -> anyhow::Result<()> {
             stops,
             stop_rate,
             homes,
+            no_floors,
             heap_profile,
         } => {
             // The bench's cluster: the control plane's binaries and kwok's fake nodes.
@@ -212,6 +218,9 @@ pub fn run(target: Target) -> anyhow::Result<()> {
                 .args(["--stops", &stops.to_string(), "--stop-rate", &stop_rate.to_string()]);
             if homes {
                 command.arg("--homes");
+            }
+            if no_floors {
+                command.arg("--no-floors");
             }
             if let Some(path) = heap_profile {
                 command.arg("--heap-profile").arg(path);

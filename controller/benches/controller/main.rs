@@ -150,6 +150,13 @@ fn main() {
         let n = options.objects;
         let with = if options.homes { ", each with a home" } else { "" };
         println!("controller bench: {n} objects{with}, concurrency {}", options.concurrency);
+        if !options.floors {
+            let controller = with_controller(&cluster, &ctrl_ns, &floor_ns, &options).await;
+            let rate = n as f64 / controller.as_secs_f64();
+            println!("  controller: {n} MyOwnShells -> Deployments + status   {controller:>10.2?}  ({rate:.0}/s)");
+            println!("  (--no-floors: no floor ran, so no ratio)");
+            return;
+        }
         let floor = floor(client.clone(), &floor_ns, &options).await;
         println!("  (floor converged in {floor:.2?})");
         let same = same_writes_floor(client.clone(), &same_ns, &options).await;

@@ -15,6 +15,10 @@ pub(crate) struct Options {
     pub(crate) stop_rate: u32,
     /// Every shell with a home (`crate::homes`).
     pub(crate) homes: bool,
+    /// Run the floors (and each write's cost alone); without them only the controller's phase
+    /// runs, for its RSS and writes where the floors take longer than the machine has
+    /// (`--no-floors`: no churn, no stops, no ratios).
+    pub(crate) floors: bool,
 }
 
 pub(crate) fn options() -> Options {
@@ -27,6 +31,7 @@ pub(crate) fn options() -> Options {
         stops: 2000,
         stop_rate: crate::STOP_RATE,
         homes: false,
+        floors: true,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut i = 0;
@@ -72,6 +77,11 @@ pub(crate) fn options() -> Options {
                 i += 1;
                 continue;
             }
+            "--no-floors" => {
+                options.floors = false;
+                i += 1;
+                continue;
+            }
             // `cargo bench` passes `--bench`; nothing else is expected.
             "--bench" => {
                 i += 1;
@@ -81,12 +91,17 @@ pub(crate) fn options() -> Options {
         }
         i += 2;
     }
+    if !options.floors && (options.churn_seconds > 0 || options.stops > 0) {
+        usage(
+            "--no-floors runs neither churn nor stops (both are measured against the floor's Deployments): add --churn-seconds 0 --stops 0",
+        );
+    }
     options
 }
 
 pub(crate) fn usage(problem: &str) -> ! {
     eprintln!(
-        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--stops M] [--stop-rate R] [--homes] [--heap-profile PATH]"
+        "{problem}\nusage: cargo xtask bench controller [--objects N] [--concurrency C] [--churn-seconds S] [--churn-rates R,R] [--stops M] [--stop-rate R] [--homes] [--no-floors] [--heap-profile PATH]"
     );
     std::process::exit(2)
 }
