@@ -2,10 +2,11 @@
 //! reference shells, as [`CachedDeployment`](crate::cache::cached_deployment::CachedDeployment)s
 //! are.
 //!
-//! Why packed: with a home, the typed shells in the reflector store were about half of the
-//! controller's heap, 3.9 KB a shell (heaptrack, `cargo xtask bench controller --objects 2000
-//! --homes --heap-profile`: the `Arc`s, their statuses' strings, the resource maps), and
-//! 10,000 of them held the controller's RSS above 100 MiB. Every shell's status is written by
+//! Why packed: with a home, the typed shells in the reflector store were the largest item of
+//! the controller's heap, 2.6 KB a shell (heaptrack, `cargo xtask bench controller --objects
+//! 2000 --homes --heap-profile`: the typed objects and their statuses' strings), and 10,000
+//! shells with homes held the controller's RSS above 100 MiB. Packed, 2,000 shells took 1.9 MB
+//! where they took 5.3. Every shell's status is written by
 //! the same code ([`status::compute`]), so shells differ in their names, uids, times and a few
 //! numbers: LZ4 with the text of reference shells as its dictionary ([`reference`]) keeps each
 //! in a few hundred bytes. A reconcile unpacks its shell once (a few microseconds); the caps'
