@@ -36,3 +36,20 @@ macro_rules! resource_as {
 }
 
 pub(crate) use resource_as;
+
+/// The identity a cache's slim type keeps of its object: what the reflector store keys it by
+/// (name, namespace) and what tells one version of it from another (uid, resourceVersion).
+pub(crate) fn identity(
+    name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name,
+        namespace,
+        uid,
+        resource_version,
+        ..Default::default()
+    }
+}

@@ -21,6 +21,7 @@ use myownshell_api::{MyOwnShell, MyOwnShellSpec};
 use serde::{Deserialize, Deserializer};
 
 use crate::cache::prune::prune_deployment;
+use crate::resource_as::identity;
 
 /// A Deployment as the watch cache keeps it: pruned ([`prune_deployment`]) and packed, with
 /// only the identity the store keys it by (name, namespace, uid, resourceVersion) typed.
@@ -44,13 +45,7 @@ impl CachedDeployment {
     pub fn new(mut deployment: Deployment) -> Self {
         prune_deployment(&mut deployment);
         let m = &deployment.metadata;
-        let metadata = ObjectMeta {
-            name: m.name.clone(),
-            namespace: m.namespace.clone(),
-            uid: m.uid.clone(),
-            resource_version: m.resource_version.clone(),
-            ..ObjectMeta::default()
-        };
+        let metadata = identity(m.name.clone(), m.namespace.clone(), m.uid.clone(), m.resource_version.clone());
         // Serializing a Deployment cannot fail (string keys only); were it ever to, the empty
         // text decodes to nothing and reconcile reads the Deployment from the apiserver.
         let json = serde_json::to_vec(&deployment).unwrap_or_default();

@@ -27,6 +27,7 @@ use crate::home::assess::assess;
 use crate::home::cached::CachedClaim;
 use crate::home::claim::Ownership;
 use crate::life::{lifetime, rollout};
+use crate::resource_as::identity;
 use crate::write::status;
 
 /// A `MyOwnShell` as the watch cache keeps it: pruned ([`prune_shell`]) and packed, with its
@@ -57,13 +58,7 @@ impl CachedShell {
         prune_shell(&mut text);
         let shell = MyOwnShell::deserialize(&text)?;
         let m = shell.metadata;
-        let metadata = ObjectMeta {
-            name: m.name,
-            namespace: m.namespace,
-            uid: m.uid,
-            resource_version: m.resource_version,
-            ..ObjectMeta::default()
-        };
+        let metadata = identity(m.name, m.namespace, m.uid, m.resource_version);
         let (class_name, owner) = (shell.spec.class_name, shell.spec.owner);
         // Serializing a JSON value cannot fail; were it ever to, the empty text decodes to
         // nothing and reconcile reads the shell from the apiserver.

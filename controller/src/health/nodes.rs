@@ -9,6 +9,8 @@ use kube::runtime::watcher;
 use parking_lot::RwLock;
 use serde::{Deserialize, Deserializer};
 
+use crate::resource_as::identity;
+
 /// A node as the watch keeps it: its name, and why it is not ready (`None`: ready).
 #[derive(Clone, Debug)]
 pub struct CachedNode {
@@ -72,12 +74,7 @@ impl<'de> Deserialize<'de> for CachedNode {
             )),
             None => Some("it has not reported Ready yet".to_owned()),
         };
-        let metadata = ObjectMeta {
-            name: wire.metadata.name,
-            uid: wire.metadata.uid,
-            resource_version: wire.metadata.resource_version,
-            ..ObjectMeta::default()
-        };
+        let metadata = identity(wire.metadata.name, None, wire.metadata.uid, wire.metadata.resource_version);
         Ok(Self { metadata, not_ready })
     }
 }

@@ -18,6 +18,7 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Deserializer};
 
 use crate::health::diagnose::{self, ContainerHealth, Ended, PodHealth};
+use crate::resource_as::identity;
 
 /// A shell's pod as the watch keeps it: its identity, the shell it belongs to, its health.
 #[derive(Clone, Debug)]
@@ -190,13 +191,7 @@ impl From<Wire> for CachedPod {
             unschedulable,
             containers: containers.map(ContainerWire::health).collect(),
         };
-        let metadata = ObjectMeta {
-            name: m.name,
-            namespace: m.namespace,
-            uid: m.uid,
-            resource_version: m.resource_version,
-            ..ObjectMeta::default()
-        };
+        let metadata = identity(m.name, m.namespace, m.uid, m.resource_version);
         Self { metadata, shell, health }
     }
 }

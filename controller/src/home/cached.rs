@@ -17,6 +17,7 @@ use serde::{Deserialize, Deserializer};
 use tokio::sync::watch;
 
 use crate::cache::synced::Synced;
+use crate::resource_as::identity;
 
 use crate::home::claim::ClaimMeta;
 
@@ -159,13 +160,7 @@ impl<'de> Deserialize<'de> for CachedClaim {
         let resize_pending =
             status.conditions.iter().any(|c| c.type_ == "FileSystemResizePending" && c.status == "True");
         Ok(Self {
-            metadata: ObjectMeta {
-                name: meta.name,
-                namespace: meta.namespace,
-                uid: meta.uid,
-                resource_version: meta.resource_version,
-                ..ObjectMeta::default()
-            },
+            metadata: identity(meta.name, meta.namespace, meta.uid, meta.resource_version),
             controller,
             labels: meta.labels,
             owner_annotations,
