@@ -17,13 +17,19 @@ use crate::write::status::Failure;
 /// administrator's `kubectl scale deploy`; editors are refused by `config/policy/shell_workloads.yaml`),
 /// never by a start the caps let through: they take no slot, and the next apply takes them away.
 fn holds_slot(ctx: &Context, shell: &MyOwnShell) -> bool {
-    runs(ctx, shell) && !ctx.statuses.latest(shell).is_some_and(|s| waits_for_a_slot(&s))
+    runs(ctx, shell) && !waits(ctx, shell)
 }
 
-/// [`holds_slot`] for a shell as the watch cache keeps it: unpacked only if its Deployment runs
-/// pods (a shell that does not unpack holds none).
+/// [`holds_slot`] for a shell as the watch cache keeps it, unpacked only if its Deployment runs
+/// pods. One that runs pods and does not unpack (never, short of a bug) counts as holding its
+/// slot: a cap errs towards one start too few, never one too many.
 fn cached_holds_slot(ctx: &Context, cached: &CachedShell) -> bool {
-    runs(ctx, cached) && cached.shell().is_some_and(|shell| holds_slot(ctx, &shell))
+    runs(ctx, cached) && cached.shell().is_none_or(|shell| !waits(ctx, &shell))
+}
+
+/// Whether the latest status of `shell` says it waits for a slot of its class.
+fn waits(ctx: &Context, shell: &MyOwnShell) -> bool {
+    ctx.statuses.latest(shell).is_some_and(|s| waits_for_a_slot(&s))
 }
 
 /// Whether the Deployment of `shell` runs pods.
