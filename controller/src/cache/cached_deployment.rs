@@ -12,7 +12,7 @@
 //! Deployment unlike the reference (another image, command or status) packs less tightly;
 //! nothing else changes.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -20,6 +20,7 @@ use k8s_openapi::jiff::Timestamp;
 use myownshell_api::{MyOwnShell, MyOwnShellSpec};
 use serde::{Deserialize, Deserializer};
 
+use crate::cache::packed::Packed;
 use crate::cache::prune::prune_deployment;
 use crate::resource_as::identity;
 
@@ -37,7 +38,7 @@ use crate::resource_as::identity;
 pub struct CachedDeployment {
     metadata: ObjectMeta,
     /// The pruned Deployment's JSON, LZ4-compressed against [`reference`], its length first.
-    packed: Arc<[u8]>,
+    packed: Packed,
 }
 
 impl CachedDeployment {
@@ -49,25 +50,19 @@ impl CachedDeployment {
         // Serializing a Deployment cannot fail (string keys only); were it ever to, the empty
         // text decodes to nothing and reconcile reads the Deployment from the apiserver.
         let json = serde_json::to_vec(&deployment).unwrap_or_default();
-        let packed = lz4_flex::block::compress_prepend_size_with_dict(&json, reference()).into();
-        Self { metadata, packed }
+        Self { metadata, packed: Packed::new(&json, reference()) }
     }
 
-    /// Take the packed text of `cached` if it is this very version of this object (same uid and
-    /// resourceVersion: the apiserver never changes a version once written), dropping this
-    /// one's copy.
+    /// Take the packed text of `cached` if it is this very version of this object
+    /// ([`Packed::share_unchanged`]), dropping this one's copy.
     pub fn share_unchanged(&mut self, cached: &Self) {
-        let (a, b) = (&self.metadata, &cached.metadata);
-        if a.resource_version.is_some() && a.uid == b.uid && a.resource_version == b.resource_version {
-            self.packed = cached.packed.clone();
-        }
+        self.packed.share_unchanged(&self.metadata, &cached.packed, &cached.metadata);
     }
 
     /// The Deployment as cached (pruned), or `None` if it does not unpack (never, short of a
     /// bug: then reconcile reads the Deployment from the apiserver).
     pub fn deployment(&self) -> Option<Deployment> {
-        let json = lz4_flex::block::decompress_size_prepended_with_dict(&self.packed, reference()).ok()?;
-        serde_json::from_slice(&json).ok()
+        self.packed.unpack(reference())
     }
 
     /// Bytes the packed Deployment takes.
@@ -153,6 +148,8 @@ crate::resource_as::resource_as!(CachedDeployment, k8s_openapi::api::apps::v1::D
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use kube::Resource;
@@ -251,25 +248,25 @@ mod tests {
         let cached = from_watch(&live);
         // A relist's copy of the same version shares the cached text; a new version does not.
         let mut again = from_watch(&live);
-        assert!(!Arc::ptr_eq(&again.packed, &cached.packed));
+        assert!(!Arc::ptr_eq(&again.packed.0, &cached.packed.0));
         again.share_unchanged(&cached);
-        assert!(Arc::ptr_eq(&again.packed, &cached.packed), "the same version: one text");
+        assert!(Arc::ptr_eq(&again.packed.0, &cached.packed.0), "the same version: one text");
         assert_eq!(again.deployment(), cached.deployment());
         let mut changed = live.clone();
         changed.metadata.resource_version = Some("43".into());
         changed.spec.as_mut().unwrap().replicas = Some(5);
         let mut newer = CachedDeployment::new(changed);
         newer.share_unchanged(&cached);
-        assert!(!Arc::ptr_eq(&newer.packed, &cached.packed), "a new version keeps its own text");
+        assert!(!Arc::ptr_eq(&newer.packed.0, &cached.packed.0), "a new version keeps its own text");
         assert_eq!(newer.deployment().and_then(|d| d.spec).and_then(|s| s.replicas), Some(5));
     }
 
     #[test]
     fn text_that_does_not_unpack_is_no_deployment() {
         let mut cached = from_watch(&live(&shell("web", MyOwnShellSpec::default()), "d1", "42"));
-        cached.packed = Arc::from(&b"\x05\0\0\0junk"[..]);
+        cached.packed = Packed(Arc::from(&b"\x05\0\0\0junk"[..]));
         assert_eq!(cached.deployment(), None);
-        cached.packed = Arc::from(&[][..]);
+        cached.packed = Packed(Arc::from(&[][..]));
         assert_eq!(cached.deployment(), None);
     }
 }

@@ -12,7 +12,7 @@
 //! in a few hundred bytes. A reconcile unpacks its shell once (a few microseconds); the caps'
 //! count of a class's peers and the class and namespace triggers read the fields kept typed.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::LazyLock;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -22,6 +22,7 @@ use myownshell_api::{MyOwnShell, MyOwnShellSpec, names};
 use serde::{Deserialize, Deserializer};
 
 use crate::cache::cached_deployment::{REFERENCE_UID, reference_deployment};
+use crate::cache::packed::Packed;
 use crate::cache::prune::prune_shell;
 use crate::home::assess::assess;
 use crate::home::cached::CachedClaim;
@@ -46,7 +47,7 @@ pub struct CachedShell {
     /// `spec.owner`: the caps per user count the owner's shells.
     owner: Option<String>,
     /// The pruned shell's JSON, LZ4-compressed against [`reference`], its length first.
-    packed: Arc<[u8]>,
+    packed: Packed,
 }
 
 impl CachedShell {
@@ -63,8 +64,7 @@ impl CachedShell {
         // Serializing a JSON value cannot fail; were it ever to, the empty text decodes to
         // nothing and reconcile reads the shell from the apiserver.
         let json = serde_json::to_vec(&text).unwrap_or_default();
-        let packed = lz4_flex::block::compress_prepend_size_with_dict(&json, reference()).into();
-        Ok(Self { metadata, class_name, owner, packed })
+        Ok(Self { metadata, class_name, owner, packed: Packed::new(&json, reference()) })
     }
 
     /// `shell`, pruned and packed (its times as its serialization gives them: to the second).
@@ -76,8 +76,7 @@ impl CachedShell {
     /// The shell as cached (pruned), or `None` if it does not unpack (never, short of a bug:
     /// then reconcile reads the shell from the apiserver).
     pub fn shell(&self) -> Option<MyOwnShell> {
-        let json = lz4_flex::block::decompress_size_prepended_with_dict(&self.packed, reference()).ok()?;
-        serde_json::from_slice(&json).ok()
+        self.packed.unpack(reference())
     }
 
     /// `spec.className`.
@@ -90,14 +89,10 @@ impl CachedShell {
         self.owner.as_deref()
     }
 
-    /// Take the packed text of `cached` if it is this very version of this object (same uid and
-    /// resourceVersion: the apiserver never changes a version once written), dropping this
-    /// one's copy.
+    /// Take the packed text of `cached` if it is this very version of this object
+    /// ([`Packed::share_unchanged`]), dropping this one's copy.
     pub fn share_unchanged(&mut self, cached: &Self) {
-        let (a, b) = (&self.metadata, &cached.metadata);
-        if a.resource_version.is_some() && a.uid == b.uid && a.resource_version == b.resource_version {
-            self.packed = cached.packed.clone();
-        }
+        self.packed.share_unchanged(&self.metadata, &cached.packed, &cached.metadata);
     }
 
     /// Bytes the packed shell takes.
@@ -187,6 +182,8 @@ fn reference_text(spec: MyOwnShellSpec) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use kube::Resource;
     use kube::runtime::reflector;
     use myownshell_api::MyOwnShellStatus;
@@ -299,24 +296,24 @@ mod tests {
         let live = live("web", MyOwnShellSpec::default());
         let cached = from_watch(&live);
         let mut again = from_watch(&live);
-        assert!(!Arc::ptr_eq(&again.packed, &cached.packed));
+        assert!(!Arc::ptr_eq(&again.packed.0, &cached.packed.0));
         again.share_unchanged(&cached);
-        assert!(Arc::ptr_eq(&again.packed, &cached.packed), "the same version: one text");
+        assert!(Arc::ptr_eq(&again.packed.0, &cached.packed.0), "the same version: one text");
         let mut changed = live.clone();
         changed.metadata.resource_version = Some("4567891".to_owned());
         changed.spec.size = Some(0);
         let mut newer = CachedShell::new(changed);
         newer.share_unchanged(&cached);
-        assert!(!Arc::ptr_eq(&newer.packed, &cached.packed), "a new version keeps its own text");
+        assert!(!Arc::ptr_eq(&newer.packed.0, &cached.packed.0), "a new version keeps its own text");
         assert_eq!(newer.shell().and_then(|s| s.spec.size), Some(0));
     }
 
     #[test]
     fn text_that_does_not_unpack_is_no_shell() {
         let mut cached = from_watch(&live("web", MyOwnShellSpec::default()));
-        cached.packed = Arc::from(&b"\x05\0\0\0junk"[..]);
+        cached.packed = Packed(Arc::from(&b"\x05\0\0\0junk"[..]));
         assert_eq!(cached.shell(), None);
-        cached.packed = Arc::from(&[][..]);
+        cached.packed = Packed(Arc::from(&[][..]));
         assert_eq!(cached.shell(), None);
     }
 

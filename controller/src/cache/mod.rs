@@ -2,7 +2,7 @@
 //!
 //! Owns the watch streams of shells and Deployments and the reflector stores they fill
 //! ([`watch`]), what an object is pruned to before it is kept ([`prune`], [`cached_deployment`],
-//! [`cached_shell`]),
+//! [`cached_shell`], both [`packed`]),
 //! the signal that a store holds its first list ([`synced`]), the read-your-writes memos that
 //! cover the time between a write and its echo ([`memo`]), the small shared maps ([`object_map`],
 //! [`pending_events`]), the namespaces being deleted ([`namespaces`]) and those opened to shells
@@ -20,6 +20,7 @@ pub mod memo;
 pub mod namespaces;
 pub mod object_map;
 pub mod open_namespaces;
+pub mod packed;
 pub mod pending_events;
 pub mod prune;
 pub mod synced;

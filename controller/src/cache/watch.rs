@@ -62,15 +62,10 @@ pub fn shell_stream(
     synced: watch::Sender<bool>,
     written: StatusMemo,
 ) -> impl Stream<Item = Result<CachedShell, watcher::Error>> + Send + 'static {
-    let cached = writer.as_reader();
+    let share = share_unchanged(writer.as_reader(), CachedShell::share_unchanged);
     watcher(api, watcher::Config::default().any_semantic())
         .backoff(watch_backoff())
-        // A relist brings every shell again, most of them unchanged.
-        .modify(move |s| {
-            if let Some(old) = cached.get(&reflector::ObjectRef::from_obj(s)) {
-                s.share_unchanged(&old);
-            }
-        })
+        .modify(share)
         .reflect(writer)
         // The echo of our own status write changes nothing a reconcile would act on.
         .try_filter_map(skip_own_writes(synced, move |event| written.observe(event)))
@@ -87,20 +82,29 @@ pub fn deployment_stream(
     synced: watch::Sender<bool>,
 ) -> impl Stream<Item = Result<CachedDeployment, watcher::Error>> + Send + 'static {
     let config = watcher::Config::default().any_semantic().labels(&labels::managed_by_selector());
-    let cached = writer.as_reader();
+    let share = share_unchanged(writer.as_reader(), CachedDeployment::share_unchanged);
     watcher(api, config)
         .backoff(watch_backoff())
-        // A relist brings every Deployment again, most of them unchanged.
-        .modify(move |d| {
-            if let Some(old) = cached.get(&reflector::ObjectRef::from_obj(d)) {
-                d.share_unchanged(&old);
-            }
-        })
+        .modify(share)
         .reflect(writer)
         // After `reflect`: the store already holds what the event carries.
         // The echo of our own apply: the reconcile that made it already used its response.
         .try_filter_map(skip_own_writes(synced, move |event| cache.observe(event)))
         .touched_objects()
+}
+
+/// The `modify` step of a packed cache's watch: an object the store already holds in this very
+/// version takes the stored packed text (`share`), since a relist brings every object again,
+/// most of them unchanged, and would otherwise hold two copies of each while it replaces the old.
+fn share_unchanged<K>(cached: reflector::Store<K>, share: fn(&mut K, &K)) -> impl FnMut(&mut K)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    move |object| {
+        if let Some(old) = cached.get(&reflector::ObjectRef::from_obj(object)) {
+            share(object, &old);
+        }
+    }
 }
 
 /// The watch of the shells' pods (those carrying our managed-by label) into `index`; out come
