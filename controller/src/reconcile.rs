@@ -395,6 +395,9 @@ async fn write_status(
         return Ok(());
     }
     ctx.metrics.wrote("status");
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        debug!(shell = %shell.name_any(), changes = ?crate::write::status_changes::changes(previous, status), "writing the status");
+    }
     let patch = Patch::Merge(status::merge_patch(status));
     let written =
         api.patch_status(&shell.name_any(), &PatchParams::default(), &patch).await.map_err(Error::WriteStatus)?;

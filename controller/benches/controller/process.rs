@@ -56,7 +56,9 @@ impl Controller {
             .arg(format!("--health-probe-bind-address=127.0.0.1:{probe_port}"))
             .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
             .args(flags.iter().copied())
-            .env("RUST_LOG", "warn");
+            // `MYOWNSHELL_BENCH_CONTROLLER_LOG` for more, e.g. which transition each status write
+            // was (`myownshell_controller::reconcile=debug`, `write::status_changes`).
+            .env("RUST_LOG", std::env::var("MYOWNSHELL_BENCH_CONTROLLER_LOG").unwrap_or_else(|_| "warn".to_owned()));
         let start = Instant::now();
         let process = ManagedProcess::spawn(spec).unwrap();
         let controller = Self {

@@ -1,5 +1,6 @@
 //! Everything a reconcile writes: the Deployment, server-side applied only when it differs
 //! ([`apply_deployment`]); the status and conditions, computed as a pure function ([`status`]);
+//! what each status write changes, for the debug log ([`status_changes`]);
 //! what a reconcile tells in Events ([`announce`], published by [`crate::events`]); and the
 //! cleanup of a deleted shell ([`cleanup`]: its Deployment deleted, its pods awaited, then the
 //! finalizer released); a stopped shell's Deployment deleted ([`stop_deployment`]); and the
@@ -16,6 +17,7 @@ pub mod announce;
 pub mod apply_deployment;
 pub mod cleanup;
 pub mod status;
+pub mod status_changes;
 pub mod stop_deployment;
 pub mod sweep;
 pub mod sweep_list;
