@@ -91,8 +91,16 @@ fn progressing(inputs: &Inputs<'_>, wanted: i32, observed: &Observed) -> Value {
     } else if inputs.deployment.is_some() && observed.settled(wanted) {
         (false, reasons::ROLLOUT_COMPLETE, format!("all {wanted} shell pods are up to date and ready"))
     } else {
-        let up = observed.ready.min(observed.updated);
-        (true, reasons::ROLLING_OUT, format!("{up} of {wanted} shell pods are up to date and ready"))
+        // No count of the pods done so far: it moved at each of the rollout's steps, each then a
+        // status write saying nothing `readyReplicas` does not (issue 41: 3.4 status writes per
+        // update at a quiet moment, one of them only this count; and `ready.min(updated)` counted
+        // the old pod, still ready, as done).
+        let pods = if wanted == 1 { "pod" } else { "pods" };
+        (
+            true,
+            reasons::ROLLING_OUT,
+            format!("rolling out {wanted} shell {pods}; status.readyReplicas counts the ready ones"),
+        )
     }
 }
 
@@ -486,6 +494,28 @@ mod tests {
         assert_eq!((status.replicas, status.ready_replicas), (0, 0));
         let progressing = status.conditions.iter().find(|c| c.type_ == PROGRESSING).unwrap();
         assert_eq!((progressing.status.as_str(), progressing.reason.as_str()), ("False", reasons::PAUSED));
+    }
+
+    /// A rollout's steps (the new template applied, its pod made beside the old one still ready,
+    /// the new one ready too) say the same `Progressing`: each step is no status write of its own
+    /// unless a count in the status moved.
+    #[test]
+    fn a_rollout_says_the_same_progressing_at_each_step() {
+        let steps = [
+            ("applied, not yet seen", deployment(2, rolled(1, 0, 1))),
+            ("the new pod made", deployment(1, rolled(2, 1, 1))),
+            ("the new pod ready beside the old", deployment(1, rolled(2, 1, 2))),
+        ];
+        let progressing = |d: &Deployment| {
+            let status = compute(&shell(1), None, &of(Some(d), None), &time(100));
+            let c = status.conditions.into_iter().find(|c| c.type_ == PROGRESSING).unwrap();
+            (c.status, c.reason, c.message)
+        };
+        let first = progressing(&steps[0].1);
+        assert_eq!((first.0.as_str(), first.1.as_str()), ("True", reasons::ROLLING_OUT));
+        for (step, d) in &steps {
+            assert_eq!(progressing(d), first, "{step}");
+        }
     }
 
     #[test]
