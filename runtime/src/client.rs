@@ -1,10 +1,13 @@
-//! `--kubeconfig`, and the Kubernetes client every binary builds from it the same way.
+//! `--kubeconfig`, and the Kubernetes client every binary builds from it the same way (on the
+//! stack of [`crate::client_pool`]).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::client_pool;
 
 /// How long a response may go without a byte before its request fails, for every client but the
 /// one that holds terminals open ([`ClientArgs::streaming_client`]).
@@ -57,16 +60,20 @@ impl ClientArgs {
     async fn client_with(&self, read_timeout: Option<Duration>) -> Result<Client, ClientError> {
         let Some(path) = &self.kubeconfig else {
             let config = kube::Config::infer().await.map_err(|e| ClientError::Infer(e.to_string()))?;
-            return Client::try_from(with_read_timeout(config, read_timeout))
-                .map_err(|e| ClientError::Infer(e.to_string()));
+            return built(with_read_timeout(config, read_timeout)).map_err(|e| ClientError::Infer(e.to_string()));
         };
         let error = |message: String| ClientError::Kubeconfig { path: path.display().to_string(), message };
         let file = Kubeconfig::read_from(path).map_err(|e| error(e.to_string()))?;
         let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
             .await
             .map_err(|e| error(e.to_string()))?;
-        Client::try_from(with_read_timeout(config, read_timeout)).map_err(|e| error(e.to_string()))
+        built(with_read_timeout(config, read_timeout)).map_err(|e| error(e.to_string()))
     }
+}
+
+/// The client of `config`, on the stack whose pool closes idle connections ([`client_pool`]).
+fn built(config: kube::Config) -> Result<Client, kube::Error> {
+    client_pool::client(config, client_pool::POOL_IDLE_TIMEOUT)
 }
 
 /// `config` whose responses fail after `read_timeout` without a byte, counted from the request's
@@ -108,7 +115,7 @@ mod tests {
     async fn a_stalled_response_fails_its_request_after_the_read_timeout() {
         let (url, server) = stalling_server().await;
         let config = kube::Config::new(url.parse().unwrap());
-        let client = Client::try_from(with_read_timeout(config, Some(Duration::from_millis(500)))).unwrap();
+        let client = built(with_read_timeout(config, Some(Duration::from_millis(500)))).unwrap();
         let request = http::Request::get("/version").body(Vec::new()).unwrap();
         let answered = tokio::time::timeout(Duration::from_secs(10), client.request_text(request)).await;
         server.abort();

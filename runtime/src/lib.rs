@@ -1,7 +1,8 @@
 //! What every MyOwnShell binary does the same way, in one place: the skeleton of `main`
 //! ([`process`]: logging, the crypto provider, the tokio runtime, exit codes), logging ([`log`]),
 //! shutdown on SIGTERM/SIGINT ([`shutdown`]), the Kubernetes client from `--kubeconfig`
-//! ([`client`]), the `/healthz` + `/readyz` probes and the plain-HTTP server they run on
+//! ([`client`], on a pool that closes idle connections: [`client_pool`]), the `/healthz` +
+//! `/readyz` probes and the plain-HTTP server they run on
 //! ([`probes`]), the `/metrics` route ([`metrics`]), their [`paths`], shared flags ([`flags`]),
 //! durations and times as Kubernetes writes them ([`time`]), and the HTTPS server every
 //! TLS endpoint runs on: rustls with live certificate swaps ([`tls`]), HTTP/1.1 with graceful
@@ -14,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod client_pool;
 pub mod drain;
 pub mod events;
 pub mod flags;

@@ -25,7 +25,8 @@
 //! namespace is quiet (no MyOwnShell, Deployment, Pod or Event changed for [`QUIET_FOR`]: the
 //! cluster, not only the controller, done with the phase before):
 //! - memory: RSS when ready with nothing, peak (VmHWM) and steady (VmRSS once idle for
-//!   [`STEADY_AFTER`]), and both per object;
+//!   [`STEADY_AFTER`]), and both per object; once more after [`IDLE_CLOSED_AFTER`], the
+//!   client pool's idle connections closed;
 //! - churn floor: for each `--churn-rates` rate, the same updates made to the floor's
 //!   Deployments directly, with no controller: the machine the cluster alone takes, and how long
 //!   after the last update every Deployment has caught up (what the churn figures are read
@@ -111,6 +112,11 @@ pub(crate) const DEADLINE: Duration = Duration::from_secs(1200);
 /// freed page within 10 s, its `dirty_decay_ms`; sampled every 10 s after a relist of 10,000
 /// objects, RSS fell at 10 s and 20 s and not after, over 90 s).
 pub(crate) const STEADY_AFTER: Duration = Duration::from_secs(20);
+/// How long after converging the RSS is read once more, the burst's idle connections closed: the
+/// client's pool closes a connection idle for `POOL_IDLE_TIMEOUT` (its timer looks that often,
+/// so up to twice that after the last request), then the allocator's 10 s.
+pub(crate) const IDLE_CLOSED_AFTER: Duration =
+    myownshell_runtime::client_pool::POOL_IDLE_TIMEOUT.saturating_mul(2).saturating_add(Duration::from_secs(15));
 pub(crate) const QUEUE_LATENCY: &str = "myownshell_controller_reconcile_queue_latency_seconds";
 pub(crate) const RECONCILE_DURATION: &str = "myownshell_controller_reconcile_duration_seconds";
 /// Shells given a stop per second in the stops phase unless `--stop-rate` says otherwise: the

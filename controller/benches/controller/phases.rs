@@ -48,6 +48,12 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         per_object(peak),
         per_object(steady)
     );
+    tokio::time::sleep(IDLE_CLOSED_AFTER.saturating_sub(STEADY_AFTER)).await;
+    let closed = controller.rss_mib("VmRSS:");
+    println!(
+        "    and {IDLE_CLOSED_AFTER:?} after converging, the burst's idle connections closed: {closed:.1} MiB = {:.1} KiB/object",
+        per_object(closed)
+    );
 
     if options.churn_seconds > 0 {
         let (mut sizes, mut floor_replicas) = (vec![1; n], vec![1; n]);
