@@ -92,40 +92,67 @@ pub enum Ownership {
     Foreign,
 }
 
-/// What [`of`] reads of a claim: its controller reference's kind and uid, its labels and its
-/// owner annotations.
+/// What [`of`] reads of a claim: its controller reference's kind and uid, the shell its
+/// operator labels name, the retained mark, and its owner annotations. The watch's cache keeps
+/// these few strings per claim ([`crate::home::cached::CachedClaim`]), not the claim's label and
+/// annotation maps: two `BTreeMap`s took 1.3 KB a claim, the largest part of a home's memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ClaimMeta<'a> {
     /// The controller ownerReference: kind and uid.
     pub controller: Option<(&'a str, &'a str)>,
-    /// Its labels.
-    pub labels: &'a BTreeMap<String, String>,
-    /// Its annotations (only the owner ones are read).
-    pub annotations: &'a BTreeMap<String, String>,
+    /// The instance label's value, if the claim carries all of the operator's labels for it
+    /// ([`labels::labels`]: name, instance and managed-by).
+    pub instance: Option<&'a str>,
+    /// Marked as a home kept for its owner ([`names::LABEL_RETAINED_HOME`] `"true"`).
+    pub retained: bool,
+    /// [`names::ANNOTATION_HOME_SHELL_UID`].
+    pub shell_uid: Option<&'a str>,
+    /// [`names::ANNOTATION_HOME_OWNER`].
+    pub owner: Option<&'a str>,
+    /// [`names::ANNOTATION_HOME_OWNER_UID`].
+    pub owner_uid: Option<&'a str>,
+}
+
+impl<'a> ClaimMeta<'a> {
+    /// What the rule reads of a claim with these labels and annotations.
+    pub fn read(
+        controller: Option<(&'a str, &'a str)>,
+        labels: &'a BTreeMap<String, String>,
+        annotations: &'a BTreeMap<String, String>,
+    ) -> Self {
+        let instance = labels
+            .get(names::LABEL_INSTANCE)
+            .filter(|i| labels::labels(i).iter().all(|(k, v)| labels.get(k) == Some(v)))
+            .map(String::as_str);
+        let annotation = |key: &str| annotations.get(key).map(String::as_str);
+        Self {
+            controller,
+            instance,
+            retained: labels.get(names::LABEL_RETAINED_HOME).is_some_and(|v| v == "true"),
+            shell_uid: annotation(names::ANNOTATION_HOME_SHELL_UID),
+            owner: annotation(names::ANNOTATION_HOME_OWNER),
+            owner_uid: annotation(names::ANNOTATION_HOME_OWNER_UID),
+        }
+    }
 }
 
 /// Classify a claim against `shell` by the rule in this module's documentation.
 pub fn of(claim: &ClaimMeta<'_>, shell: &MyOwnShell) -> Ownership {
-    let name = shell.name_any();
-    let shell_uid = claim.annotations.get(names::ANNOTATION_HOME_SHELL_UID).map(String::as_str);
+    let labelled = claim.instance == Some(labels::instance_value(&shell.name_any()).as_str());
     match claim.controller {
         Some((kind, uid)) if kind == names::KIND && Some(uid) == shell.metadata.uid.as_deref() => {
             Ownership::OursByReference
         }
         Some(_) => Ownership::Foreign,
-        None if shell_uid.is_some() => {
-            let ours = shell_uid == shell.metadata.uid.as_deref()
-                && labels::labels(&labels::instance_value(&name)).iter().all(|(k, v)| claim.labels.get(k) == Some(v));
+        None if claim.shell_uid.is_some() => {
+            let ours = claim.shell_uid == shell.metadata.uid.as_deref() && labelled;
             if ours { Ownership::Ours } else { Ownership::Foreign }
         }
         None => {
-            let ours =
-                labels::labels(&labels::instance_value(&name)).iter().all(|(k, v)| claim.labels.get(k) == Some(v));
-            let retained = claim.labels.get(names::LABEL_RETAINED_HOME).is_some_and(|v| v == "true");
-            let owner = |key: &str| claim.annotations.get(key).map(String::as_str);
             let same_owner = shell.spec.owner.is_some()
-                && owner(names::ANNOTATION_HOME_OWNER) == shell.spec.owner.as_deref()
-                && owner(names::ANNOTATION_HOME_OWNER_UID) == shell.spec.owner_uid.as_deref();
-            if ours && retained && same_owner { Ownership::Retained } else { Ownership::Foreign }
+                && claim.owner == shell.spec.owner.as_deref()
+                && claim.owner_uid == shell.spec.owner_uid.as_deref();
+            if labelled && claim.retained && same_owner { Ownership::Retained } else { Ownership::Foreign }
         }
     }
 }
@@ -208,6 +235,9 @@ mod tests {
         let ours = labels::labels(&labels::instance_value("alice-shell"));
         let mut retained = ours.clone();
         retained.insert(names::LABEL_RETAINED_HOME.into(), "true".into());
+        let another = labels::labels(&labels::instance_value("bob-shell"));
+        let mut partly = ours.clone();
+        partly.remove(names::LABEL_MANAGED_BY);
         let by = |owner: &str| BTreeMap::from([(names::ANNOTATION_HOME_OWNER.to_owned(), owner.to_owned())]);
         let of_shell = |uid: &str| {
             let mut a = by("alice");
@@ -218,8 +248,16 @@ mod tests {
         let alice = shell(Some("alice"), Home::default());
         type Row<'a> =
             (&'a str, Option<(&'a str, &'a str)>, &'a BTreeMap<String, String>, BTreeMap<String, String>, Ownership);
-        let rows: [Row<'_>; 12] = [
+        let rows: [Row<'_>; 14] = [
             ("marked with the shell's uid", None, &ours, of_shell("uid-1"), Ownership::Ours),
+            (
+                "marked with the shell's uid, labelled for another",
+                None,
+                &another,
+                of_shell("uid-1"),
+                Ownership::Foreign,
+            ),
+            ("marked with the shell's uid, one label missing", None, &partly, of_shell("uid-1"), Ownership::Foreign),
             ("marked with an earlier shell's uid", None, &ours, of_shell("uid-0"), Ownership::Foreign),
             ("marked with the shell's uid, not labelled", None, &none, of_shell("uid-1"), Ownership::Foreign),
             (
@@ -245,12 +283,12 @@ mod tests {
             ("a user's own claim", None, &none, BTreeMap::new(), Ownership::Foreign),
         ];
         for (what, controller, labels, annotations, want) in rows {
-            let meta = ClaimMeta { controller, labels, annotations: &annotations };
+            let meta = ClaimMeta::read(controller, labels, &annotations);
             assert_eq!(of(&meta, &alice), want, "{what}");
         }
         let mut with_uid = by("alice");
         with_uid.insert(names::ANNOTATION_HOME_OWNER_UID.into(), "u-1".into());
-        let meta = ClaimMeta { controller: None, labels: &retained, annotations: &with_uid };
+        let meta = ClaimMeta::read(None, &retained, &with_uid);
         assert_eq!(of(&meta, &alice), Ownership::Foreign, "the owner's uid differs (none now)");
         let mut alice_uid = alice.clone();
         alice_uid.spec.owner_uid = Some("u-1".into());
