@@ -3,7 +3,7 @@
 //!
 //! Each claim is read straight from the watch's JSON into what ownership and status need: no
 //! typed claim, no managedFields, no label or annotation maps (only the few strings the
-//! ownership rule reads: [`OwnerFields`]).
+//! ownership rule reads: [`ClaimMeta`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -32,7 +32,7 @@ pub struct CachedClaim {
     pub(crate) metadata: ObjectMeta,
     /// What [`crate::home::claim::of`] reads: its controller, the shell its labels name, the
     /// retained mark, the owner annotations.
-    pub owner: OwnerFields,
+    pub(crate) meta: ClaimMeta,
     /// When its deletion was asked for.
     pub deleting_since: Option<Time>,
     /// `spec.storageClassName` (after the apiserver defaulted it).
@@ -49,48 +49,10 @@ pub struct CachedClaim {
     pub resize_pending: bool,
 }
 
-/// [`ClaimMeta`], owned: the few strings of a claim's metadata its ownership is decided by.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct OwnerFields {
-    /// The controller ownerReference: kind and uid.
-    pub controller: Option<(String, String)>,
-    /// The instance label's value, if all of the operator's labels are there for it.
-    pub instance: Option<String>,
-    /// The retained mark.
-    pub retained: bool,
-    /// The shell uid annotation.
-    pub shell_uid: Option<String>,
-    /// The owner annotation.
-    pub owner: Option<String>,
-    /// The owner uid annotation.
-    pub owner_uid: Option<String>,
-}
-
-impl OwnerFields {
-    fn of(meta: &ClaimMeta<'_>) -> Self {
-        Self {
-            controller: meta.controller.map(|(k, u)| (k.to_owned(), u.to_owned())),
-            instance: meta.instance.map(str::to_owned),
-            retained: meta.retained,
-            shell_uid: meta.shell_uid.map(str::to_owned),
-            owner: meta.owner.map(str::to_owned),
-            owner_uid: meta.owner_uid.map(str::to_owned),
-        }
-    }
-}
-
 impl CachedClaim {
     /// What the ownership rule reads.
-    pub fn meta(&self) -> ClaimMeta<'_> {
-        let o = &self.owner;
-        ClaimMeta {
-            controller: o.controller.as_ref().map(|(k, u)| (k.as_str(), u.as_str())),
-            instance: o.instance.as_deref(),
-            retained: o.retained,
-            shell_uid: o.shell_uid.as_deref(),
-            owner: o.owner.as_deref(),
-            owner_uid: o.owner_uid.as_deref(),
-        }
+    pub fn meta(&self) -> &ClaimMeta {
+        &self.meta
     }
 
     /// Its name.
@@ -185,12 +147,12 @@ impl<'de> Deserialize<'de> for CachedClaim {
         let node = meta.annotations.remove(SELECTED_NODE_ANNOTATION);
         let controller = meta.owner_references.iter().find(|o| o.controller == Some(true));
         let controller = controller.map(|o| (o.kind.as_str(), o.uid.as_str()));
-        let owner = OwnerFields::of(&ClaimMeta::read(controller, &meta.labels, &meta.annotations));
+        let claim_meta = ClaimMeta::read(controller, &meta.labels, &meta.annotations);
         let resize_pending =
             status.conditions.iter().any(|c| c.type_ == "FileSystemResizePending" && c.status == "True");
         Ok(Self {
             metadata: identity(meta.name, meta.namespace, meta.uid, meta.resource_version),
-            owner,
+            meta: claim_meta,
             deleting_since: meta.deletion_timestamp,
             storage_class: spec.storage_class_name,
             requested: spec.resources.requests.remove("storage"),
@@ -326,12 +288,12 @@ mod tests {
             "status": {"phase": "Bound", "capacity": {"storage": "2Gi"}, "conditions": [{"type": "FileSystemResizePending", "status": "True"}]}
         }))
         .unwrap();
-        let owner = OwnerFields {
+        let owner = ClaimMeta {
             controller: Some(("MyOwnShell".into(), "s-1".into())),
             owner: Some("alice".into()),
-            ..OwnerFields::default()
+            ..ClaimMeta::default()
         };
-        assert_eq!(claim.owner, owner, "an instance label only with all of the operator's labels");
+        assert_eq!(claim.meta(), &owner, "an instance label only with all of the operator's labels");
         assert_eq!(claim.node.as_deref(), Some("node-a"));
         assert_eq!((claim.phase.as_str(), claim.capacity.clone()), ("Bound", Some(Quantity("2Gi".into()))));
         assert_eq!(claim.requested, Some(Quantity("1Gi".into())));

@@ -96,38 +96,37 @@ pub enum Ownership {
 /// operator labels name, the retained mark, and its owner annotations. The watch's cache keeps
 /// these few strings per claim ([`crate::home::cached::CachedClaim`]), not the claim's label and
 /// annotation maps: two `BTreeMap`s took 1.3 KB a claim, the largest part of a home's memory.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClaimMeta<'a> {
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClaimMeta {
     /// The controller ownerReference: kind and uid.
-    pub controller: Option<(&'a str, &'a str)>,
+    pub controller: Option<(String, String)>,
     /// The instance label's value, if the claim carries all of the operator's labels for it
     /// ([`labels::labels`]: name, instance and managed-by).
-    pub instance: Option<&'a str>,
+    pub instance: Option<String>,
     /// Marked as a home kept for its owner ([`names::LABEL_RETAINED_HOME`] `"true"`).
     pub retained: bool,
     /// [`names::ANNOTATION_HOME_SHELL_UID`].
-    pub shell_uid: Option<&'a str>,
+    pub shell_uid: Option<String>,
     /// [`names::ANNOTATION_HOME_OWNER`].
-    pub owner: Option<&'a str>,
+    pub owner: Option<String>,
     /// [`names::ANNOTATION_HOME_OWNER_UID`].
-    pub owner_uid: Option<&'a str>,
+    pub owner_uid: Option<String>,
 }
 
-impl<'a> ClaimMeta<'a> {
-    /// What the rule reads of a claim with these labels and annotations.
+impl ClaimMeta {
+    /// What the rule reads of a claim with this controller and these labels and annotations.
     pub fn read(
-        controller: Option<(&'a str, &'a str)>,
-        labels: &'a BTreeMap<String, String>,
-        annotations: &'a BTreeMap<String, String>,
+        controller: Option<(&str, &str)>,
+        labels: &BTreeMap<String, String>,
+        annotations: &BTreeMap<String, String>,
     ) -> Self {
         let instance = labels
             .get(names::LABEL_INSTANCE)
-            .filter(|i| labels::labels(i).iter().all(|(k, v)| labels.get(k) == Some(v)))
-            .map(String::as_str);
-        let annotation = |key: &str| annotations.get(key).map(String::as_str);
+            .filter(|i| labels::labels(i).iter().all(|(k, v)| labels.get(k) == Some(v)));
+        let annotation = |key: &str| annotations.get(key).cloned();
         Self {
-            controller,
-            instance,
+            controller: controller.map(|(kind, uid)| (kind.to_owned(), uid.to_owned())),
+            instance: instance.cloned(),
             retained: labels.get(names::LABEL_RETAINED_HOME).is_some_and(|v| v == "true"),
             shell_uid: annotation(names::ANNOTATION_HOME_SHELL_UID),
             owner: annotation(names::ANNOTATION_HOME_OWNER),
@@ -137,21 +136,23 @@ impl<'a> ClaimMeta<'a> {
 }
 
 /// Classify a claim against `shell` by the rule in this module's documentation.
-pub fn of(claim: &ClaimMeta<'_>, shell: &MyOwnShell) -> Ownership {
-    let labelled = claim.instance == Some(labels::instance_value(&shell.name_any()).as_str());
-    match claim.controller {
+pub fn of(claim: &ClaimMeta, shell: &MyOwnShell) -> Ownership {
+    let labelled = claim.instance.as_deref() == Some(labels::instance_value(&shell.name_any()).as_str());
+    let (shell_uid, owner, owner_uid) =
+        (claim.shell_uid.as_deref(), claim.owner.as_deref(), claim.owner_uid.as_deref());
+    match claim.controller.as_ref().map(|(kind, uid)| (kind.as_str(), uid.as_str())) {
         Some((kind, uid)) if kind == names::KIND && Some(uid) == shell.metadata.uid.as_deref() => {
             Ownership::OursByReference
         }
         Some(_) => Ownership::Foreign,
-        None if claim.shell_uid.is_some() => {
-            let ours = claim.shell_uid == shell.metadata.uid.as_deref() && labelled;
+        None if shell_uid.is_some() => {
+            let ours = shell_uid == shell.metadata.uid.as_deref() && labelled;
             if ours { Ownership::Ours } else { Ownership::Foreign }
         }
         None => {
             let same_owner = shell.spec.owner.is_some()
-                && claim.owner == shell.spec.owner.as_deref()
-                && claim.owner_uid == shell.spec.owner_uid.as_deref();
+                && owner == shell.spec.owner.as_deref()
+                && owner_uid == shell.spec.owner_uid.as_deref();
             if labelled && claim.retained && same_owner { Ownership::Retained } else { Ownership::Foreign }
         }
     }

@@ -44,7 +44,7 @@ pub(crate) async fn ensure(shell: &MyOwnShell, ctx: &Context) -> Result<Option<F
             None => live(&api, &name).await?,
         },
     };
-    let mut ownership = claim::of(&found.meta(), shell);
+    let mut ownership = claim::of(found.meta(), shell);
     let (claim, grow_error) = match ownership {
         Ownership::Retained | Ownership::OursByReference => {
             let adopted = adopt(shell, &found, ownership, &api, ctx).await?;
@@ -156,7 +156,7 @@ pub(crate) async fn release(shell: &MyOwnShell, ctx: &Context) -> Result<(), Err
     let read = |source| Error::WriteHome { what: "reading", name: name.clone(), source };
     let Some(live) = api.get_opt(&name).await.map_err(read)? else { return Ok(()) };
     let found = cached::from_typed(&live).unwrap_or_default();
-    let ours = matches!(claim::of(&found.meta(), shell), Ownership::Ours | Ownership::OursByReference);
+    let ours = matches!(claim::of(found.meta(), shell), Ownership::Ours | Ownership::OursByReference);
     if !ours || found.deleting_since.is_some() {
         return Ok(());
     }
