@@ -33,7 +33,10 @@ impl KubectlOutput {
     }
 }
 
-/// `kubectl` ([`kubectl_binary`]) with a fixed `--kubeconfig`. The test cluster's admin one
+/// `kubectl` ([`kubectl_binary`]) with a fixed `--kubeconfig`, and its `--cache-dir` beside that
+/// file: a test cluster's discovery is cached with the cluster and removed with it, not kept in
+/// `~/.kube/cache` (1.2 GB of 441 test clusters' discovery there before), where a later cluster
+/// given the same port would have read another cluster's kinds. The test cluster's admin one
 /// comes from [`ControlPlane::kubectl`](crate::ControlPlane::kubectl).
 #[derive(Debug, Clone)]
 pub struct Kubectl {
@@ -47,12 +50,19 @@ impl Kubectl {
         Self { kubeconfig: kubeconfig.into() }
     }
 
+    /// Where kubectl keeps its discovery and HTTP cache: `kubectl-cache` beside the kubeconfig.
+    pub fn cache_dir(&self) -> PathBuf {
+        self.kubeconfig.parent().unwrap_or(Path::new(".")).join("kubectl-cache")
+    }
+
     /// Run kubectl with `args`, feeding `stdin` if given.
     pub async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Result<KubectlOutput, String> {
         let binary = kubectl_binary();
         let mut child = tokio::process::Command::new(&binary)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.cache_dir())
             .args(args)
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
