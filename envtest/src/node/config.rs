@@ -172,6 +172,11 @@ pub fn cni_conflist(cfg: &NodeConfig) -> String {
 /// certificates from the harness's client CA plus webhook token authentication, webhook
 /// authorization; no read-only port; image garbage collection and disk-pressure eviction
 /// are off, because every image here is imported once and could not be pulled again.
+/// `syncFrequency` is 10 s where a cluster's default is a minute: the kubelet writes a changed
+/// Secret or ConfigMap into a pod's volume when it next syncs the pod, so a renewed certificate
+/// (the e2e's cert-manager phase) reached its webhook a minute and more after cert-manager wrote
+/// it; what the tests check (nothing refused meanwhile, the new one served) is the same, reached
+/// in seconds.
 pub fn kubelet_config(cfg: &NodeConfig, client_ca: &Path) -> String {
     let pki = cfg.path("kubelet/pki");
     format!(
@@ -215,6 +220,7 @@ rotateCertificates: false
 serverTLSBootstrap: false
 registerNode: true
 maxPods: 110
+syncFrequency: 10s
 "#,
         node_ip = cfg.node_ip,
         pki = show(&pki),
@@ -312,6 +318,7 @@ mod tests {
         assert_eq!(doc["authentication"]["x509"]["clientCAFile"], "/t/run-1-0/pki/client-ca.crt");
         assert_eq!(doc["authorization"]["mode"], "Webhook");
         assert_eq!(doc["containerRuntimeEndpoint"], "unix:///t/run-1-0/node/containerd/containerd.sock");
+        assert_eq!(doc["syncFrequency"], "10s");
     }
 
     #[test]

@@ -28,8 +28,8 @@ const SERVICE_NAME: &str = "myownshell-webhook-service.myownshell-system.svc";
 const CONFIGURATIONS: [&str; 2] =
     ["myownshell-mutating-webhook-configuration", "myownshell-validating-webhook-configuration"];
 /// How long a renewed certificate may take to be served: the kubelet refreshes a mounted
-/// Secret when it next syncs the pod (a minute, plus jitter); the webhook reads the files every
-/// second.
+/// Secret when it next syncs the pod (the test nodes' `syncFrequency` of 10 s, a minute on a
+/// default kubelet, plus jitter); the webhook reads the files every second.
 const RENEWAL_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// `cargo xtask e2e` builds cert-manager and names its directory (CRDs, manifests, images).
