@@ -15,6 +15,13 @@ pub fn kubectl_binary() -> PathBuf {
     if system.exists() { system.to_path_buf() } else { PathBuf::from("kubectl") }
 }
 
+/// Go's garbage collector target for the tests' kubectl runs, unless `GOGC` is set: a kubectl
+/// run lives a tenth of a second and collects garbage it will never need the room of. The tests
+/// run kubectl about 2,700 times in `cargo xtask test`; `kubectl get ns` took 89 ms of CPU a run
+/// with 400 against 108 ms with Go's default 100 (80 runs each, against a test apiserver,
+/// 2026-11-30), its peak memory 51 MB against 47 MB.
+const KUBECTL_GOGC: &str = "400";
+
 /// What a kubectl run printed.
 #[derive(Debug, Clone)]
 pub struct KubectlOutput {
@@ -63,6 +70,7 @@ impl Kubectl {
             .arg(&self.kubeconfig)
             .arg("--cache-dir")
             .arg(self.cache_dir())
+            .env("GOGC", std::env::var_os("GOGC").unwrap_or_else(|| KUBECTL_GOGC.into()))
             .args(args)
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
