@@ -2,9 +2,10 @@
 //! through the gateway's two replicas on the real node, reached at the gateway Service's own
 //! address (kube-proxy spreads pages over whichever replicas are ready, as an Ingress would).
 //!
-//! - a page runs a command that prints a line a second for a minute; the gateway is rolled out
-//!   (a new pod ready before an old one goes); the page reattaches by itself to the same session
-//!   (the same `sh`, its pid unchanged) and every line is on its screen;
+//! - a page runs a command that prints a line a second until it is told to stop; the gateway is
+//!   rolled out (a new pod ready before an old one goes) while it prints, and it is stopped a few
+//!   lines after the rollout; the page reattaches by itself to the same session (the same `sh`,
+//!   its pid unchanged) and every line is on its screen;
 //! - bob, whom the shell is shared with, joins it read-only (he sees it, his keys type nothing,
 //!   and everyone attached sees him); carol, an editor it is not shared with, is refused by the
 //!   gate even with the session's id;
@@ -32,6 +33,16 @@ use super::{E2e, GATEWAY, SYSTEM, wait_running};
 
 const SHELL: &str = "work";
 const STEP: Duration = Duration::from_secs(120);
+/// The most lines the printing command prints, a second each, if nobody stops it: longer than
+/// the rollout's own timeout (120 s), so only a failed test leaves it printing, and not for long.
+const MOST_LINES: usize = 240;
+/// The file whose making stops the printing command.
+const STOP_LINES: &str = "/tmp/stop-lines";
+
+/// The highest `line-N` on `screen`; 0 if none.
+fn last_line(screen: &str) -> usize {
+    screen.lines().filter_map(|l| l.trim().strip_prefix("line-")?.parse().ok()).max().unwrap_or(0)
+}
 
 /// The gateway at its Service's address, as a page's client (its certificate is self-signed).
 async fn gateway(e2e: &E2e) -> GatewayClient {
@@ -126,8 +137,13 @@ pub async fn sessions_and_rollout(e2e: &E2e) {
     let pid = shell_pid(&mut browser, &tab, 1).await;
     let session = browser.evaluate(&tab, "window.myownshell.terminal()").await.unwrap();
     let session = session.as_str().expect("the session's id").to_owned();
-    // The marker is printed by arithmetic, so that the typed command's echo is not it.
-    type_line(&mut browser, &tab, "for i in $(seq 1 60); do echo line-$i; sleep 1; done; echo all-$((40+2))").await;
+    // Lines until told to stop (a file the test makes once the rollout is over), at most
+    // [`MOST_LINES`]: no fixed minute to wait out. The marker is printed by arithmetic, so that
+    // the typed command's echo is not it.
+    let printing = format!(
+        "i=0; while [ $i -lt {MOST_LINES} ] && [ ! -e {STOP_LINES} ]; do i=$((i+1)); echo line-$i; sleep 1; done; echo all-$((40+2)) lines=$i"
+    );
+    type_line(&mut browser, &tab, &printing).await;
     screen(&mut browser, &tab, "line-5", |s| s.contains("line-5")).await;
     // The rollout also gives the gateway a short authentication cache, for dave's case below.
     let patch =
@@ -135,8 +151,19 @@ pub async fn sessions_and_rollout(e2e: &E2e) {
     e2e.run(&["patch", "deployment", GATEWAY, "-n", SYSTEM, "--type=json", "-p", patch]).await;
     e2e.rollout(GATEWAY).await;
     eprintln!("e2e: sessions: the gateway rolled out with a terminal printing");
+    // A few lines printed after the rollout, through the gateway it moved to; then stop.
+    let after = last_line(&screen(&mut browser, &tab, "a line after the rollout", |s| last_line(s) > 0).await) + 3;
+    screen(&mut browser, &tab, &format!("line-{after}"), |s| last_line(s) >= after).await;
+    e2e.run(&["exec", "-n", &ns, &pod, "-c", "shell", "--", "touch", STOP_LINES]).await;
     let text = screen(&mut browser, &tab, "every line, after the rollout", |s| s.contains("all-42")).await;
-    let missing: Vec<usize> = (1..=60).filter(|i| !text.lines().any(|l| l.trim() == format!("line-{i}"))).collect();
+    let printed = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("all-42 lines="))
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or_else(|| panic!("no count after all-42:\n{text}"));
+    assert!(printed >= after, "the lines stopped at {printed}, before line-{after}, which the screen showed");
+    let missing: Vec<usize> =
+        (1..=printed).filter(|i| !text.lines().any(|l| l.trim() == format!("line-{i}"))).collect();
     assert!(missing.is_empty(), "lines missing from the screen after the rollout: {missing:?}\n{text}");
     let status = browser.evaluate(&tab, "window.myownshell.status()").await.unwrap();
     assert!(status.as_str().is_some_and(|s| s.starts_with(&format!("reattached to session {session}"))), "{status}");
