@@ -3,9 +3,9 @@
 //! address (kube-proxy spreads pages over whichever replicas are ready, as an Ingress would).
 //!
 //! - a page runs a command that prints a line a second until it is told to stop; the gateway is
-//!   rolled out (a new pod ready before an old one goes) while it prints, and it is stopped a few
-//!   lines after the rollout; the page reattaches by itself to the same session (the same `sh`,
-//!   its pid unchanged) and every line is on its screen;
+//!   rolled out (a new pod ready before an old one goes) while it prints; the page reattaches by
+//!   itself to the same session (the same `sh`, its pid unchanged); the command is stopped a few
+//!   lines after that, and every line is on its screen;
 //! - bob, whom the shell is shared with, joins it read-only (he sees it, his keys type nothing,
 //!   and everyone attached sees him); carol, an editor it is not shared with, is refused by the
 //!   gate even with the session's id;
@@ -151,8 +151,14 @@ pub async fn sessions_and_rollout(e2e: &E2e) {
     e2e.run(&["patch", "deployment", GATEWAY, "-n", SYSTEM, "--type=json", "-p", patch]).await;
     e2e.rollout(GATEWAY).await;
     eprintln!("e2e: sessions: the gateway rolled out with a terminal printing");
-    // A few lines printed after the rollout, through the gateway it moved to; then stop.
-    let after = last_line(&screen(&mut browser, &tab, "a line after the rollout", |s| last_line(s) > 0).await) + 3;
+    // `rollout status` returns once the new replicas are ready, while the old ones may still be
+    // stopping, and the page moves only when its old gateway stops: wait for that, then for a
+    // few lines printed through the gateway it moved to; then stop the printing.
+    until(&mut browser, &tab, "the page reattached to its session", "window.myownshell.status()", |v| {
+        v.as_str().is_some_and(|s| s.starts_with(&format!("reattached to session {session}")))
+    })
+    .await;
+    let after = last_line(&screen(&mut browser, &tab, "a line after the move", |s| last_line(s) > 0).await) + 3;
     screen(&mut browser, &tab, &format!("line-{after}"), |s| last_line(s) >= after).await;
     e2e.run(&["exec", "-n", &ns, &pod, "-c", "shell", "--", "touch", STOP_LINES]).await;
     let text = screen(&mut browser, &tab, "every line, after the rollout", |s| s.contains("all-42")).await;
