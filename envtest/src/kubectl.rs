@@ -40,8 +40,8 @@ impl KubectlOutput {
     }
 }
 
-/// `kubectl` ([`kubectl_binary`]) with a fixed `--kubeconfig`, and its `--cache-dir` beside that
-/// file: a test cluster's discovery is cached with the cluster and removed with it, not kept in
+/// `kubectl` ([`kubectl_binary`]) with a fixed `--kubeconfig`, and its cache beside that file
+/// ([`Kubectl::env`]): a test cluster's discovery is cached with the cluster and removed with it, not kept in
 /// `~/.kube/cache` (1.2 GB of 441 test clusters' discovery there before), where a later cluster
 /// given the same port would have read another cluster's kinds. The test cluster's admin one
 /// comes from [`ControlPlane::kubectl`](crate::ControlPlane::kubectl).
@@ -62,15 +62,25 @@ impl Kubectl {
         self.kubeconfig.parent().unwrap_or(Path::new(".")).join("kubectl-cache")
     }
 
+    /// The environment a kubectl of this cluster runs in: its kubeconfig (`KUBECONFIG`), its
+    /// cache ([`Self::cache_dir`], `KUBECACHEDIR`) and [`KUBECTL_GOGC`] unless `GOGC` is set. For
+    /// every kubectl the tests start, [`Self::run_with_stdin`]'s or one they hold open
+    /// themselves (`kubectl exec`, `kubectl port-forward`, the plugin's own kubectl).
+    pub fn env(&self) -> [(&'static str, std::ffi::OsString); 3] {
+        [
+            ("KUBECONFIG", self.kubeconfig.clone().into()),
+            ("KUBECACHEDIR", self.cache_dir().into()),
+            ("GOGC", std::env::var_os("GOGC").unwrap_or_else(|| KUBECTL_GOGC.into())),
+        ]
+    }
+
     /// Run kubectl with `args`, feeding `stdin` if given.
     pub async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Result<KubectlOutput, String> {
         let binary = kubectl_binary();
         let mut child = tokio::process::Command::new(&binary)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.cache_dir())
-            .env("GOGC", std::env::var_os("GOGC").unwrap_or_else(|| KUBECTL_GOGC.into()))
+            .envs(self.env())
             .args(args)
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())

@@ -17,9 +17,15 @@ pub(super) async fn port_forward(e2e: &E2e) -> (ManagedProcess, u16) {
     let cp = e2e.cluster.control_plane();
     let log = cp.layout().dir.join("gateway-port-forward.log");
     let _ = std::fs::remove_file(&log);
-    let spec = ProcessSpec::new("port-forward", myownshell_envtest::kubectl::kubectl_binary(), log.clone())
-        .args(["port-forward", "-n", SYSTEM, "svc/myownshell-gateway", "--address=127.0.0.1", ":443"])
-        .env("KUBECONFIG", cp.kubeconfig_path());
+    let spec = ProcessSpec::new("port-forward", myownshell_envtest::kubectl::kubectl_binary(), log.clone()).args([
+        "port-forward",
+        "-n",
+        SYSTEM,
+        "svc/myownshell-gateway",
+        "--address=127.0.0.1",
+        ":443",
+    ]);
+    let spec = e2e.kubectl.env().into_iter().fold(spec, |spec, (key, value)| spec.env(key, value));
     let process = ManagedProcess::spawn(spec).unwrap();
     let port = eventually("kubectl port-forward to the gateway", Duration::from_secs(30), || async {
         let text = std::fs::read_to_string(&log).unwrap_or_default();

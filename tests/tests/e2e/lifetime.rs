@@ -102,6 +102,7 @@ pub async fn lifetime(e2e: &E2e) {
     // `busy` is in use: a session stays open in it, so no connection is ever idle.
     let mut session = std::process::Command::new(kubectl_binary())
         .arg(format!("--kubeconfig={}", e2e.cluster.control_plane().kubeconfig_path().display()))
+        .envs(e2e.kubectl.env())
         .args(["exec", "-n", &ns, &busy_pod, "--", "sleep", "300"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -192,6 +193,7 @@ async fn connect_with_a_terminal(s: &Shells<'_>, name: &str) {
     let mut child = tokio::process::Command::new("script")
         .args(["-qec", &command, "/dev/null"])
         .env("KUBECTL", kubectl_binary())
+        .envs(s.e2e.kubectl.env())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
