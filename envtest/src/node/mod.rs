@@ -27,6 +27,7 @@ pub mod footprint;
 pub mod images;
 pub mod lifecycle;
 pub mod local_path;
+pub mod netns;
 pub mod network;
 pub mod network_policy;
 pub mod one_node;

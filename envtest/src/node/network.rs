@@ -40,8 +40,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::control_plane::{HarnessError, Ipv4Net};
-use crate::process::{ManagedProcess, ProcessSpec};
 
+use super::netns::HeldNetwork;
 use super::sandbox::run;
 
 /// The most nodes a cluster can have: the second octet of node k's pod range is 214 + k.
@@ -52,7 +52,6 @@ const LINK_PREFIX: &str = "mosnode";
 const BRIDGE: &str = "br0";
 /// The host link's end inside the network's namespace.
 const HOST_PORT: &str = "host";
-const START_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Every address of one cluster, from its slot (pure, so the plan can be read and tested).
@@ -124,45 +123,16 @@ pub struct NodeLink {
 /// The running network: the namespace holding the bridge, and the host's link into it.
 #[derive(Debug)]
 pub struct Network {
-    holder: ManagedProcess,
+    holder: HeldNetwork,
     addresses: Addresses,
     nodes: u8,
-}
-
-fn ns_link(pid: u32, ns: &str) -> Option<std::path::PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/ns/{ns}")).ok()
-}
-
-/// Interfaces of the network namespace `pid` is in (from `/proc/<pid>/net/dev`).
-fn interfaces_of(pid: u32) -> Vec<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/net/dev"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| line.split_once(':').map(|(name, _)| name.trim().to_owned()))
-        .collect()
 }
 
 impl Network {
     /// Create the namespace, claim a slot with the host's link, and wire the bridge, the host's
     /// address and routes for `nodes` nodes. `log` is the holder's log.
     pub(crate) fn start(log: &Path, nodes: u8) -> Result<Self, HarnessError> {
-        let spec = ProcessSpec::new("cluster-network", "unshare", log).args(["--net", "--", "sleep", "infinity"]);
-        let mut holder = ManagedProcess::spawn(spec)
-            .map_err(|source| HarnessError::Io { context: "starting the cluster network".into(), source })?;
-        let own = ns_link(std::process::id(), "net");
-        let deadline = Instant::now() + START_TIMEOUT;
-        while ns_link(holder.pid(), "net").is_none() || ns_link(holder.pid(), "net") == own {
-            if let Some(status) = holder.exit_status() {
-                return Err(HarnessError::Start(format!(
-                    "the cluster network's holder exited ({status}): {}",
-                    holder.log_tail(10)
-                )));
-            }
-            if Instant::now() > deadline {
-                return Err(HarnessError::Start("the cluster network's namespace did not appear in 10s".into()));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let holder = HeldNetwork::start("cluster-network", log).map_err(HarnessError::Start)?;
         let slot = claim_slot(holder.pid())?;
         let network = Self { holder, addresses: Addresses::new(slot), nodes };
         network.configure().map_err(HarnessError::Start)?;
@@ -192,8 +162,7 @@ ip link set {HOST_PORT} master {BRIDGE} up
     }
 
     fn inside(&self, script: &str) -> Result<(), String> {
-        let pid = self.holder.pid().to_string();
-        run("nsenter", &["-t", &pid, "-n", "--", "sh", "-c", script]).map(drop)
+        self.holder.inside(script)
     }
 
     /// Plug node `number`, whose network namespace `node_pid` is in, into the bridge: a veth
@@ -222,7 +191,7 @@ ip link set {port} master {BRIDGE} up
     pub(crate) fn wait_detached(&self, number: u8) -> Result<(), String> {
         let port = format!("node{number}");
         let deadline = Instant::now() + STOP_TIMEOUT;
-        while interfaces_of(self.holder.pid()).contains(&port) {
+        while self.holder.interfaces().contains(&port) {
             if Instant::now() > deadline {
                 return Err(format!("node {number}'s network namespace was not released in {STOP_TIMEOUT:?}"));
             }
@@ -263,7 +232,7 @@ ip link set {port} master {BRIDGE} up
     /// Stop the holder and wait until the kernel has released the namespace: the host's link
     /// (and with it its address and routes) gone.
     pub(crate) fn stop(&mut self) -> Result<(), String> {
-        let _ = self.holder.stop(Duration::from_secs(1));
+        self.holder.stop(Duration::from_secs(1));
         let link = format!("/sys/class/net/{}", self.link_name());
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Path::new(&link).exists() {
