@@ -9,12 +9,25 @@
 //! Chromium runs as a [`ManagedProcess`] (its own process group, killed with the test, even on
 //! a panic), with a throwaway profile, `--no-sandbox` (it runs as root here) and
 //! `--ignore-certificate-errors` (the gateway under test serves a certificate of its own CA).
+//!
+//! It runs in a network namespace of its own ([`HeldNetwork`], only a loopback) and reaches the
+//! tests' servers on the host's loopback through [`socks`]. Why: Chromium fails the connections
+//! it is still setting up (TCP, and TLS on top) with `ERR_NETWORK_CHANGED` whenever an address
+//! comes or goes on any interface it can see, and the harness adds one on the host for every
+//! cluster it starts and removes it when the cluster stops (`envtest/src/node/network.rs`). A
+//! page through a port-forward, whose TLS handshake goes through the apiserver and the kubelet,
+//! failed to load that way when the other lane of `cargo xtask test` started a cluster. In a
+//! namespace of its own the browser sees no such change (`tests/tests/node/browser.rs`).
 
+mod socks;
+
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine;
 use futures::{SinkExt, StreamExt};
+use myownshell_envtest::node::netns::HeldNetwork;
 use myownshell_envtest::process::{ManagedProcess, ProcessSpec};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -28,11 +41,23 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A headless Chromium and its DevTools connection.
 pub struct Browser {
-    // Dropped last: the connection closes before the process is killed.
+    // Dropped in this order: the connection closes before the process is killed, the proxy
+    // stops after it, and the namespace goes last.
     devtools: WebSocketStream<TcpStream>,
     next_id: u64,
     _process: ManagedProcess,
+    _proxy: Proxy,
+    network: HeldNetwork,
     profile: tempfile::TempDir,
+}
+
+/// The SOCKS proxy's task, stopped when the browser is dropped.
+struct Proxy(tokio::task::JoinHandle<()>);
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// One tab.
@@ -50,8 +75,20 @@ impl Browser {
     /// Start Chromium and connect to it.
     pub async fn launch() -> Result<Self, String> {
         let profile = tempfile::Builder::new().prefix("chromium-").tempdir().map_err(|e| e.to_string())?;
-        let spec = ProcessSpec::new("chromium", chromium(), profile.path().join("chromium.log")).args([
-            "--headless=new".to_owned(),
+        let network = HeldNetwork::start("chromium-network", &profile.path().join("network.log"))?;
+        network.inside("ip link set lo up")?;
+        let listener = network
+            .enter(|| std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+            .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+            .and_then(tokio::net::TcpListener::from_std)
+            .map_err(|e| format!("the browser's proxy in its namespace: {e}"))?;
+        let proxy_port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        let proxy = Proxy(tokio::spawn(socks::serve(listener)));
+        let spec = ProcessSpec::new("chromium", "nsenter", profile.path().join("chromium.log")).args([
+            format!("--net=/proc/{}/ns/net", network.pid()),
+            "--".into(),
+            chromium().display().to_string(),
+            "--headless=new".into(),
             "--no-sandbox".into(),
             "--disable-gpu".into(),
             "--disable-dev-shm-usage".into(),
@@ -60,16 +97,25 @@ impl Browser {
             "--ignore-certificate-errors".into(),
             "--window-size=1200,800".into(),
             "--remote-debugging-port=0".into(),
+            // Everything through the proxy, the loopback too (Chromium skips proxies for it
+            // unless told otherwise): the namespace's loopback has nothing on it but the proxy.
+            format!("--proxy-server=socks5://127.0.0.1:{proxy_port}"),
+            "--proxy-bypass-list=<-loopback>".into(),
             format!("--user-data-dir={}", profile.path().display()),
             "about:blank".into(),
         ]);
         let process = ManagedProcess::spawn(spec).map_err(|e| format!("starting {}: {e}", chromium().display()))?;
         let (port, path) = devtools_address(profile.path(), &process).await?;
-        let tcp = TcpStream::connect(("127.0.0.1", port)).await.map_err(|e| format!("DevTools port {port}: {e}"))?;
+        // Chromium listens on its namespace's loopback: connect from inside it.
+        let tcp = network
+            .enter(|| std::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)))
+            .and_then(|tcp| tcp.set_nonblocking(true).map(|()| tcp))
+            .and_then(TcpStream::from_std)
+            .map_err(|e| format!("DevTools port {port}: {e}"))?;
         let (devtools, _) = tokio_tungstenite::client_async(format!("ws://127.0.0.1:{port}{path}"), tcp)
             .await
             .map_err(|e| format!("DevTools handshake: {e}"))?;
-        Ok(Self { devtools, next_id: 1, _process: process, profile })
+        Ok(Self { devtools, next_id: 1, _process: process, _proxy: proxy, network, profile })
     }
 
     /// Send one command (to a tab when `session` is given) and return its result.
@@ -162,6 +208,11 @@ impl Browser {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         std::fs::write(path, png).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The pid (on the host) of the process holding the browser's network namespace.
+    pub fn network_pid(&self) -> u32 {
+        self.network.pid()
     }
 
     /// Chromium's own log so far, for failures.

@@ -1,9 +1,13 @@
 //! The harness's nodes themselves: pods run from local images, `kubectl exec` and `logs` reach
 //! them through the kubelet, pods and Services reach each other across nodes, a node can be
-//! lost (and its pods move) and come back, and nothing is left behind.
+//! lost (and its pods move) and come back, and nothing is left behind; and the tests' browser,
+//! in a network namespace of its own, keeps loading pages while the host's network changes.
 
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "node/browser.rs"]
+mod browser;
 
 use std::time::{Duration, Instant};
 

@@ -4,8 +4,13 @@
 //! group), so however the run ends the namespace goes when the holder does, and with it every
 //! device inside and every veth with an end inside (the kernel removes both ends of a veth).
 
+use std::fs::File;
+use std::io;
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use rustix::thread::{LinkNameSpaceType, move_into_link_name_space};
 
 use crate::process::{ManagedProcess, ProcessSpec};
 
@@ -53,6 +58,21 @@ impl HeldNetwork {
     pub fn inside(&self, script: &str) -> Result<(), String> {
         let pid = self.pid().to_string();
         run("nsenter", &["-t", &pid, "-n", "--", "sh", "-c", script]).map(drop)
+    }
+
+    /// Run `make` on a thread of this process moved into the namespace (setns(2) moves only the
+    /// calling thread): a socket it creates, a listener or a connection, belongs to the
+    /// namespace for its whole life, whichever thread uses it afterwards. The thread ends with
+    /// `make`; no other thread of the process changes namespace.
+    pub fn enter<T: Send>(&self, make: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
+        let namespace = File::open(format!("/proc/{}/ns/net", self.pid()))?;
+        std::thread::scope(|scope| {
+            let inside = scope.spawn(move || {
+                move_into_link_name_space(namespace.as_fd(), Some(LinkNameSpaceType::Network))?;
+                make()
+            });
+            inside.join().unwrap_or_else(|_| Err(io::Error::other("the thread inside the namespace panicked")))
+        })
     }
 
     /// The namespace's interfaces (from the holder's `/proc/<pid>/net/dev`).
