@@ -11,7 +11,8 @@
 //! `--ignore-certificate-errors` (the gateway under test serves a certificate of its own CA).
 //!
 //! It runs in a network namespace of its own ([`HeldNetwork`], only a loopback) and reaches the
-//! tests' servers on the host's loopback through [`socks`]. Why: Chromium fails the connections
+//! tests' servers (on the host's loopback, and the clusters' Services the host routes to)
+//! through [`socks`]. Why: Chromium fails the connections
 //! it is still setting up (TCP, and TLS on top) with `ERR_NETWORK_CHANGED` whenever an address
 //! comes or goes on any interface it can see, and the harness adds one on the host for every
 //! cluster it starts and removes it when the cluster stops (`envtest/src/node/network.rs`). A

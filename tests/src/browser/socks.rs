@@ -1,6 +1,6 @@
 //! The browser's one way out of its network namespace: a SOCKS5 proxy (RFC 1928) whose listener
-//! is made inside the namespace and whose connections are made from the host's, to the host's
-//! loopback only (where the tests' servers listen).
+//! is made inside the namespace and whose connections are made from the host's (to the tests'
+//! servers on its loopback, and to the clusters' addresses it routes).
 //!
 //! Hand-written rather than a crate: Chromium needs CONNECT without authentication, two short
 //! messages each way before the bytes flow, about 60 lines here. The crates that serve it bring
@@ -39,16 +39,18 @@ pub(crate) enum Target {
     Name(String),
 }
 
-/// The addresses `target` may be reached at: the host's loopback only. The tests' servers listen
-/// there; anything else (Chromium's own requests to the internet) is refused, as it was when
-/// the browser shared the host's network and this machine had no route out.
+/// The addresses `target` may be reached at: any address (the tests' servers on the host's
+/// loopback, a cluster's Services and nodes, which the host routes to), and of names only
+/// `localhost`. Chromium's own requests to the internet go by name and are refused without a
+/// lookup, as they failed when the browser shared the host's network and this machine had no
+/// route out.
 pub(crate) fn allowed(target: &Target, port: u16) -> Result<Vec<SocketAddr>, Reply> {
     match target {
-        Target::Ip(ip) if ip.is_loopback() => Ok(vec![SocketAddr::new(*ip, port)]),
+        Target::Ip(ip) => Ok(vec![SocketAddr::new(*ip, port)]),
         Target::Name(name) if name.eq_ignore_ascii_case("localhost") => {
             Ok(vec![(Ipv4Addr::LOCALHOST, port).into(), (Ipv6Addr::LOCALHOST, port).into()])
         }
-        _ => Err(Reply::NotAllowed),
+        Target::Name(_) => Err(Reply::NotAllowed),
     }
 }
 
@@ -144,7 +146,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_loopback_is_reachable() {
+    fn addresses_and_localhost_are_reachable_other_names_are_not() {
         let v4 = Target::Ip(Ipv4Addr::LOCALHOST.into());
         let v4_other = Target::Ip(Ipv4Addr::new(127, 0, 0, 2).into());
         let v6 = Target::Ip(Ipv6Addr::LOCALHOST.into());
@@ -156,8 +158,8 @@ mod tests {
                 Target::Name("LocalHost".into()),
                 Ok(vec![(Ipv4Addr::LOCALHOST, 443).into(), (Ipv6Addr::LOCALHOST, 443).into()]),
             ),
-            (Target::Ip(Ipv4Addr::new(10, 213, 0, 1).into()), Err(Reply::NotAllowed)),
-            (Target::Ip(Ipv4Addr::UNSPECIFIED.into()), Err(Reply::NotAllowed)),
+            (Target::Ip(Ipv4Addr::new(10, 215, 0, 220).into()), Ok(vec![([10, 215, 0, 220], 443).into()])),
+            (Target::Name("myownshell.example".into()), Err(Reply::NotAllowed)),
             (Target::Name("clients2.google.com".into()), Err(Reply::NotAllowed)),
             (Target::Name("localhost.example".into()), Err(Reply::NotAllowed)),
         ];
@@ -193,9 +195,9 @@ mod tests {
         assert!(read_request(&mut cut.as_slice()).await.is_err(), "a request cut short is an error");
     }
 
-    /// A whole CONNECT to an echo server on the loopback, and one refused for another address.
+    /// A whole CONNECT to an echo server on the loopback, and one refused for a name.
     #[tokio::test]
-    async fn a_connect_to_the_loopback_carries_bytes_both_ways_and_others_are_refused() {
+    async fn a_connect_to_the_loopback_carries_bytes_both_ways_and_a_name_is_refused() {
         let echo = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.unwrap();
         let port = echo.local_addr().unwrap().port();
         tokio::spawn(async move {
@@ -223,7 +225,10 @@ mod tests {
 
         let (mut browser, proxy_side) = tokio::io::duplex(1024);
         tokio::spawn(relay(proxy_side));
-        browser.write_all(&[5, 1, 0, 5, 1, 0, 1, 10, 213, 0, 1, 0, 80]).await.unwrap();
+        let mut name = vec![5, 1, 0, 5, 1, 0, 3, 19];
+        name.extend_from_slice(b"clients2.google.com");
+        name.extend_from_slice(&[1, 187]);
+        browser.write_all(&name).await.unwrap();
         let mut answer = [0u8; 12];
         browser.read_exact(&mut answer).await.unwrap();
         assert_eq!(answer[..4], [5, 0, 5, 2], "the method chosen, then not allowed");
