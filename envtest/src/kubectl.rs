@@ -40,7 +40,7 @@ impl KubectlOutput {
     }
 }
 
-/// `kubectl` ([`kubectl_binary`]) with a fixed `--kubeconfig`, and its cache beside that file
+/// `kubectl` ([`kubectl_binary`]) with a fixed kubeconfig, and its cache beside that file
 /// ([`Kubectl::env`]): a test cluster's discovery is cached with the cluster and removed with it, not kept in
 /// `~/.kube/cache` (1.2 GB of 441 test clusters' discovery there before), where a later cluster
 /// given the same port would have read another cluster's kinds. The test cluster's admin one
@@ -78,8 +78,6 @@ impl Kubectl {
     pub async fn run_with_stdin(&self, args: &[&str], stdin: Option<&str>) -> Result<KubectlOutput, String> {
         let binary = kubectl_binary();
         let mut child = tokio::process::Command::new(&binary)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
             .envs(self.env())
             .args(args)
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })

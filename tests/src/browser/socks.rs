@@ -79,10 +79,7 @@ pub(crate) async fn relay<C: AsyncRead + AsyncWrite + Unpin>(mut client: C) -> i
         return client.write_all(&[VERSION, NO_ACCEPTABLE_METHOD]).await;
     }
     client.write_all(&[VERSION, NO_AUTHENTICATION]).await?;
-    let addresses = match read_request(&mut client).await? {
-        Ok((target, port)) => allowed(&target, port),
-        Err(reply) => Err(reply),
-    };
+    let addresses = read_request(&mut client).await?.and_then(|(target, port)| allowed(&target, port));
     let upstream = match addresses {
         Ok(addresses) => TcpStream::connect(&addresses[..]).await.map_err(|_| Reply::Refused),
         Err(reply) => Err(reply),

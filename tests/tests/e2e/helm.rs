@@ -19,9 +19,9 @@ const CRD: &str = "myownshells.myownshell.io";
 /// `helm` against the test cluster.
 struct Helm {
     binary: PathBuf,
-    kubeconfig: PathBuf,
-    /// The cluster's kubectl environment: helm's client-go keeps its discovery cache where
-    /// `KUBECACHEDIR` says too, beside the cluster rather than in `~/.kube/cache`.
+    /// The cluster's kubectl environment: its kubeconfig (`KUBECONFIG`), and helm's client-go
+    /// keeps its discovery cache where `KUBECACHEDIR` says, beside the cluster rather than in
+    /// `~/.kube/cache`.
     env: [(&'static str, std::ffi::OsString); 3],
 }
 
@@ -31,13 +31,11 @@ impl Helm {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| panic!("MYOWNSHELL_HELM is not set: run the suite with `cargo xtask e2e`"));
-        Self { binary, kubeconfig: e2e.cluster.control_plane().kubeconfig_path(), env: e2e.kubectl.env() }
+        Self { binary, env: e2e.kubectl.env() }
     }
 
     async fn run(&self, args: &[&str]) -> String {
         let out = tokio::process::Command::new(&self.binary)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
             .envs(self.env.clone())
             .args(args)
             .output()
