@@ -376,7 +376,9 @@ pub(crate) fn quantity_schema(_: &mut SchemaGenerator) -> Schema {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MyOwnShellStatus {
-    /// Shell pods that exist (as reported by the Deployment).
+    /// Shell pods that exist (as reported by the Deployment). While the pods roll out
+    /// (`Progressing=True`), a change of this count alone is written with the rollout's next
+    /// change (a pod ready, the rollout done), so it may trail the Deployment's by a step.
     #[serde(default)]
     pub replicas: i32,
 

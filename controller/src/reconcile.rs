@@ -383,7 +383,9 @@ async fn write_deployment(
     }
 }
 
-/// Patch the status to `status` unless `previous` (the latest known) is it already.
+/// Patch the status to `status` unless it is not worth a write over `previous` (the latest
+/// known): the same, or a pod count that the rollout's next written change carries
+/// ([`status::worth_writing`]).
 async fn write_status(
     shell: &MyOwnShell,
     api: &Api<MyOwnShell>,
@@ -391,7 +393,7 @@ async fn write_status(
     status: &MyOwnShellStatus,
     ctx: &Context,
 ) -> Result<(), Error> {
-    if previous == Some(status) {
+    if !status::worth_writing(previous, status) {
         return Ok(());
     }
     ctx.metrics.wrote("status");

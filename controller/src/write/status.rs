@@ -249,6 +249,29 @@ pub fn compute(
     }
 }
 
+/// Whether `status` is worth a write over `previous`, the latest status known (`None`: none yet).
+///
+/// Not when nothing changed; and not when only `replicas` moved while the pods roll out
+/// (`Progressing=True`): a start's Deployment counts its pod a moment before the pod is ready,
+/// and that count alone was a status write of its own, the third of a start (issue 41: 3.23 of
+/// the controller's writes per start, and on a cluster whose pods take seconds to start, every
+/// start). A rollout ends in a change that is written (`readyReplicas`, and `Progressing`
+/// turning `False`: settled, or past its deadline), and that write carries the count, so it is
+/// late by one step of a rollout and never left wrong once the rollout is over.
+pub fn worth_writing(previous: Option<&MyOwnShellStatus>, status: &MyOwnShellStatus) -> bool {
+    let Some(previous) = previous else { return true };
+    if previous == status {
+        return false;
+    }
+    let only_the_count = previous.replicas != status.replicas
+        && *previous == MyOwnShellStatus { replicas: previous.replicas, ..status.clone() };
+    !(only_the_count && rolling_out(status))
+}
+
+fn rolling_out(status: &MyOwnShellStatus) -> bool {
+    status.conditions.iter().any(|c| c.type_ == PROGRESSING && c.status == "True")
+}
+
 /// The merge patch that makes the stored status `status`. Serialising leaves out an unset
 /// field, and a merge patch keeps what it leaves out, so a field that no longer holds (the uid of
 /// a Deployment that is gone, a stop that was undone) is cleared explicitly with `null`.
@@ -595,5 +618,30 @@ mod tests {
 
         // Nothing changed at all: the status is equal, so the controller writes nothing.
         assert_eq!(compute(&shell(2), Some(&flipped), &of(ready.as_ref(), None), &time(400)), flipped);
+    }
+
+    #[test]
+    fn a_pod_count_alone_waits_for_the_rollouts_next_change() {
+        let at = |status: Option<DeploymentStatus>, previous: Option<&MyOwnShellStatus>| {
+            compute(&shell(1), previous, &of(Some(&deployment(1, status)), None), &time(100))
+        };
+        // A start: the Deployment made, its pod counted, the pod ready.
+        let made = at(None, None);
+        let counted = at(rolled(1, 1, 0), Some(&made));
+        let ready = at(rolled(1, 1, 1), Some(&counted));
+        let lied = MyOwnShellStatus { replicas: 5, ..ready.clone() };
+        let cases: [(&str, Option<&MyOwnShellStatus>, &MyOwnShellStatus, bool); 7] = [
+            ("no status yet", None, &made, true),
+            ("nothing changed", Some(&made), &made, false),
+            ("the count alone, rolling out", Some(&made), &counted, false),
+            ("ready after the count was held", Some(&made), &ready, true),
+            ("ready after the count was written", Some(&counted), &ready, true),
+            ("the count alone, settled: someone else's count put right", Some(&lied), &ready, true),
+            ("a start's first status after a stop", Some(&ready), &made, true),
+        ];
+        for (what, previous, status, worth) in cases {
+            assert_eq!(worth_writing(previous, status), worth, "{what}");
+        }
+        assert_eq!((made.replicas, counted.replicas), (0, 1), "the case above moves the count alone");
     }
 }
