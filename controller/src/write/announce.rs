@@ -16,6 +16,7 @@ use myownshell_api::names::reasons;
 use crate::events::{EventType, actions};
 use crate::health::diagnose::cause_of;
 use crate::life::lifetime::{Happening, Plan};
+use crate::write::status::true_condition;
 
 /// One Event to write about a shell.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,11 +82,7 @@ pub fn stop_delay(
 
 /// The `Degraded=True` cause of `status`, if it has one.
 fn degraded_cause(status: &MyOwnShellStatus) -> Option<String> {
-    status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == DEGRADED && c.status == "True")
-        .map(|c| cause_of(&c.reason, &c.message))
+    true_condition(status, DEGRADED).map(|c| cause_of(&c.reason, &c.message))
 }
 
 /// The Warning for a failure or a pod problem, once per cause: only when `status` shows a

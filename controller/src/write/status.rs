@@ -269,7 +269,12 @@ pub fn worth_writing(previous: Option<&MyOwnShellStatus>, status: &MyOwnShellSta
 }
 
 fn rolling_out(status: &MyOwnShellStatus) -> bool {
-    status.conditions.iter().any(|c| c.type_ == PROGRESSING && c.status == "True")
+    true_condition(status, PROGRESSING).is_some()
+}
+
+/// `status`'s condition of type `type_`, if it is `True`.
+pub fn true_condition<'a>(status: &'a MyOwnShellStatus, type_: &str) -> Option<&'a Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True")
 }
 
 /// The merge patch that makes the stored status `status`. Serialising leaves out an unset
@@ -290,12 +295,12 @@ pub fn merge_patch(status: &MyOwnShellStatus) -> serde_json::Value {
 
 /// The reason of `status`'s `Degraded=True`, if it is degraded.
 pub fn degraded_reason(status: &MyOwnShellStatus) -> Option<&str> {
-    status.conditions.iter().find(|c| c.type_ == DEGRADED && c.status == "True").map(|c| c.reason.as_str())
+    true_condition(status, DEGRADED).map(|c| c.reason.as_str())
 }
 
 /// Whether `status` already shows `Degraded=True` for `reason`.
 pub fn degraded_by(status: &MyOwnShellStatus, reason: &str) -> bool {
-    status.conditions.iter().any(|c| c.type_ == DEGRADED && c.status == "True" && c.reason == reason)
+    degraded_reason(status) == Some(reason)
 }
 
 /// What the Deployment reports.
