@@ -50,7 +50,9 @@
 //! - stops: `--stops M` shells given, `--stop-rate R` a second (20), a `maxRunTime` that ends
 //!   20 s later; how late after its deadline each one's Deployment is seen gone (p50, p99, max);
 //!   first its floor: as many of the floor's Deployments deleted by the benchmark itself at
-//!   their deadlines, at the same rate (a timer, a write and a watch, no controller); the writes
+//!   their deadlines, at the same rate (a timer, a write and a watch, no controller), then its
+//!   same-writes floor: as many deadlines met by the benchmark with the controller's two writes,
+//!   the delete and the stopped status (`stops_same_writes.rs`); the p99 against each; the writes
 //!   per warning, per stop, per start and per update at a quiet moment; the controller's queue
 //!   latency and reconcile duration over the stops;
 //! - for churn and stops, the apiserver's own latency over the phase (p50, p99 of
@@ -90,6 +92,7 @@ mod phases;
 mod process;
 mod quiet;
 mod stops;
+mod stops_same_writes;
 
 pub(crate) use afresh::*;
 pub(crate) use apiserver_latency::*;

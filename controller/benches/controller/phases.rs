@@ -129,7 +129,7 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
         let writes = WritesPer::start(&client).await;
-        stops_floor(&client, floor_ns, options.stops.min(n), options.stop_rate).await;
+        let floor_late = stops_floor(&client, floor_ns, options.stops.min(n), options.stop_rate).await;
         println!("    {}", latency.line(&client).await);
         println!("    {}", cpu.line(cluster, controller.process.pid()));
         floor_caught_up(&client, floor_ns).await;
@@ -147,12 +147,27 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         quiet.settle("the floor's starts' writes").await;
         println!("    floor {}", writes.line(&client, "start", floor_stops, 0).await);
         println!("      {}", writes.pods_line(&client, floor_stops).await);
+        // The same deadlines met with the controller's two writes, a delete and a status.
+        let floor_shells = crate::stops_same_writes::prepare(&client, floor_ns, floor_stops).await;
+        quiet.settle("the same-writes stops floor's shells").await;
+        let latency = ApiserverLatency::start(&client).await;
+        let writes = WritesPer::start(&client).await;
+        let same_late =
+            crate::stops_same_writes::stops_same_writes_floor(&client, floor_ns, floor_shells, options.stop_rate).await;
+        println!("    {}", latency.line(&client).await);
+        quiet.settle("the same-writes stops floor's writes").await;
+        println!("    same-writes floor {}", writes.line(&client, "stop", floor_stops, 0).await);
         let cpu = CpuMeter::start(cluster, controller.process.pid());
         let latency = ApiserverLatency::start(&client).await;
         let m = options.stops.min(n);
         let warnings = WritesPer::start(&client).await;
         let before = scraper.scrape(&controller).await;
-        let (writes, own) = stops(&client, ns, m, options.stop_rate, &quiet, warnings).await;
+        let (writes, own, late) = stops(&client, ns, m, options.stop_rate, &quiet, warnings).await;
+        println!(
+            "    stops p99: controller/floor = {:.2}, controller/same-writes floor = {:.2} (target 2x)",
+            late.p99 / floor_late.p99,
+            late.p99 / same_late.p99
+        );
         println!("    {}", latency.line(&client).await);
         println!("    {}", reconciles_line(&before, &scraper.scrape(&controller).await));
         println!("    {}", cpu.line(cluster, controller.process.pid()));

@@ -23,7 +23,7 @@ use myownshell_api::MyOwnShell;
 use crate::{DEADLINE, WritesPer};
 
 /// How far ahead of its patch each stop is due: longer than a reconcile takes under the load.
-const LEAD: Duration = Duration::from_secs(20);
+pub(crate) const LEAD: Duration = Duration::from_secs(20);
 
 /// Give the first `m` shells of `ns` a run time ending [`LEAD`] after their patch, `rate` patches
 /// a second; print how late the stops were (p50, p99, max) against the 1 s target.
@@ -34,7 +34,7 @@ const LEAD: Duration = Duration::from_secs(20);
 /// patches) is printed as the writes per warning, and the writes of the stops themselves are
 /// counted from then on, in the [`WritesPer`] returned; if the cluster is not quiet by the first
 /// deadline (more patches than fit in [`LEAD`]), one count goes on over both, and says so. With
-/// it, how many of the benchmark's own requests it holds (to be left out).
+/// it, how many of the benchmark's own requests it holds (to be left out), and the lateness.
 pub(crate) async fn stops(
     client: &Client,
     ns: &str,
@@ -42,7 +42,7 @@ pub(crate) async fn stops(
     rate: u32,
     quiet: &crate::Quiet,
     warnings: WritesPer,
-) -> (WritesPer, usize) {
+) -> (WritesPer, usize, Lateness) {
     let shells: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
     let mut list = shells.list(&ListParams::default()).await.unwrap().items;
     list.sort_by_key(ResourceExt::name_any);
@@ -85,14 +85,14 @@ pub(crate) async fn stops(
         m as f64 / sending.as_secs_f64(),
         if late.p99 <= 1.0 { "within" } else { "OVER" },
     );
-    writes
+    (writes.0, writes.1, late)
 }
 
 /// The stops' floor: `m` Deployments of `ns` (the floor's, named as the shells), `rate` a
 /// second, each given a deadline [`LEAD`] ahead (to the whole second, as the shells' are) and
 /// deleted by this benchmark when it comes, as the controller deletes a stopped shell's; prints
-/// how late the watch saw each.
-pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) {
+/// and returns how late the watch saw each.
+pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) -> Lateness {
     let names: Vec<String> = (0..m).map(|i| crate::shell(i).name_any()).collect();
     let seen = tokio::spawn(stopped_seen(client.clone(), ns.to_owned(), names.clone()));
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
@@ -114,10 +114,11 @@ pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) 
     }
     let failed = crate::pace::failures(timers).await;
     let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every floor stop was seen").unwrap();
+    let late = Lateness::of(&seen, &deadlines);
     println!(
-        "  stops floor: {m} Deployments deleted by this benchmark at their deadlines, {rate}/s, no controller ({failed} failed): each seen after its deadline: {}",
-        Lateness::of(&seen, &deadlines)
+        "  stops floor: {m} Deployments deleted by this benchmark at their deadlines, {rate}/s, no controller ({failed} failed): each seen after its deadline: {late}"
     );
+    late
 }
 
 /// The starts' floor: the first `m` of the floor's Deployments, deleted by [`stops_floor`], made
@@ -137,15 +138,15 @@ pub(crate) async fn starts_floor(client: &Client, ns: &str, m: usize, rate: u32)
 }
 
 /// How late each stop was seen after its deadline, in seconds: p50, p99, max, and how many early.
-struct Lateness {
+pub(crate) struct Lateness {
     p50: f64,
-    p99: f64,
+    pub(crate) p99: f64,
     max: f64,
     early: usize,
 }
 
 impl Lateness {
-    fn of(seen: &HashMap<String, Timestamp>, deadlines: &HashMap<String, Timestamp>) -> Self {
+    pub(crate) fn of(seen: &HashMap<String, Timestamp>, deadlines: &HashMap<String, Timestamp>) -> Self {
         let mut late: Vec<f64> =
             seen.iter().filter_map(|(name, at)| Some(at.duration_since(*deadlines.get(name)?).as_secs_f64())).collect();
         late.sort_by(f64::total_cmp);
@@ -170,7 +171,7 @@ impl std::fmt::Display for Lateness {
 }
 
 /// When each of `names`' Deployments was first seen gone, or asking for 0 pods.
-async fn stopped_seen(client: Client, ns: String, names: Vec<String>) -> HashMap<String, Timestamp> {
+pub(crate) async fn stopped_seen(client: Client, ns: String, names: Vec<String>) -> HashMap<String, Timestamp> {
     let wanted: std::collections::HashSet<String> = names.into_iter().collect();
     let mut seen = HashMap::new();
     let mut events =
