@@ -22,6 +22,7 @@ use crate::home::cached::ClaimIndex;
 use crate::life::rollout;
 use crate::life::slots::Slots;
 use crate::metrics::Metrics;
+use crate::write::deletes_in_flight::DeletesInFlight;
 
 /// Everything a reconcile needs, shared by all of them.
 pub struct Context {
@@ -57,6 +58,8 @@ pub struct Context {
     pub(crate) pending_events: PendingEvents,
     /// Consecutive failures per object, for the per-object exponential backoff.
     pub(crate) failures: ObjectMap<MyOwnShell, u32>,
+    /// Deployment deletes in flight, which stops' records wait for.
+    pub(crate) deletes: DeletesInFlight,
 }
 
 /// What the operator's flags ask of every shell.
@@ -119,6 +122,7 @@ impl Context {
             statuses,
             pending_events,
             failures: ObjectMap::default(),
+            deletes: DeletesInFlight::default(),
         }
     }
 }

@@ -28,6 +28,7 @@ use crate::ownership;
 use crate::write::announce;
 use crate::write::apply_deployment::{Wanted, ensure_deployment, find_deployment, instance_free};
 use crate::write::cleanup::{cleanup, delete_stopped};
+use crate::write::deletes_in_flight::RECORD_WAIT_AT_MOST;
 use crate::write::status::{self, Failure};
 use crate::write::stop_deployment::{Removal, remove_deployment};
 
@@ -185,6 +186,12 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     };
     let status = status::compute(shell, previous.as_ref(), &inputs, &myownshell_runtime::time::to_second(now));
     ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));
+    if matches!(plan.phase, Phase::Stopped(_)) && status::worth_writing(previous.as_ref(), &status) {
+        // A stop's record waits for the deletes of a burst of stops (`write::deletes_in_flight`).
+        if !ctx.deletes.settled(RECORD_WAIT_AT_MOST).await {
+            debug!(shell = %shell.name_any(), "recording the stop with deletes still in flight");
+        }
+    }
     let written = write_status(shell, api, previous.as_ref(), &status, ctx).await;
     let told_as = told_as(error.as_ref(), closed, home_problem.as_ref(), waiting.as_ref(), diagnosis.as_ref());
     let mut told = announce::trouble_event(previous.as_ref(), &status, told_as).into_iter().collect::<Vec<_>>();

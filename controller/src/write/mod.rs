@@ -3,7 +3,8 @@
 //! what each status write changes, for the debug log ([`status_changes`]);
 //! what a reconcile tells in Events ([`announce`], published by [`crate::events`]); and the
 //! cleanup of a deleted shell ([`cleanup`]: its Deployment deleted, its pods awaited, then the
-//! finalizer released); a stopped shell's Deployment deleted ([`stop_deployment`]); and the
+//! finalizer released); a stopped shell's Deployment deleted ([`stop_deployment`]), a burst's
+//! deletes sent before its stops' records ([`deletes_in_flight`]); and the
 //! standing sweep of whatever outlived its shell ([`sweep`], which reads through [`sweep_list`]).
 //!
 //! Must not write or delete what is not ours (every Deployment write and delete goes through
@@ -16,6 +17,7 @@
 pub mod announce;
 pub mod apply_deployment;
 pub mod cleanup;
+pub mod deletes_in_flight;
 pub mod status;
 pub mod status_changes;
 pub mod stop_deployment;

@@ -50,6 +50,7 @@ pub(crate) async fn delete_deployment(shell: &MyOwnShell, d: &Deployment, ctx: &
         ..DeleteParams::default()
     };
     ctx.metrics.wrote("deployment_delete");
+    let _in_flight = ctx.deletes.begin();
     match api.delete(&name, &params).await {
         Ok(either) if either.is_left() => Ok(Deleted::Held),
         Ok(_) => Ok(Deleted::Gone),
