@@ -186,12 +186,6 @@ async fn apply(shell: &MyOwnShell, api: &Api<MyOwnShell>, ctx: &Context) -> Resu
     };
     let status = status::compute(shell, previous.as_ref(), &inputs, &myownshell_runtime::time::to_second(now));
     ctx.metrics.shell_degraded(&namespace, &shell.name_any(), status::degraded_reason(&status));
-    if matches!(plan.phase, Phase::Stopped(_)) && status::worth_writing(previous.as_ref(), &status) {
-        // A stop's record waits for the deletes of a burst of stops (`write::deletes_in_flight`).
-        if !ctx.deletes.settled(RECORD_WAIT_AT_MOST).await {
-            debug!(shell = %shell.name_any(), "recording the stop with deletes still in flight");
-        }
-    }
     let written = write_status(shell, api, previous.as_ref(), &status, ctx).await;
     let told_as = told_as(error.as_ref(), closed, home_problem.as_ref(), waiting.as_ref(), diagnosis.as_ref());
     let mut told = announce::trouble_event(previous.as_ref(), &status, told_as).into_iter().collect::<Vec<_>>();
@@ -392,7 +386,8 @@ async fn write_deployment(
 
 /// Patch the status to `status` unless it is not worth a write over `previous` (the latest
 /// known): the same, or a pod count that the rollout's next written change carries
-/// ([`status::worth_writing`]).
+/// ([`status::worth_writing`]). A stopped shell's status waits first, a second at most, for the
+/// Deployment deletes in flight.
 async fn write_status(
     shell: &MyOwnShell,
     api: &Api<MyOwnShell>,
@@ -402,6 +397,10 @@ async fn write_status(
 ) -> Result<(), Error> {
     if !status::worth_writing(previous, status) {
         return Ok(());
+    }
+    // A stop's record waits for the deletes of a burst of stops (`write::deletes_in_flight`).
+    if status.stopped.is_some() && !ctx.deletes.settled(RECORD_WAIT_AT_MOST).await {
+        debug!(shell = %shell.name_any(), "recording the stop with deletes still in flight");
     }
     ctx.metrics.wrote("status");
     if tracing::enabled!(tracing::Level::DEBUG) {
