@@ -93,32 +93,62 @@ pub(crate) async fn stops(
 /// deleted by this benchmark when it comes, as the controller deletes a stopped shell's; prints
 /// and returns how late the watch saw each.
 pub(crate) async fn stops_floor(client: &Client, ns: &str, m: usize, rate: u32) -> Lateness {
-    let names: Vec<String> = (0..m).map(|i| crate::shell(i).name_any()).collect();
-    let seen = tokio::spawn(stopped_seen(client.clone(), ns.to_owned(), names.clone()));
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let mut deadlines = HashMap::new();
-    let mut ticks = crate::pace::ticks(rate);
-    let mut timers = tokio::task::JoinSet::new();
-    for name in names {
-        ticks.tick().await;
-        let deadline = Timestamp::from_second(Timestamp::now().as_second() + LEAD.as_secs() as i64 + 1).unwrap();
-        deadlines.insert(name.clone(), deadline);
-        let wait = Duration::try_from(deadline.duration_since(Timestamp::now())).unwrap_or_default();
+    let names = (0..m).map(|i| (crate::shell(i).name_any(), ())).collect();
+    let (late, failed) = at_deadlines(client, ns, names, rate, |name, (), _| {
         let deployments = deployments.clone();
-        timers.spawn(async move {
-            tokio::time::sleep(wait).await;
-            let background =
-                DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..DeleteParams::default() };
-            deployments.delete(&name, &background).await.map(drop)
-        });
-    }
-    let failed = crate::pace::failures(timers).await;
-    let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every floor stop was seen").unwrap();
-    let late = Lateness::of(&seen, &deadlines);
+        async move { delete_in_background(&deployments, &name).await }
+    })
+    .await;
     println!(
         "  stops floor: {m} Deployments deleted by this benchmark at their deadlines, {rate}/s, no controller ({failed} failed): each seen after its deadline: {late}"
     );
     late
+}
+
+/// A stops floor's run: `rate` a second, each of `items` (a Deployment of `ns` by name, and what
+/// `stop` needs of it) given a deadline [`LEAD`] ahead, to the whole second as the shells' are,
+/// and `stop`ped by this benchmark when it comes, with no controller. How late the watch saw each
+/// Deployment go, and how many stops failed.
+pub(crate) async fn at_deadlines<T, F, Fut>(
+    client: &Client,
+    ns: &str,
+    items: Vec<(String, T)>,
+    rate: u32,
+    stop: F,
+) -> (Lateness, usize)
+where
+    F: Fn(String, T, Timestamp) -> Fut,
+    Fut: Future<Output = Result<(), kube::Error>> + Send + 'static,
+{
+    let names = items.iter().map(|(name, _)| name.clone()).collect();
+    let seen = tokio::spawn(stopped_seen(client.clone(), ns.to_owned(), names));
+    let mut deadlines = HashMap::new();
+    let mut ticks = crate::pace::ticks(rate);
+    let mut timers = tokio::task::JoinSet::new();
+    for (name, item) in items {
+        ticks.tick().await;
+        let deadline = Timestamp::from_second(Timestamp::now().as_second() + LEAD.as_secs() as i64 + 1).unwrap();
+        deadlines.insert(name.clone(), deadline);
+        let wait = Duration::try_from(deadline.duration_since(Timestamp::now())).unwrap_or_default();
+        // An async block does nothing until awaited: the stop starts after the wait.
+        let stopping = stop(name, item, deadline);
+        timers.spawn(async move {
+            tokio::time::sleep(wait).await;
+            stopping.await
+        });
+    }
+    let failed = crate::pace::failures(timers).await;
+    let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every floor stop was seen").unwrap();
+    (Lateness::of(&seen, &deadlines), failed)
+}
+
+/// Delete Deployment `name` as the controller deletes a stopped shell's: background
+/// propagation, its ReplicaSets and pods left to the garbage collector.
+pub(crate) async fn delete_in_background(deployments: &Api<Deployment>, name: &str) -> Result<(), kube::Error> {
+    let background =
+        DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..DeleteParams::default() };
+    deployments.delete(name, &background).await.map(drop)
 }
 
 /// The starts' floor: the first `m` of the floor's Deployments, deleted by [`stops_floor`], made

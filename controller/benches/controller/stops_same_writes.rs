@@ -13,19 +13,18 @@
 //! controller (`--namespace` its own) never reconciles.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use myownshell_api::MyOwnShell;
 use myownshell_controller::life::lifetime;
 use myownshell_controller::life::rollout::Decision;
 use myownshell_controller::write::status;
 
-use crate::stops::{LEAD, Lateness, stopped_seen};
+use crate::stops::{Lateness, at_deadlines, delete_in_background};
 
 /// Create the shells of the first `m` of the floor's Deployments in `ns`, each with the status the
 /// controller writes for a shell whose pod is ready (its run started now): what the same-writes
@@ -55,38 +54,23 @@ pub(crate) async fn prepare(client: &Client, ns: &str, m: usize) -> Vec<MyOwnShe
     prepared
 }
 
-/// The floor: `rate` a second, each of `shells` (from [`prepare`]) given a deadline [`LEAD`] ahead
-/// (to the whole second, as the shells' are); when it comes, its Deployment deleted, and then its
-/// status patched to the stop's (its run time reached). How late the watch saw each Deployment go.
+/// The floor: `rate` a second, each of `shells` (from [`prepare`]) given a deadline 20 s ahead
+/// (`stops::at_deadlines`); when it comes, its Deployment deleted, and then its status patched to
+/// the stop's (its run time reached). How late the watch saw each Deployment go.
 pub(crate) async fn stops_same_writes_floor(client: &Client, ns: &str, shells: Vec<MyOwnShell>, rate: u32) -> Lateness {
     let m = shells.len();
-    let names: Vec<String> = shells.iter().map(ResourceExt::name_any).collect();
-    let seen = tokio::spawn(stopped_seen(client.clone(), ns.to_owned(), names));
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
     let statuses: Api<MyOwnShell> = Api::namespaced(client.clone(), ns);
-    let mut deadlines = HashMap::new();
-    let mut ticks = crate::pace::ticks(rate);
-    let mut timers = tokio::task::JoinSet::new();
-    for shell in shells {
-        ticks.tick().await;
-        let deadline = Timestamp::from_second(Timestamp::now().as_second() + LEAD.as_secs() as i64 + 1).unwrap();
-        deadlines.insert(shell.name_any(), deadline);
-        let wait = Duration::try_from(deadline.duration_since(Timestamp::now())).unwrap_or_default();
+    let items = shells.into_iter().map(|shell| (shell.name_any(), shell)).collect();
+    let (late, failed) = at_deadlines(client, ns, items, rate, |name, shell, deadline| {
         let (deployments, statuses) = (deployments.clone(), statuses.clone());
-        timers.spawn(async move {
-            tokio::time::sleep(wait).await;
-            let name = shell.name_any();
-            let background =
-                DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..DeleteParams::default() };
-            deployments.delete(&name, &background).await?;
+        async move {
+            delete_in_background(&deployments, &name).await?;
             let patch = Patch::Merge(status::merge_patch(&stopped_status(shell, deadline)));
             statuses.patch_status(&name, &PatchParams::default(), &patch).await.map(drop)
-        });
-    }
-    let failed = crate::pace::failures(timers).await;
-    let seen =
-        tokio::time::timeout(crate::DEADLINE + LEAD, seen).await.expect("not every floor stop was seen").unwrap();
-    let late = Lateness::of(&seen, &deadlines);
+        }
+    })
+    .await;
     println!(
         "  stops same-writes floor: {m} Deployments deleted and their shells' statuses written by this benchmark at their deadlines, {rate}/s, no controller ({failed} failed): each seen after its deadline: {late}"
     );
