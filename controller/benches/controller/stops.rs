@@ -23,7 +23,7 @@ use myownshell_api::MyOwnShell;
 use crate::{DEADLINE, WritesPer};
 
 /// How far ahead of its patch each stop is due: longer than a reconcile takes under the load.
-pub(crate) const LEAD: Duration = Duration::from_secs(20);
+const LEAD: Duration = Duration::from_secs(20);
 
 /// Give the first `m` shells of `ns` a run time ending [`LEAD`] after their patch, `rate` patches
 /// a second; print how late the stops were (p50, p99, max) against the 1 s target.
@@ -71,13 +71,14 @@ pub(crate) async fn stops(
     let failed = crate::pace::failures(sent).await;
     let first_due = deadlines.values().min().copied().unwrap_or_else(Timestamp::now);
     let first_due_in = Duration::try_from(first_due.duration_since(Timestamp::now())).unwrap_or_default();
-    let writes = if quiet.settled_before(Instant::now() + first_due_in.saturating_sub(Duration::from_secs(1))).await {
-        println!("    {}", warnings.line(client, "warning", m, m).await);
-        (WritesPer::start(client).await, 0)
-    } else {
-        println!("    (the warnings' writes still going a second before the first stop: counted with the stops)");
-        (warnings, m)
-    };
+    let (writes, own) =
+        if quiet.settled_before(Instant::now() + first_due_in.saturating_sub(Duration::from_secs(1))).await {
+            println!("    {}", warnings.line(client, "warning", m, m).await);
+            (WritesPer::start(client).await, 0)
+        } else {
+            println!("    (the warnings' writes still going a second before the first stop: counted with the stops)");
+            (warnings, m)
+        };
     let seen = tokio::time::timeout(DEADLINE + LEAD, seen).await.expect("not every stop was seen").unwrap();
     let late = Lateness::of(&seen, &deadlines);
     println!(
@@ -85,7 +86,7 @@ pub(crate) async fn stops(
         m as f64 / sending.as_secs_f64(),
         if late.p99 <= 1.0 { "within" } else { "OVER" },
     );
-    (writes.0, writes.1, late)
+    (writes, own, late)
 }
 
 /// The stops' floor: `m` Deployments of `ns` (the floor's, named as the shells), `rate` a
@@ -176,7 +177,7 @@ pub(crate) struct Lateness {
 }
 
 impl Lateness {
-    pub(crate) fn of(seen: &HashMap<String, Timestamp>, deadlines: &HashMap<String, Timestamp>) -> Self {
+    fn of(seen: &HashMap<String, Timestamp>, deadlines: &HashMap<String, Timestamp>) -> Self {
         let mut late: Vec<f64> =
             seen.iter().filter_map(|(name, at)| Some(at.duration_since(*deadlines.get(name)?).as_secs_f64())).collect();
         late.sort_by(f64::total_cmp);
@@ -201,7 +202,7 @@ impl std::fmt::Display for Lateness {
 }
 
 /// When each of `names`' Deployments was first seen gone, or asking for 0 pods.
-pub(crate) async fn stopped_seen(client: Client, ns: String, names: Vec<String>) -> HashMap<String, Timestamp> {
+async fn stopped_seen(client: Client, ns: String, names: Vec<String>) -> HashMap<String, Timestamp> {
     let wanted: std::collections::HashSet<String> = names.into_iter().collect();
     let mut seen = HashMap::new();
     let mut events =
