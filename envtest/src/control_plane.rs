@@ -423,7 +423,13 @@ impl ControlPlane {
         let uri = self.url.parse().map_err(|e| HarnessError::Start(format!("bad apiserver url {}: {e}", self.url)))?;
         let mut config = Config::new(uri);
         config.root_cert = Some(vec![pem_to_der(self.pki.serving_ca.cert_pem())?]);
-        Ok(with_timeouts(config, READ_TIMEOUT))
+        config.connect_timeout = Some(Duration::from_secs(5));
+        // Counted from the request's last write, as the binaries' clients count theirs: counted
+        // from when a pooled connection went idle, a connection idle for nearly 30 s was handed
+        // to a request whose timeout then fired at once, and 4, later 2, of the controller
+        // bench's start patches failed (`SendRequest`) in 2 of 7 runs of `cargo xtask bench
+        // controller --objects 1000 --churn-seconds 0 --stops 500 --stop-rate 100`.
+        Ok(myownshell_runtime::client::with_read_timeout(config, Some(READ_TIMEOUT)))
     }
 
     /// A client acting as the cluster admin. Needs a tokio runtime (each test has its own).
@@ -825,62 +831,3 @@ where
 
 /// How long a harness client waits for a response's first byte.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// `config` with the harness clients' timeouts: 5 s to connect, `read` for a response.
-///
-/// The read timeout counts from the request's last write (kube's `reset_reader_on_write`), not
-/// from when its pooled connection went idle. Without that, a connection idle for nearly `read`
-/// was handed to a request whose read timeout then fired at once: the client dropped the
-/// connection (`SendRequest`) and kube-apiserver logged the request as aborted. That is how 4,
-/// and later 2, of the controller bench's start patches failed, in 2 of 7 runs of
-/// `cargo xtask bench controller --objects 1000 --churn-seconds 0 --stops 500 --stop-rate 100`.
-fn with_timeouts(mut config: Config, read: Duration) -> Config {
-    config.connect_timeout = Some(Duration::from_secs(5));
-    config.read_timeout = Some(read);
-    config.reset_reader_on_write = true;
-    config
-}
-
-#[cfg(test)]
-mod tests {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    use super::*;
-
-    /// A server on one connection at a time that answers each request `delay` after reading it,
-    /// keeping the connection open for the next.
-    async fn slow_server(delay: Duration) -> (String, tokio::task::JoinHandle<()>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let server = tokio::spawn(async move {
-            while let Ok((mut conn, _)) = listener.accept().await {
-                let mut buf = [0u8; 4096];
-                // A GET's head fits one read here; the test sends nothing else.
-                while conn.read(&mut buf).await.is_ok_and(|n| n > 0) {
-                    tokio::time::sleep(delay).await;
-                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
-                    if conn.write_all(answer.as_bytes()).await.is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        (url, server)
-    }
-
-    #[tokio::test]
-    async fn a_request_on_a_connection_idle_nearly_the_read_timeout_gets_its_whole_read_timeout() {
-        let read = Duration::from_millis(1000);
-        let (url, server) = slow_server(Duration::from_millis(300)).await;
-        let client = kube::Client::try_from(with_timeouts(Config::new(url.parse().unwrap()), read)).unwrap();
-        let get = || http::Request::get("/version").body(Vec::new()).unwrap();
-        client.request_text(get()).await.expect("the first request");
-        // The scenario, not a wait for state: the pooled connection idles for most of the read
-        // timeout, then carries a request answered well within it. Counted from the idle start,
-        // the timeout would fire 200 ms into that request, 100 ms before its answer.
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        let second = client.request_text(get()).await;
-        server.abort();
-        assert!(second.is_ok(), "a request answered in 300 ms failed under a 1 s read timeout: {second:?}");
-    }
-}

@@ -78,8 +78,9 @@ fn built(config: kube::Config) -> Result<Client, kube::Error> {
 
 /// `config` whose responses fail after `read_timeout` without a byte, counted from the request's
 /// last write (kube's `reset_reader_on_write`), not from when its pooled connection went idle,
-/// which may be long before.
-fn with_read_timeout(mut config: kube::Config, read_timeout: Option<Duration>) -> kube::Config {
+/// which may be long before: a request handed a connection idle for nearly `read_timeout` would
+/// otherwise fail at once.
+pub fn with_read_timeout(mut config: kube::Config, read_timeout: Option<Duration>) -> kube::Config {
     config.read_timeout = read_timeout;
     config.reset_reader_on_write = read_timeout.is_some();
     config
@@ -121,6 +122,44 @@ mod tests {
         server.abort();
         let Ok(result) = answered else { panic!("the request still waited after 10 s: no read timeout") };
         assert!(result.is_err(), "a server that never answers gave {result:?}");
+    }
+
+    /// A server on one connection at a time that answers each request `delay` after reading it,
+    /// keeping the connection open for the next.
+    async fn slow_server(delay: Duration) -> (String, tokio::task::JoinHandle<()>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                // A GET's head fits one read here; the test sends nothing else.
+                while conn.read(&mut buf).await.is_ok_and(|n| n > 0) {
+                    tokio::time::sleep(delay).await;
+                    let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                    if conn.write_all(answer.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        (url, server)
+    }
+
+    #[tokio::test]
+    async fn a_request_on_a_connection_idle_nearly_the_read_timeout_gets_its_whole_read_timeout() {
+        let read = Duration::from_millis(1000);
+        let (url, server) = slow_server(Duration::from_millis(300)).await;
+        let client = built(with_read_timeout(kube::Config::new(url.parse().unwrap()), Some(read))).unwrap();
+        let get = || http::Request::get("/version").body(Vec::new()).unwrap();
+        client.request_text(get()).await.expect("the first request");
+        // The scenario, not a wait for state: the pooled connection idles for most of the read
+        // timeout, then carries a request answered well within it. Counted from the idle start,
+        // the timeout would fire 200 ms into that request, 100 ms before its answer.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let second = client.request_text(get()).await;
+        server.abort();
+        assert!(second.is_ok(), "a request answered in 300 ms failed under a 1 s read timeout: {second:?}");
     }
 
     #[test]
