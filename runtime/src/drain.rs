@@ -13,7 +13,8 @@
 //! then keeps answering for `settle` more (the consumers lag behind the EndpointSlice by a
 //! moment), and stops. However busy the machine, the wait follows what the cluster says rather
 //! than a guess; `max_wait` caps it below the pod's grace period, and a server that cannot read
-//! its endpoints (not running as a pod, or no RBAC) waits `settle` after SIGTERM.
+//! its endpoints (not running as a pod, or refused: no RBAC, or its ServiceAccount or Role gone,
+//! as when the operator is uninstalled) waits `settle` after SIGTERM.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -58,15 +59,21 @@ pub async fn until_nobody_is_sent(
 ) {
     if let Some(endpoint) = endpoint {
         let started = Instant::now();
-        let left = wait_out_of_endpoints(&client, &endpoint, max_wait).await;
-        match left {
-            Ok(()) => tracing::info!(
+        match wait_out_of_endpoints(&client, &endpoint, max_wait).await {
+            Waited::Left => tracing::info!(
                 waited = ?started.elapsed(),
                 ?settle,
                 service = %endpoint.service,
                 "this pod left its Service's ready endpoints; answering a little longer while its clients catch up"
             ),
-            Err(seen) => tracing::warn!(
+            Waited::Refused(why) => tracing::info!(
+                waited = ?started.elapsed(),
+                ?settle,
+                refused = %why,
+                service = %endpoint.service,
+                "this pod may not read its Service's endpoints (as when the operator is uninstalled); answering a little longer"
+            ),
+            Waited::StillListed(seen) => tracing::warn!(
                 waited = ?started.elapsed(),
                 ?settle,
                 last_seen = %seen,
@@ -101,20 +108,37 @@ pub fn once_drained(
     serving
 }
 
-/// Poll the Service's EndpointSlices until `endpoint.pod_ip` is no longer listed ready; on
-/// timeout, what was seen last.
-async fn wait_out_of_endpoints(client: &kube::Client, endpoint: &Endpoint, max_wait: Duration) -> Result<(), String> {
+/// What the wait for a pod's address to leave its Service's ready endpoints came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waited {
+    /// The address is no longer listed ready.
+    Left,
+    /// The apiserver refused the read (401 or 403): this pod may not follow its endpoints, so
+    /// waiting longer learns nothing. An uninstall does this: `kubectl delete -k` takes the
+    /// ServiceAccount and the Role in the same breath as the Deployment, and the gateway, its
+    /// reads refused, waited out its `max_wait` (15 s) on every uninstall.
+    Refused(String),
+    /// Still listed ready at `max_wait` (or unreadable for another reason): what was seen last.
+    StillListed(String),
+}
+
+/// Poll the Service's EndpointSlices until `endpoint.pod_ip` is no longer listed ready, the
+/// apiserver refuses the read, or `max_wait` has passed.
+pub async fn wait_out_of_endpoints(client: &kube::Client, endpoint: &Endpoint, max_wait: Duration) -> Waited {
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), &endpoint.namespace);
     let params = ListParams::default().labels(&format!("kubernetes.io/service-name={}", endpoint.service));
     let deadline = Instant::now() + max_wait;
     loop {
         let seen = match slices.list(&params).await {
-            Ok(list) if !listed_ready(&list.items, endpoint.pod_ip) => return Ok(()),
+            Ok(list) if !listed_ready(&list.items, endpoint.pod_ip) => return Waited::Left,
             Ok(_) => format!("{} listed ready", endpoint.pod_ip),
+            Err(kube::Error::Api(status)) if status.code == 401 || status.code == 403 => {
+                return Waited::Refused(format!("reading EndpointSlices: {status}"));
+            }
             Err(e) => format!("reading EndpointSlices: {e}"),
         };
         if Instant::now() + POLL > deadline {
-            return Err(seen);
+            return Waited::StillListed(seen);
         }
         tokio::time::sleep(POLL).await;
     }

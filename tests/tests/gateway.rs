@@ -764,6 +764,63 @@ async fn a_stopping_gateway_is_not_ready_at_once_and_serves_through_its_drain() 
     assert!(stopped.elapsed() >= delay, "exited {:?} after SIGTERM, before its drain", stopped.elapsed());
 }
 
+/// A stopping gateway or webhook follows its Service's EndpointSlices (`runtime/src/drain.rs`)
+/// on the real apiserver: it keeps waiting while its address is listed ready, stops waiting
+/// once it is not (or not listed at all), and stops waiting at once when the apiserver refuses
+/// the read, 401 or 403, as in an uninstall (`kubectl delete -k` takes the ServiceAccount and
+/// the Role with the Deployment): the gateway used to wait out its `max_wait` then.
+#[tokio::test]
+async fn a_draining_server_follows_its_endpoints_and_a_refused_read_does_not_hold_it() {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use myownshell_runtime::drain::{Endpoint, Waited, wait_out_of_endpoints};
+
+    let cp = shared();
+    let admin = cp.client().unwrap();
+    let ns = create_shell_namespace(&admin, "drain").await.unwrap();
+    let slice = |ready: bool| -> EndpointSlice {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web-a", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.214.0.7"], "conditions": {"ready": ready}}],
+        }))
+        .unwrap()
+    };
+    let slices: Api<EndpointSlice> = Api::namespaced(admin.clone(), &ns);
+    let endpoint = |ip: &str| Endpoint { service: "web".into(), namespace: ns.clone(), pod_ip: ip.parse().unwrap() };
+    let nobody = cp.client_as_user("drain-nobody", &["system:authenticated"]).unwrap();
+    let revoked = cp.client_with_token("a-token-the-cluster-never-issued").unwrap();
+    // Long enough that a wait which returns before it did not merely run out of time.
+    let long = Duration::from_secs(60);
+
+    slices.create(&Default::default(), &slice(true)).await.unwrap();
+    let short = Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let waited = wait_out_of_endpoints(&admin, &endpoint("10.214.0.7"), short).await;
+    assert!(matches!(waited, Waited::StillListed(ref s) if s.contains("listed ready")), "listed ready: {waited:?}");
+    assert!(started.elapsed() >= short / 2, "gave up after {:?} of {short:?}", started.elapsed());
+
+    // Each of these returns long before `long`: it did not merely run out of time.
+    let wait = async |client: &Client, ip: &str| {
+        let started = std::time::Instant::now();
+        let waited = wait_out_of_endpoints(client, &endpoint(ip), long).await;
+        assert!(started.elapsed() < long, "waited out max_wait: {waited:?}");
+        waited
+    };
+    assert_eq!(wait(&admin, "10.214.0.8").await, Waited::Left, "another address listed");
+    let refused = wait(&nobody, "10.214.0.7").await;
+    assert!(matches!(refused, Waited::Refused(ref s) if s.contains("forbidden")), "no RBAC (403): {refused:?}");
+    let refused = wait(&revoked, "10.214.0.7").await;
+    assert!(
+        matches!(refused, Waited::Refused(ref s) if s.contains("Unauthorized")),
+        "unknown token (401): {refused:?}"
+    );
+    let mut terminating = slice(false);
+    terminating.metadata.resource_version = slices.get("web-a").await.unwrap().metadata.resource_version;
+    slices.replace("web-a", &Default::default(), &terminating).await.unwrap();
+    assert_eq!(wait(&admin, "10.214.0.7").await, Waited::Left, "listed, not ready");
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(admin).delete(&ns, &DeleteParams::default()).await.unwrap();
+}
+
 /// A shell of a class that asks for approval, on the page: listed as waiting for approval, with
 /// what it waits for; its owner's approve refused in the webhook's words; an approver's
 /// (`POST /api/shells/{namespace}/{shell}/approve`, made as him) recorded in his name.
