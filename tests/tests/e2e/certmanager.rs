@@ -298,19 +298,14 @@ async fn renewal(e2e: &E2e, ns: &str, ca: &str, old: CertificateDer<'static>) {
 /// the leader election Leases it left in kube-system.
 async fn uninstall(e2e: &E2e, manifest: &str, dir: &std::path::Path) {
     e2e.delete_every_shell().await;
-    let out = e2e.kubectl.run_with_stdin(&["delete", "--timeout=120s", "-f", "-"], Some(manifest)).await.unwrap();
+    let delete = e2e.kubectl.run_with_stdin(&["delete", "--timeout=120s", "-f", "-"], Some(manifest));
+    let (out, ()) = tokio::join!(delete, e2e.namespaces_gone(&[SYSTEM]));
+    let out = out.unwrap();
     assert!(out.success, "deleting the overlay: {}{}", out.stdout, out.stderr);
-    e2e.wait_for("myownshell-system gone", &["get", "namespace", SYSTEM, "--ignore-not-found", "-o", "name"], |out| {
-        out.trim().is_empty()
-    })
-    .await;
-    for file in ["cert-manager.yaml", "crds.yaml"] {
-        e2e.run(&["delete", "--timeout=120s", "-f", &dir.join(file).display().to_string()]).await;
-    }
-    e2e.wait_for("cert-manager gone", &["get", "namespace", NAMESPACE, "--ignore-not-found", "-o", "name"], |out| {
-        out.trim().is_empty()
-    })
-    .await;
+    let components = dir.join("cert-manager.yaml").display().to_string();
+    let args = ["delete", "--timeout=120s", "-f", &components];
+    tokio::join!(e2e.run(&args), e2e.namespaces_gone(&[NAMESPACE]));
+    e2e.run(&["delete", "--timeout=120s", "-f", &dir.join("crds.yaml").display().to_string()]).await;
     e2e.run(&[
         "delete",
         "lease",

@@ -160,5 +160,6 @@ async fn reinstall(e2e: &E2e, helm: &Helm, ns: &str) {
 async fn remove(e2e: &E2e, helm: &Helm, ns: &str) {
     helm.run(&["uninstall", RELEASE, "-n", SYSTEM, "--wait", "--timeout=120s"]).await;
     e2e.run(&["delete", "crd", CRD, "--timeout=60s"]).await;
-    e2e.run(&["delete", "namespace", ns, SYSTEM, "--timeout=120s"]).await;
+    e2e.run(&["delete", "namespace", ns, SYSTEM, "--wait=false"]).await;
+    e2e.namespaces_gone(&[ns, SYSTEM]).await;
 }

@@ -100,6 +100,49 @@ impl E2e {
         eprintln!("e2e: {} MyOwnShells deleted and gone in {:.1?}", deleted.lines().count(), started.elapsed());
     }
 
+    /// Wait, with a deadline, until every namespace of `namespaces` is gone, touching each one
+    /// (an annotation) once it is being deleted and its pods are gone.
+    ///
+    /// Why the touch: kube-controller-manager's namespace controller, finding pods left in a
+    /// namespace it deletes, looks again only after half the longest
+    /// `terminationGracePeriodSeconds` in their specs plus a second
+    /// (`pkg/controller/namespace`), however soon they go: 31 s for the gateway's 60 s, though
+    /// its pod exits in about 6 s with nobody connected. It also looks again 5 s after any
+    /// change to the namespace. Three phases uninstall the operator and each waited out that
+    /// estimate. The namespace controller still removes everything itself, and the wait is
+    /// for the same thing: the namespace gone.
+    async fn namespaces_gone(&self, namespaces: &[&str]) {
+        let touched: Vec<std::cell::Cell<bool>> = namespaces.iter().map(|_| std::cell::Cell::new(false)).collect();
+        let what = format!("{} gone", namespaces.join(", "));
+        eventually(&what, TIMEOUT, || async {
+            let mut left = Vec::new();
+            for (ns, touched) in namespaces.iter().zip(&touched) {
+                // Nothing when the namespace is gone; its name and when its deletion began.
+                let jsonpath = "jsonpath={.metadata.name} {.metadata.deletionTimestamp}";
+                let seen = self.try_run(&["get", "namespace", ns, "--ignore-not-found", "-o", jsonpath]).await?;
+                let Some((_, deleting)) = seen.trim().split_once(' ') else {
+                    if seen.trim().is_empty() {
+                        continue;
+                    }
+                    left.push(format!("{ns} (not being deleted)"));
+                    continue;
+                };
+                let pods = self.try_run(&["get", "pods", "-n", ns, "-o", "name"]).await?;
+                if !touched.get() && pods.trim().is_empty() {
+                    // The namespace may be gone by now: the next poll says.
+                    let _ = self
+                        .try_run(&["annotate", "namespace", ns, "--overwrite", "e2e.myownshell.io/pods-gone=true"])
+                        .await;
+                    touched.set(true);
+                }
+                left.push(format!("{ns} (deleting since {deleting}; pods: {:?})", pods.trim()));
+            }
+            if left.is_empty() { Ok(()) } else { Err(left.join("; ")) }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", self.diagnostics()));
+    }
+
     /// What the operator's pods said last, for failures.
     fn diagnostics(&self) -> String {
         let dir = &self.cluster.control_plane().layout().dir;
@@ -626,12 +669,11 @@ async fn uninstall(e2e: &E2e) {
         out.trim().is_empty()
     })
     .await;
-    let out = e2e.kubectl.run(&["delete", "-k", &E2e::overlay("local"), "--timeout=120s"]).await.unwrap();
+    let overlay = E2e::overlay("local");
+    let args = ["delete", "-k", &overlay, "--timeout=120s"];
+    let (out, ()) = tokio::join!(e2e.kubectl.run(&args), e2e.namespaces_gone(&[SYSTEM]));
+    let out = out.unwrap();
     assert!(out.success, "kubectl delete -k: {}{}", out.stdout, out.stderr);
-    e2e.wait_for("myownshell-system gone", &["get", "namespace", SYSTEM, "--ignore-not-found", "-o", "name"], |out| {
-        out.trim().is_empty()
-    })
-    .await;
     e2e.run(&["delete", "namespace", &ns, "--wait=false"]).await;
 }
 
