@@ -98,22 +98,23 @@ fn main_lane(node_suites: bool, extra_args: &[String], made: &Receiver<Made>) ->
     if !node_suites {
         return workspace_tests(&tools, extra_args)?.ran_some();
     }
-    // Three runs of tests, as soon as what each needs is made, no more than two at once: the
-    // workspace's tests (in a `tests` lane of their own), then the node's own suites (about 2
-    // minutes) in the same lane; and the e2e (about 14) here, beside them. Each mostly waits (on
-    // apiservers, kubelets, pods, a browser): run one after the other, the workspace's tests and
-    // the node suites each kept 0.6 of the 2 cores busy (the time summary of 2026-11-30's CI run),
-    // for 10 and 16 minutes. Every test already bears a busy machine (the lanes ran the
-    // workspace's tests beside Go builds), and each cluster of the node suites takes a network
-    // slot of its own.
+    // Four runs of tests, as soon as what each needs is made, no more than two at once: the
+    // workspace's tests (in a `tests` lane of their own) and the e2e (about 13 minutes) here,
+    // beside them; then the node's own suites (about 2 minutes), each taken by whichever lane is
+    // free first (`OwnSuites`). Each mostly waits (on apiservers, kubelets, pods, a browser): run
+    // one after the other, the workspace's tests and the node suites each kept 0.6 of the 2 cores
+    // busy (the time summary of 2026-11-30's CI run), for 10 and 16 minutes. Every test already
+    // bears a busy machine (the lanes ran the workspace's tests beside Go builds), and each
+    // cluster of the node suites takes a network slot of its own.
     let (suites_tx, suites_rx) = mpsc::channel::<Option<Arc<crate::e2e::Suites>>>();
+    let own_suites = crate::e2e::OwnSuites::new();
     let (tests_lane, e2e) = std::thread::scope(|scope| {
-        let tools = &tools;
+        let (tools, own_suites) = (&tools, &own_suites);
         let tests_lane = scope.spawn(move || {
             progress::in_lane("tests", || {
                 let workspace = workspace_tests(tools, extra_args);
                 let own = match suites_rx.recv() {
-                    Ok(Some(suites)) => suites.run(&crate::e2e::NODE_OWN, extra_args),
+                    Ok(Some(suites)) => own_suites.run_while_left(|suite| suites.run(&[suite], extra_args)),
                     _ => Err(ToolsLaneStopped("the node's pieces").into()),
                 };
                 crate::e2e::both(workspace, own, "the node's own suites")
@@ -124,7 +125,9 @@ fn main_lane(node_suites: bool, extra_args: &[String], made: &Receiver<Made>) ->
             Ok(suites) => {
                 let suites = Arc::new(suites);
                 let _ = suites_tx.send(Some(suites.clone()));
-                suites.run(&crate::e2e::E2E, extra_args)
+                let e2e = suites.run(&crate::e2e::E2E, extra_args);
+                let own = own_suites.run_while_left(|suite| suites.run(&[suite], extra_args));
+                crate::e2e::both(e2e, own, "the node's own suites")
             }
             Err(e) => {
                 let _ = suites_tx.send(None);
