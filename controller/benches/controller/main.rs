@@ -133,8 +133,8 @@ pub(crate) const RECONCILE_DURATION: &str = "myownshell_controller_reconcile_dur
 /// stop deletes the shell's Deployment (2026-11-29: 2 writes per stop, and 2 for its warning,
 /// against 12 before), 500 stops at 100 a second are met with p99 344 ms (`--stops 500
 /// --stop-rate 100`, 1000 objects), and since a stop's record waits for the deletes in flight
-/// (2026-12-01), with p99 174 to 396 ms, 1.10x to 2.63x the delete-only stops floor (median 1.59x
-/// over seven runs).
+/// (2026-12-01), with p99 174 to 396 ms, 1.10x to 2.91x the delete-only stops floor (median 1.75x
+/// over eight runs, six within 2x).
 pub(crate) const STOP_RATE: u32 = 20;
 /// Pods each fake node holds: room for every shell at size 2 (churn doubles some) on a few nodes.
 const PODS_PER_NODE: u32 = 1000;
