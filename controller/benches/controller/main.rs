@@ -92,6 +92,7 @@ mod phases;
 mod process;
 mod quiet;
 mod stops;
+mod stops_floor_again;
 mod stops_same_writes;
 
 pub(crate) use afresh::*;

@@ -185,6 +185,9 @@ pub(crate) async fn with_controller(cluster: &KwokCluster, ns: &str, floor_ns: &
         );
         println!("    {}", writes.line(&client, "start", m, m).await);
         println!("      {}", writes.pods_line(&client, m).await);
+        // The delete-only floor once more: the controller's stops bracketed by two of its floor's.
+        let rate = options.stop_rate;
+        crate::stops_floor_again::bracket(&client, floor_ns, floor_stops, rate, &quiet, &floor_late, &late).await;
         // An operator upgrade whose new template every shell takes at its quiet moment (come at
         // once: a quiet period of a second): what rolling one shell's template writes.
         settled(&scraper, &controller, 0.0).await;
