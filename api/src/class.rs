@@ -333,6 +333,8 @@ pub struct ClassPort {
 /// judge it: the shell's own value, else its class's default, else the operator's. The one
 /// place the three are resolved.
 pub mod effective {
+    use std::borrow::Cow;
+
     use super::MyOwnShellClassSpec;
     use crate::{MyOwnShellSpec, ShellResources, defaults};
 
@@ -347,10 +349,14 @@ pub mod effective {
         spec.command.clone().or_else(|| class.and_then(|c| c.command.clone())).unwrap_or_else(defaults::command)
     }
 
-    /// The resources.
-    pub fn resources(spec: &MyOwnShellSpec, class: Option<&MyOwnShellClassSpec>) -> ShellResources {
-        let class_default = || class.and_then(|c| c.resources.as_ref()).and_then(|r| r.default.clone());
-        spec.resources.clone().or_else(class_default).unwrap_or_else(defaults::resources)
+    /// The resources: borrowed from the shell or its class where either sets them (the webhook
+    /// reads them at every review of a shell of a class, and needs no copy).
+    pub fn resources<'s>(spec: &'s MyOwnShellSpec, class: Option<&'s MyOwnShellClassSpec>) -> Cow<'s, ShellResources> {
+        let class_default = class.and_then(|c| c.resources.as_ref()).and_then(|r| r.default.as_ref());
+        match spec.resources.as_ref().or(class_default) {
+            Some(resources) => Cow::Borrowed(resources),
+            None => Cow::Owned(defaults::resources()),
+        }
     }
 }
 

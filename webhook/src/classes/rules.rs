@@ -89,7 +89,8 @@ impl ClassRules<'_> {
     fn within(&self, kind: &str, list: Option<&ResourceList>, max: &ResourceList, problems: &mut Vec<Problem>) {
         for (resource, bound) in max {
             let Ok(bound_q) = parse(&bound.0) else { continue };
-            let field = format!("spec.resources.{kind}[{resource}]");
+            // Written only for a problem: this runs at every review of a shell of a class.
+            let field = || format!("spec.resources.{kind}[{resource}]");
             match list.and_then(|l| l.get(resource)) {
                 // An unset limit is no limit at all; an unset request is zero.
                 None if kind == "limits" => {
@@ -98,7 +99,7 @@ impl ClassRules<'_> {
                         bound.0,
                         self.whose(&format!("resources.max[{resource}]"))
                     );
-                    problems.push(Problem::new("resources", field, rule));
+                    problems.push(Problem::new("resources", field(), rule));
                 }
                 None => {}
                 Some(value) if parse(&value.0).is_ok_and(|v| v.millis() > bound_q.millis()) => {
@@ -108,7 +109,7 @@ impl ClassRules<'_> {
                         self.whose(&format!("resources.max[{resource}]")),
                         value.0
                     );
-                    problems.push(Problem::new("resources", field, rule));
+                    problems.push(Problem::new("resources", field(), rule));
                 }
                 Some(_) => {}
             }
