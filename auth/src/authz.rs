@@ -9,6 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use kube::Client;
 use kube::api::{Api, PostParams};
+use moka::Equivalent;
 
 use crate::attributes::RequestAttributes;
 use crate::authn::{ReviewCounters, ReviewError};
@@ -46,7 +47,33 @@ impl Default for AuthzCacheOptions {
     }
 }
 
-type DecisionKey = (AuthenticatedUser, RequestAttributes);
+/// What a decision is cached under: who asked, for what.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct DecisionKey {
+    user: AuthenticatedUser,
+    attributes: RequestAttributes,
+}
+
+/// [`DecisionKey`] borrowed, to look a decision up without copying the user or the request.
+/// It hashes as the owned key does: a derived `Hash` hashes the fields in order, and a
+/// reference as what it points to (`the_borrowed_key_is_the_owned_key` holds it to that).
+#[derive(Hash)]
+struct DecisionKeyRef<'a> {
+    user: &'a AuthenticatedUser,
+    attributes: &'a RequestAttributes,
+}
+
+impl Equivalent<DecisionKey> for DecisionKeyRef<'_> {
+    fn equivalent(&self, key: &DecisionKey) -> bool {
+        *self.user == key.user && *self.attributes == key.attributes
+    }
+}
+
+impl DecisionKeyRef<'_> {
+    fn to_key(&self) -> DecisionKey {
+        DecisionKey { user: self.user.clone(), attributes: self.attributes.clone() }
+    }
+}
 
 /// Decides with static rules first, then SubjectAccessReview through a cache.
 pub struct Authorizer {
@@ -86,8 +113,8 @@ impl Authorizer {
             Decision::Allow => allow_ttl,
             Decision::Deny { .. } => deny_ttl,
         };
-        let key = (user.clone(), attributes.clone());
-        self.cache.get_or_fetch(&key, ttl_of, || self.review(user, attributes)).await
+        let key = DecisionKeyRef { user, attributes };
+        self.cache.get_or_fetch_by(&key, DecisionKeyRef::to_key, ttl_of, || self.review(user, attributes)).await
     }
 
     async fn review(&self, user: &AuthenticatedUser, attributes: &RequestAttributes) -> Result<Decision, ReviewError> {
@@ -102,5 +129,50 @@ impl Authorizer {
             return Ok(Decision::Allow);
         }
         Ok(Decision::Deny { reason: status.reason.unwrap_or_default() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::hash::BuildHasher;
+
+    use super::*;
+    use crate::attributes::ResourceRequest;
+    use crate::user::AuthMethod;
+
+    fn user(name: &str, groups: &[&str]) -> AuthenticatedUser {
+        AuthenticatedUser::new(name, groups.iter().map(|g| (*g).to_owned()).collect(), AuthMethod::BearerToken)
+    }
+
+    fn use_of(class: &str, namespace: &str) -> RequestAttributes {
+        RequestAttributes::Resource(ResourceRequest {
+            verb: "use".into(),
+            namespace: Some(namespace.into()),
+            group: Some("myownshell.io".into()),
+            resource: "myownshellclasses".into(),
+            name: Some(class.into()),
+            ..ResourceRequest::default()
+        })
+    }
+
+    #[test]
+    fn the_borrowed_key_is_the_owned_key() {
+        let hasher = std::collections::hash_map::RandomState::new();
+        let keys = [
+            (user("ada", &["dev"]), use_of("gpu", "team-a")),
+            (user("ada", &["dev", "ops"]), use_of("gpu", "team-a")),
+            (user("bob", &["dev"]), use_of("gpu", "team-a")),
+            (user("ada", &["dev"]), use_of("gpu", "team-b")),
+            (user("ada", &["dev"]), RequestAttributes::NonResource { path: "/metrics".into(), verb: "get".into() }),
+        ];
+        for (i, (u, a)) in keys.iter().enumerate() {
+            let borrowed = DecisionKeyRef { user: u, attributes: a };
+            let owned = borrowed.to_key();
+            assert_eq!(hasher.hash_one(&borrowed), hasher.hash_one(&owned), "key {i}: the two hash apart");
+            for (j, (other_user, other_attributes)) in keys.iter().enumerate() {
+                let other = DecisionKey { user: other_user.clone(), attributes: other_attributes.clone() };
+                assert_eq!(borrowed.equivalent(&other), i == j, "key {i} against key {j}");
+            }
+        }
     }
 }
