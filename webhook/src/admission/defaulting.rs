@@ -8,11 +8,11 @@
 //! request, after the defaults.
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
-use myownshell_api::{MyOwnShellSpec, defaults, names};
+use myownshell_api::{MyOwnShellClass, MyOwnShellSpec, defaults, names};
 use serde_json::{Value, json};
 
 use super::home;
@@ -286,32 +286,67 @@ pub fn mutate<'a>(request: &Request<'a>, policy: &Policy) -> Response<'a> {
     mutate_with_classes(request, policy, ClassIndex::none())
 }
 
+/// The class a new shell gets: the one it names, or else the default.
+struct NewShellClass {
+    /// The class, if it exists.
+    class: Option<Arc<MyOwnShellClass>>,
+    /// The default's name, when the shell named none and gets the default.
+    assigned: Option<String>,
+    /// A warning when several classes say they are the default.
+    warning: Option<String>,
+}
+
+impl NewShellClass {
+    fn of(named: Option<&str>, classes: &ClassIndex) -> Self {
+        if let Some(name) = named {
+            return Self { class: classes.get(name), assigned: None, warning: None };
+        }
+        let Some(default) = classes.default_class() else {
+            return Self { class: None, assigned: None, warning: None };
+        };
+        let name = default.class.metadata.name.clone().unwrap_or_default();
+        let warning = (!default.also.is_empty()).then(|| {
+            format!(
+                "spec.className: several MyOwnShellClasses are marked {}: \"true\" ({name}, {}); the newest, {name:?}, was taken",
+                names::DEFAULT_CLASS_ANNOTATION,
+                default.also.join(", "),
+            )
+        });
+        Self { class: Some(default.class), assigned: Some(name), warning }
+    }
+
+    /// The operation that names the default, if the shell gets it.
+    fn naming(&self) -> Option<PatchOperation> {
+        self.assigned.as_ref().map(|name| add(&["spec", "className"], json!(name)))
+    }
+}
+
 /// A new shell's class (the one it names, or the default) and what it fills in: the class's
 /// operations, and a warning when several classes say they are the default.
 fn class_defaults(spec: Option<&mut MyOwnShellSpec>, classes: &ClassIndex) -> (Vec<PatchOperation>, Option<String>) {
     let Some(spec) = spec else { return (Vec::new(), None) };
-    let mut ops = Vec::new();
-    let mut warning = None;
-    let class = match spec.class_name.as_deref() {
-        Some(name) => classes.get(name),
-        None => classes.default_class().map(|default| {
-            let name = default.class.metadata.name.clone().unwrap_or_default();
-            if !default.also.is_empty() {
-                warning = Some(format!(
-                    "spec.className: several MyOwnShellClasses are marked {}: \"true\" ({name}, {}); the newest, {name:?}, was taken",
-                    names::DEFAULT_CLASS_ANNOTATION,
-                    default.also.join(", "),
-                ));
-            }
-            ops.push(add(&["spec", "className"], json!(name)));
-            spec.class_name = Some(name);
-            default.class
-        }),
-    };
-    if let Some(class) = class {
+    let chosen = NewShellClass::of(spec.class_name.as_deref(), classes);
+    let mut ops: Vec<PatchOperation> = chosen.naming().into_iter().collect();
+    if let Some(name) = &chosen.assigned {
+        spec.class_name = Some(name.clone());
+    }
+    if let Some(class) = &chosen.class {
         ops.extend(crate::classes::defaults::operations(spec, &class.spec));
     }
-    (ops, warning)
+    (ops, chosen.warning)
+}
+
+/// A new shell's class found by `spec.className` alone, when that is all its class needs: the
+/// spec is not read in full (19 allocations of a review against 7, `tests/allocations.rs`) for
+/// a class that fills nothing from it ([`crate::classes::defaults::fills_anything`]), which is
+/// most classes. `None` when the class does fill something, or `className` does not read.
+fn class_by_name(object: &Object<'_>, classes: &ClassIndex) -> Option<(bool, NewShellClass)> {
+    let named = object.class_name().ok()?;
+    let chosen = NewShellClass::of(named.as_deref(), classes);
+    match &chosen.class {
+        Some(class) if crate::classes::defaults::fills_anything(&class.spec) => None,
+        _ => Some((named.is_some(), chosen)),
+    }
 }
 
 /// [`mutate`] with the shells' classes: a new shell without `spec.className` gets the default
@@ -346,7 +381,16 @@ pub fn mutate_with_classes<'a>(request: &Request<'a>, policy: &Policy, classes: 
     // default reaches its running shells (at a quiet moment), which a value written here would
     // not.
     let mut has_class = spec.as_ref().is_some_and(|s| s.contains("className"));
-    if defaults_lifetime || asks_for_now || has_home || may_have_class {
+    let reads_spec = defaults_lifetime || asks_for_now || has_home;
+    let by_name = match may_have_class && !reads_spec {
+        true => class_by_name(object, classes),
+        false => None,
+    };
+    if let Some((named, chosen)) = by_name {
+        has_class |= named || chosen.assigned.is_some();
+        more.extend(chosen.naming());
+        warning = chosen.warning;
+    } else if reads_spec || may_have_class {
         // A spec that does not decode gets no lifetime default and no stamp; validation names
         // its fault.
         let mut decoded = object.spec().ok().map(Option::unwrap_or_default);

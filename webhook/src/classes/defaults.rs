@@ -24,6 +24,17 @@ pub fn operations(spec: &mut MyOwnShellSpec, class: &MyOwnShellClassSpec) -> Vec
     ops
 }
 
+/// Whether `class` fills anything at all: when it does not, [`operations`] adds nothing to any
+/// spec, so the mutating webhook need not read a shell's spec in full to find out.
+pub fn fills_anything(class: &MyOwnShellClassSpec) -> bool {
+    let recording = class.recording.as_ref().and_then(|r| r.required) == Some(true);
+    let lifetime = class.lifetime.as_ref().is_some_and(|l| l.idle_timeout.is_some() || l.max_run_time.is_some());
+    let home = class.home.as_ref().is_some_and(|h| {
+        h.default_size.is_some() || h.storage_class_names.as_ref().is_some_and(|names| !names.is_empty())
+    });
+    recording || lifetime || home
+}
+
 fn lifetime(spec: &mut MyOwnShellSpec, class: &MyOwnShellClassSpec, ops: &mut Vec<PatchOperation>) {
     let Some(wanted) = &class.lifetime else { return };
     let defaults = [("idleTimeout", wanted.idle_timeout.clone()), ("maxRunTime", wanted.max_run_time.clone())];
@@ -139,5 +150,97 @@ mod tests {
             assert_eq!(operations(&mut spec, &class()).len(), 0, "a filled spec needs nothing more");
         }
         assert!(operations(&mut MyOwnShellSpec::default(), &MyOwnShellClassSpec::default()).is_empty());
+    }
+
+    #[test]
+    fn a_class_that_fills_nothing_adds_nothing_to_any_spec() {
+        let full = class();
+        // (class, whether it fills anything)
+        let cases: Vec<(&str, MyOwnShellClassSpec, bool)> = vec![
+            ("no defaults", MyOwnShellClassSpec::default(), false),
+            (
+                "only what the controller takes (image, command) and caps",
+                MyOwnShellClassSpec {
+                    images: full.images.clone(),
+                    command: full.command.clone(),
+                    max_size: Some(3),
+                    ..MyOwnShellClassSpec::default()
+                },
+                false,
+            ),
+            (
+                "recording allowed, not required",
+                MyOwnShellClassSpec {
+                    recording: Some(ClassRecording { required: Some(false) }),
+                    ..MyOwnShellClassSpec::default()
+                },
+                false,
+            ),
+            (
+                "a lifetime of caps only",
+                MyOwnShellClassSpec {
+                    lifetime: Some(ClassLifetime { max_idle_timeout: Some("4h".into()), ..ClassLifetime::default() }),
+                    ..MyOwnShellClassSpec::default()
+                },
+                false,
+            ),
+            (
+                "a home with no StorageClass named",
+                MyOwnShellClassSpec {
+                    home: Some(ClassHome { storage_class_names: Some(vec![]), ..ClassHome::default() }),
+                    ..MyOwnShellClassSpec::default()
+                },
+                false,
+            ),
+            (
+                "recording required",
+                MyOwnShellClassSpec { recording: full.recording.clone(), ..MyOwnShellClassSpec::default() },
+                true,
+            ),
+            (
+                "a default idle timeout",
+                MyOwnShellClassSpec {
+                    lifetime: Some(ClassLifetime { idle_timeout: Some("1h".into()), ..ClassLifetime::default() }),
+                    ..MyOwnShellClassSpec::default()
+                },
+                true,
+            ),
+            (
+                "a default maximum run time",
+                MyOwnShellClassSpec {
+                    lifetime: Some(ClassLifetime { max_run_time: Some("1h".into()), ..ClassLifetime::default() }),
+                    ..MyOwnShellClassSpec::default()
+                },
+                true,
+            ),
+            (
+                "a home's default size",
+                MyOwnShellClassSpec {
+                    home: Some(ClassHome {
+                        default_size: full.home.as_ref().and_then(|h| h.default_size.clone()),
+                        ..ClassHome::default()
+                    }),
+                    ..MyOwnShellClassSpec::default()
+                },
+                true,
+            ),
+            (
+                "a home's StorageClass",
+                MyOwnShellClassSpec {
+                    home: Some(ClassHome { storage_class_names: Some(vec!["fast".into()]), ..ClassHome::default() }),
+                    ..MyOwnShellClassSpec::default()
+                },
+                true,
+            ),
+            ("everything", full, true),
+        ];
+        let specs =
+            || [MyOwnShellSpec::default(), MyOwnShellSpec { home: Some(Home::default()), ..MyOwnShellSpec::default() }];
+        for (what, class, fills) in &cases {
+            assert_eq!(fills_anything(class), *fills, "{what}");
+            let added: usize = specs().iter_mut().map(|spec| operations(spec, class).len()).sum();
+            // What `fills_anything` says is what `operations` does, on a bare spec and on one with a home.
+            assert_eq!(added > 0, *fills, "{what}: {added} operations");
+        }
     }
 }

@@ -103,7 +103,10 @@ impl ClassIndex {
 
     /// Whether `name` is the default class.
     pub fn is_default(&self, name: &str) -> bool {
-        self.default_class().is_some_and(|d| d.class.metadata.name.as_deref() == Some(name))
+        // Only a class marked default can be the default, and most are not: asked at every
+        // review of a shell of a class, this then costs one lookup, not a sort of the marked.
+        let marked = self.inner.read().classes.get(name).is_some_and(|c| c.is_default());
+        marked && self.default_class().is_some_and(|d| d.class.metadata.name.as_deref() == Some(name))
     }
 
     /// An index holding exactly `classes` (for tests and benchmarks).
@@ -153,10 +156,14 @@ mod tests {
             (vec![class("b", true, 1), class("a", true, 1)], Some("a"), vec!["b"]),
         ];
         for (classes, want, also) in cases {
+            let names: Vec<String> = classes.iter().filter_map(|c| c.metadata.name.clone()).collect();
             let index = ClassIndex::of(classes);
             let got = index.default_class();
             assert_eq!(got.as_ref().and_then(|d| d.class.metadata.name.as_deref()), want);
             assert_eq!(got.map(|d| d.also).unwrap_or_default(), also);
+            for name in names.iter().map(String::as_str).chain(["missing"]) {
+                assert_eq!(index.is_default(name), want == Some(name), "is_default({name:?}) of {names:?}");
+            }
         }
         let mut marked_false = class("x", false, 1);
         marked_false.metadata.annotations =

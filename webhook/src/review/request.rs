@@ -189,6 +189,12 @@ impl<'a> Object<'a> {
         self.spec.map(|RawJson(raw)| spec::set_fields(raw)).transpose()
     }
 
+    /// `spec.className`, the spec's other fields not read; `None` when there is no spec or it
+    /// names no class.
+    pub fn class_name(&self) -> Result<Option<Cow<'a, str>>, String> {
+        Ok(self.spec.map(|RawJson(raw)| spec::class_name(raw)).transpose()?.flatten())
+    }
+
     /// The `Scale` spec of the scale subresource.
     pub fn scale_spec(&self) -> Result<ScaleSpec, String> {
         self.spec.map_or_else(|| Ok(ScaleSpec::default()), |RawJson(raw)| spec::scale_spec(raw))

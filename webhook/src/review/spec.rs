@@ -117,6 +117,21 @@ pub(super) fn set_fields(raw: &str) -> Result<SetFields, String> {
     serde_json::from_str(raw).map_err(|e| format!("spec does not decode: {}", without_position(&e)))
 }
 
+/// `spec.className` alone, borrowed when it has no escapes.
+#[derive(Deserialize)]
+struct ClassNameOnly<'a> {
+    #[serde(rename = "className", default, borrow)]
+    class_name: Option<Cow<'a, str>>,
+}
+
+/// The class the spec in `raw` names (`None`: none, or null), its other fields not read.
+pub(super) fn class_name(raw: &str) -> Result<Option<Cow<'_, str>>, String> {
+    must_be_object(raw)?;
+    let only: ClassNameOnly<'_> =
+        serde_json::from_str(raw).map_err(|e| format!("spec does not decode: {}", without_position(&e)))?;
+    Ok(only.class_name)
+}
+
 /// serde reads a struct from a JSON array too; a spec must be an object.
 fn must_be_object(raw: &str) -> Result<(), String> {
     if raw.starts_with('{') {

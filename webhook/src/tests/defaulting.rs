@@ -262,3 +262,155 @@ fn what_an_object_needs() {
         assert_eq!(needs(object), want, "{what}");
     }
 }
+
+/// The paths a response's patch adds, in order, and the value it gives `/spec/className`.
+fn added(response: &Response<'_>) -> (Vec<String>, Option<Value>) {
+    let Some(patch) = &response.patch else { return (Vec::new(), None) };
+    let ops: Value = serde_json::from_slice(&patch.json).unwrap();
+    let ops = ops.as_array().unwrap();
+    let paths = ops.iter().map(|o| o["path"].as_str().unwrap().to_owned()).collect();
+    let class = ops.iter().find(|o| o["path"] == "/spec/className").map(|o| o["value"].clone());
+    (paths, class)
+}
+
+#[test]
+fn a_new_shell_gets_its_class_and_what_the_class_fills() {
+    use std::collections::BTreeMap;
+
+    use myownshell_api::{ClassLifetime, MyOwnShellClass, MyOwnShellClassSpec};
+
+    use crate::classes::ClassIndex;
+
+    let class = |name: &str, default: bool, spec: MyOwnShellClassSpec| {
+        let mut c = MyOwnShellClass::new(name, spec);
+        if default {
+            c.metadata.annotations = Some(BTreeMap::from([(names::DEFAULT_CLASS_ANNOTATION.into(), "true".into())]));
+        }
+        c
+    };
+    let timed = || MyOwnShellClassSpec {
+        lifetime: Some(ClassLifetime { idle_timeout: Some("1h".into()), ..ClassLifetime::default() }),
+        ..MyOwnShellClassSpec::default()
+    };
+    // A class that fills nothing (found by `className` alone) and one that fills a lifetime (the
+    // spec read in full), each as the default in turn.
+    let plain_default =
+        ClassIndex::of([class("plain", true, MyOwnShellClassSpec::default()), class("timed", false, timed())]);
+    let timed_default =
+        ClassIndex::of([class("plain", false, MyOwnShellClassSpec::default()), class("timed", true, timed())]);
+    let two_defaults = ClassIndex::of([
+        class("plain", true, MyOwnShellClassSpec::default()),
+        class("other", true, MyOwnShellClassSpec::default()),
+    ]);
+    let no_default = ClassIndex::of([class("plain", false, MyOwnShellClassSpec::default())]);
+    let shell_paths = ["/metadata/finalizers", "/spec/owner"];
+    let timed_paths = ["/spec/lifetime", "/spec/lifetime/idleTimeout"];
+    let unclassed = ["/spec/image", "/spec/command", "/spec/resources", "/metadata/finalizers", "/spec/owner"];
+    let no_spec = json!({"apiVersion": "myownshell.io/v1alpha1", "kind": "MyOwnShell", "metadata": {"name": "x"}});
+    // (what, classes, object, the paths added, the class given, a warning)
+    type Case<'c> = (&'c str, &'c ClassIndex, Value, Vec<&'c str>, Option<&'c str>, bool);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "names a class that fills nothing",
+            &plain_default,
+            shell(json!({"className": "plain", "size": 1})),
+            shell_paths.to_vec(),
+            None,
+            false,
+        ),
+        (
+            "names a class that fills a lifetime",
+            &plain_default,
+            shell(json!({"className": "timed", "size": 1})),
+            [&shell_paths[..], &timed_paths].concat(),
+            None,
+            false,
+        ),
+        (
+            "names a class that does not exist",
+            &plain_default,
+            shell(json!({"className": "gone", "size": 1})),
+            shell_paths.to_vec(),
+            None,
+            false,
+        ),
+        (
+            "names none: the default, which fills nothing",
+            &plain_default,
+            shell(json!({"size": 1})),
+            [&shell_paths[..], &["/spec/className"]].concat(),
+            Some("plain"),
+            false,
+        ),
+        (
+            "a null class: the default",
+            &plain_default,
+            shell(json!({"className": null, "size": 1})),
+            [&shell_paths[..], &["/spec/className"]].concat(),
+            Some("plain"),
+            false,
+        ),
+        (
+            "names none: the default, which fills a lifetime",
+            &timed_default,
+            shell(json!({"size": 1})),
+            [&shell_paths[..], &["/spec/className"], &timed_paths].concat(),
+            Some("timed"),
+            false,
+        ),
+        (
+            "no spec at all: the default",
+            &plain_default,
+            no_spec.clone(),
+            [&["/spec", "/spec/size"][..], &shell_paths, &["/spec/className"]].concat(),
+            Some("plain"),
+            false,
+        ),
+        (
+            "no spec, a default that fills a lifetime",
+            &timed_default,
+            no_spec,
+            [&["/spec", "/spec/size"][..], &shell_paths, &["/spec/className"], &timed_paths].concat(),
+            Some("timed"),
+            false,
+        ),
+        (
+            "two defaults: the first by name, and a warning",
+            &two_defaults,
+            shell(json!({"size": 1})),
+            [&shell_paths[..], &["/spec/className"]].concat(),
+            Some("other"),
+            true,
+        ),
+        (
+            "no default: the operator's own defaults",
+            &no_default,
+            shell(json!({"size": 1})),
+            unclassed.to_vec(),
+            None,
+            false,
+        ),
+        (
+            "a home: the spec read in full",
+            &plain_default,
+            shell(json!({"className": "plain", "size": 1, "home": {}})),
+            [&shell_paths[..], &["/spec/home/size", "/spec/home/onDelete"]].concat(),
+            None,
+            false,
+        ),
+    ];
+    for (what, classes, object, paths, class, warned) in cases {
+        let response = crate::admission::defaulting::mutate_with_classes(
+            &request("CREATE", object.clone(), Value::Null),
+            &Policy::default(),
+            classes,
+        );
+        assert!(response.allowed, "{what}");
+        let (got, given) = added(&response);
+        assert_eq!(got, paths, "{what}");
+        assert_eq!(given, class.map(|c| json!(c)), "{what}");
+        assert_eq!(!response.warnings.is_empty(), warned, "{what}: {:?}", response.warnings);
+        // And the patch applies.
+        let _ = apply_patch(&object, &response);
+    }
+}
