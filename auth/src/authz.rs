@@ -2,6 +2,7 @@
 //! [`crate::attributes`]) with separate allow and deny cache lifetimes (the cache's policy:
 //! [`crate::cache`]).
 
+use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use moka::Equivalent;
 
 use crate::attributes::RequestAttributes;
 use crate::authn::{ReviewCounters, ReviewError};
+use crate::borrowed::{AttributesRef, UserRef};
 use crate::cache::ReviewCache;
 use crate::config::StaticRule;
 use crate::user::AuthenticatedUser;
@@ -54,24 +56,24 @@ struct DecisionKey {
     attributes: RequestAttributes,
 }
 
-/// [`DecisionKey`] borrowed, to look a decision up without copying the user or the request.
-/// It hashes as the owned key does: a derived `Hash` hashes the fields in order, and a
-/// reference as what it points to (`the_borrowed_key_is_the_owned_key` holds it to that).
+/// [`DecisionKey`] borrowed ([`crate::borrowed`]), to look a decision up without copying the
+/// user or the request. It hashes as the owned key does: a derived `Hash` hashes the fields in
+/// order, and each view as its owned form (`the_borrowed_key_is_the_owned_key` holds it to that).
 #[derive(Hash)]
-struct DecisionKeyRef<'a> {
-    user: &'a AuthenticatedUser,
-    attributes: &'a RequestAttributes,
+struct DecisionKeyRef<'a, G> {
+    user: UserRef<'a, G>,
+    attributes: AttributesRef<'a>,
 }
 
-impl Equivalent<DecisionKey> for DecisionKeyRef<'_> {
+impl<G: AsRef<str>> Equivalent<DecisionKey> for DecisionKeyRef<'_, G> {
     fn equivalent(&self, key: &DecisionKey) -> bool {
-        *self.user == key.user && *self.attributes == key.attributes
+        self.user.is(&key.user) && self.attributes == key.attributes.borrowed()
     }
 }
 
-impl DecisionKeyRef<'_> {
+impl<G: AsRef<str>> DecisionKeyRef<'_, G> {
     fn to_key(&self) -> DecisionKey {
-        DecisionKey { user: self.user.clone(), attributes: self.attributes.clone() }
+        DecisionKey { user: self.user.to_owned_user(), attributes: self.attributes.to_owned_attributes() }
     }
 }
 
@@ -108,13 +110,37 @@ impl Authorizer {
         if self.static_rules.iter().any(|rule| rule.allows(user, attributes)) {
             return Ok(Decision::Allow);
         }
+        self.reviewed(DecisionKeyRef { user: user.borrowed(), attributes: attributes.borrowed() }).await
+    }
+
+    /// [`Authorizer::authorize`] for a user and a request held in the caller's own strings: a
+    /// cached decision is found without copying them, and only a review sent copies them.
+    pub async fn authorize_borrowed<G: AsRef<str> + Hash + Sync>(
+        &self,
+        user: UserRef<'_, G>,
+        attributes: AttributesRef<'_>,
+    ) -> Result<Decision, ReviewError> {
+        if !self.static_rules.is_empty() {
+            let (owned_user, owned_attributes) = (user.to_owned_user(), attributes.to_owned_attributes());
+            if self.static_rules.iter().any(|rule| rule.allows(&owned_user, &owned_attributes)) {
+                return Ok(Decision::Allow);
+            }
+        }
+        self.reviewed(DecisionKeyRef { user, attributes }).await
+    }
+
+    /// The cached decision for `key`, or SubjectAccessReview's.
+    async fn reviewed<G: AsRef<str> + Hash + Sync>(&self, key: DecisionKeyRef<'_, G>) -> Result<Decision, ReviewError> {
         let (allow_ttl, deny_ttl) = (self.options.allow_ttl, self.options.deny_ttl);
         let ttl_of = move |d: &Decision| match d {
             Decision::Allow => allow_ttl,
             Decision::Deny { .. } => deny_ttl,
         };
-        let key = DecisionKeyRef { user, attributes };
-        self.cache.get_or_fetch_by(&key, DecisionKeyRef::to_key, ttl_of, || self.review(user, attributes)).await
+        let fetch = || async {
+            let owned = key.to_key();
+            self.review(&owned.user, &owned.attributes).await
+        };
+        self.cache.get_or_fetch_by(&key, DecisionKeyRef::to_key, ttl_of, fetch).await
     }
 
     async fn review(&self, user: &AuthenticatedUser, attributes: &RequestAttributes) -> Result<Decision, ReviewError> {
@@ -134,6 +160,7 @@ impl Authorizer {
 
 #[cfg(test)]
 mod tests {
+    use std::borrow::Cow;
     use std::hash::BuildHasher;
 
     use super::*;
@@ -158,20 +185,37 @@ mod tests {
     #[test]
     fn the_borrowed_key_is_the_owned_key() {
         let hasher = std::collections::hash_map::RandomState::new();
+        let with_uid = AuthenticatedUser { uid: Some("u-1".into()), ..user("ada", &["dev"]) };
+        let extra = [("pod".to_owned(), vec!["p".to_owned()])].into_iter().collect();
+        let with_extra = AuthenticatedUser { extra, ..user("ada", &["dev"]) };
+        let by_certificate = AuthenticatedUser { method: AuthMethod::ClientCertificate, ..user("ada", &["dev"]) };
         let keys = [
             (user("ada", &["dev"]), use_of("gpu", "team-a")),
             (user("ada", &["dev", "ops"]), use_of("gpu", "team-a")),
             (user("bob", &["dev"]), use_of("gpu", "team-a")),
             (user("ada", &["dev"]), use_of("gpu", "team-b")),
             (user("ada", &["dev"]), RequestAttributes::NonResource { path: "/metrics".into(), verb: "get".into() }),
+            (with_uid, use_of("gpu", "team-a")),
+            (with_extra, use_of("gpu", "team-a")),
+            (by_certificate, use_of("gpu", "team-a")),
         ];
         for (i, (u, a)) in keys.iter().enumerate() {
-            let borrowed = DecisionKeyRef { user: u, attributes: a };
+            let borrowed = DecisionKeyRef { user: u.borrowed(), attributes: a.borrowed() };
             let owned = borrowed.to_key();
-            assert_eq!(hasher.hash_one(&borrowed), hasher.hash_one(&owned), "key {i}: the two hash apart");
+            assert_eq!(&owned.user, u, "key {i}: the user copied");
+            assert_eq!(&owned.attributes, a, "key {i}: the request copied");
+            // As the webhook holds a user: its strings borrowed from a review body.
+            let groups: Vec<Cow<'_, str>> = u.groups.iter().map(|g| Cow::Borrowed(g.as_str())).collect();
+            let user =
+                UserRef { name: &u.name, uid: u.uid.as_deref(), groups: &groups, extra: &u.extra, method: u.method };
+            let from_a_body = DecisionKeyRef { user, attributes: a.borrowed() };
+            let hash = hasher.hash_one(&owned);
+            assert_eq!(hasher.hash_one(&borrowed), hash, "key {i}: the borrowed key hashes apart");
+            assert_eq!(hasher.hash_one(&from_a_body), hash, "key {i}: the key of borrowed strings hashes apart");
             for (j, (other_user, other_attributes)) in keys.iter().enumerate() {
                 let other = DecisionKey { user: other_user.clone(), attributes: other_attributes.clone() };
                 assert_eq!(borrowed.equivalent(&other), i == j, "key {i} against key {j}");
+                assert_eq!(from_a_body.equivalent(&other), i == j, "key {i} of borrowed strings against key {j}");
             }
         }
     }

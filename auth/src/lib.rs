@@ -61,6 +61,7 @@
 pub mod attributes;
 pub mod authn;
 pub mod authz;
+pub mod borrowed;
 pub mod cache;
 pub mod config;
 pub mod denials;

@@ -86,7 +86,7 @@ pub enum Answer<'a> {
         new_shell: Option<NewShell<'a>>,
         /// The class the requester must be allowed to `use` for the answer to stand, which the
         /// HTTP layer asks the apiserver about ([`crate::classes::usage`]).
-        class_use: Option<UseCheck>,
+        class_use: Option<UseCheck<'a>>,
     },
     /// HTTP 400 with this plain reason: the body is not an AdmissionReview the apiserver sends.
     BadRequest(String),

@@ -165,10 +165,10 @@ fn review<'a>(webhook: Webhook, body: &'a [u8], state: &AppState) -> Answer<'a> 
 /// ([`crate::earlier_pods`]), and a class used by someone RBAC does not let ([`usage`]).
 ///
 /// The two questions to the apiserver are boxed: a future holds room for its largest await, and
-/// theirs (the cached SubjectAccessReview's 1.1 KB, 7.5 KB before the review cache boxed its
-/// misses; the pod list's 1.9 KB) made every review's future 8.6 KB, which hyper moves into its
-/// connection at every request, where most reviews ask neither. Boxed, only the reviews that ask
-/// pay, with one allocation (`tests/allocations.rs` holds the size).
+/// theirs (the cached SubjectAccessReview's 904 bytes, 7.5 KB before the review cache boxed its
+/// misses and its lookup; the pod list's 1.9 KB) made every review's future 8.6 KB, which hyper
+/// moves into its connection at every request, where most reviews ask neither. Boxed, only the
+/// reviews that ask pay, with one allocation (`tests/allocations.rs` holds the size).
 pub async fn answer_checked(webhook: Webhook, body: &[u8], state: &AppState, started: Instant) -> Response {
     let mut answer = review(webhook, body, state);
     if let Answer::Review { response, outcome, class_use: Some(check), .. } = &mut answer {
@@ -180,7 +180,7 @@ pub async fn answer_checked(webhook: Webhook, body: &[u8], state: &AppState, sta
                 // No answer is no: never admit a class's use unasked.
                 Err(e) => Some(format!(
                     "cannot tell whether {} may {} {:?}: {e}",
-                    check.user.name,
+                    check.user.username,
                     if check.approve { "approve MyOwnShell" } else { "use MyOwnShellClass" },
                     check.class
                 )),

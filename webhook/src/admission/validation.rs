@@ -2,6 +2,8 @@
 //! and the value; who may change a spec ([`super::ownership`]); warnings for values that pass but
 //! are risky.
 
+use std::borrow::Cow;
+
 use k8s_openapi::jiff::Timestamp;
 use myownshell_api::MyOwnShellSpec;
 
@@ -189,13 +191,13 @@ pub fn validate<'a>(request: &Request<'a>, policy: &Policy, shells: &ShellIndex)
 /// takes the class up (creates, changes or starts the shell): a class
 /// it names that does not exist is a problem where the request would take it up (creation, a
 /// new class, a start); where it would not, the shell keeps running on the operator's rules.
-fn class_problems(
-    request: &Request<'_>,
+fn class_problems<'a>(
+    request: &Request<'a>,
     spec: &MyOwnShellSpec,
     old: Option<&MyOwnShellSpec>,
     classes: &ClassIndex,
     (policy, now): (&Policy, Timestamp),
-) -> (Vec<Problem>, Option<UseCheck>, bool) {
+) -> (Vec<Problem>, Option<UseCheck<'a>>, bool) {
     let Some(name) = spec.class_name.as_deref() else { return (Vec::new(), None, false) };
     let asked = usage::asks_use(request.operation, spec, old);
     let Some(class) = classes.get(name) else {
@@ -218,10 +220,10 @@ fn class_problems(
     }
     // The default class is open to whoever may create shells.
     let check = asked.filter(|class| !classes.is_default(class)).map(|class| UseCheck {
-        class: class.to_owned(),
+        class: Cow::Owned(class.to_owned()),
         approve: false,
-        namespace: request.namespace.clone().into_owned(),
-        user: request.user_info.authenticated(),
+        namespace: request.namespace.clone(),
+        user: request.user_info.clone(),
     });
     (problems, check, asked.is_some())
 }
@@ -233,7 +235,7 @@ pub fn validate_with_classes<'a>(
     policy: &Policy,
     shells: &ShellIndex,
     classes: &ClassIndex,
-) -> (Response<'a>, Option<UseCheck>) {
+) -> (Response<'a>, Option<UseCheck<'a>>) {
     if !matches!(request.operation, Operation::Create | Operation::Update) {
         return (Response::allow(request), None);
     }
@@ -275,7 +277,7 @@ fn approvals_answer<'a>(
     old: Option<&MyOwnShellSpec>,
     policy: &Policy,
     classes: &ClassIndex,
-) -> Option<(Response<'a>, Option<UseCheck>)> {
+) -> Option<(Response<'a>, Option<UseCheck<'a>>)> {
     let before = old.and_then(|o| o.approvals.as_deref()).unwrap_or_default();
     let after = spec.approvals.as_deref().unwrap_or_default();
     if before == after {
@@ -314,7 +316,7 @@ fn judge<'a>(
     old: Option<&MyOwnShellSpec>,
     policy: &Policy,
     classes: &ClassIndex,
-) -> (Response<'a>, Option<UseCheck>) {
+) -> (Response<'a>, Option<UseCheck<'a>>) {
     let now = Timestamp::now();
     let (mut problems, image_warning) = examine(spec, old, policy, now);
     problems.extend(home::check_name(&request.name, spec));
@@ -363,7 +365,7 @@ fn validate_scale<'a>(
     policy: &Policy,
     shells: &ShellIndex,
     classes: &ClassIndex,
-) -> (Response<'a>, Option<UseCheck>) {
+) -> (Response<'a>, Option<UseCheck<'a>>) {
     let Some(object) = &request.object else {
         return (Response::invalid(request, "the request has no object".into()), None);
     };

@@ -10,38 +10,39 @@
 //! class (as every user may claim volumes of the default StorageClass), which is how
 //! `myownshell-editor` gets the default class and no other.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use myownshell_api::{MyOwnShellSpec, names};
-use myownshell_auth::attributes::{RequestAttributes, ResourceRequest};
 use myownshell_auth::authn::{ReviewCounters, ReviewError};
 use myownshell_auth::authz::{Authorizer, AuthzCacheOptions, Decision};
-use myownshell_auth::user::AuthenticatedUser;
+use myownshell_auth::borrowed::{AttributesRef, ResourceRef};
 
-use crate::review::request::Operation;
+use crate::review::request::{Operation, UserInfo};
 
 /// What the validating webhook allowed on condition that RBAC lets the requester: the `use` of
-/// a class, or the `approve` of a shell (an approval added to it).
+/// a class, or the `approve` of a shell (an approval added to it). Its strings are borrowed from
+/// the review where they can be: it is asked at every review of a shell of a class.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UseCheck {
+pub struct UseCheck<'a> {
     /// The class (for `use`) or the shell (for `approve`).
-    pub class: String,
+    pub class: Cow<'a, str>,
     /// Whether it asks `approve` on the shell rather than `use` on the class.
     pub approve: bool,
     /// The shell's namespace.
-    pub namespace: String,
+    pub namespace: Cow<'a, str>,
     /// The requester, as the review named them.
-    pub user: AuthenticatedUser,
+    pub user: UserInfo<'a>,
 }
 
-impl UseCheck {
+impl<'a> UseCheck<'a> {
     /// The `approve` of the shell `request` is about, by its requester.
-    pub fn approve(request: &crate::review::request::Request<'_>) -> Self {
+    pub fn approve(request: &crate::review::request::Request<'a>) -> Self {
         UseCheck {
-            class: request.name.to_string(),
+            class: request.name.clone(),
             approve: true,
-            namespace: request.namespace.to_string(),
-            user: request.user_info.authenticated(),
+            namespace: request.namespace.clone(),
+            user: request.user_info.clone(),
         }
     }
 }
@@ -79,37 +80,38 @@ impl ClassUsage {
     }
 
     /// Whether `check.user` may use `check.class` (or approve the shell); an error is no answer
-    /// (the caller refuses).
-    pub async fn allows(&self, check: &UseCheck) -> Result<bool, ReviewError> {
+    /// (the caller refuses). Nothing is copied unless the answer is not cached.
+    pub async fn allows(&self, check: &UseCheck<'_>) -> Result<bool, ReviewError> {
         let (verb, resource) = match check.approve {
             true => (names::APPROVE_VERB, names::PLURAL),
             false => (names::USE_VERB, names::CLASS_PLURAL),
         };
-        let attributes = RequestAttributes::Resource(ResourceRequest {
-            verb: verb.to_owned(),
-            namespace: Some(check.namespace.clone()),
-            group: Some(names::GROUP.to_owned()),
-            resource: resource.to_owned(),
-            name: Some(check.class.clone()),
-            ..ResourceRequest::default()
+        let attributes = AttributesRef::Resource(ResourceRef {
+            verb,
+            namespace: Some(&check.namespace),
+            group: Some(names::GROUP),
+            resource,
+            name: Some(&check.class),
+            ..ResourceRef::default()
         });
-        Ok(matches!(self.authorizer.authorize(&check.user, &attributes).await?, Decision::Allow))
+        let decision = self.authorizer.authorize_borrowed(check.user.borrowed(), attributes).await?;
+        Ok(matches!(decision, Decision::Allow))
     }
 }
 
 /// The refusal of `check`, in words.
-pub fn refusal(check: &UseCheck) -> String {
+pub fn refusal(check: &UseCheck<'_>) -> String {
     if check.approve {
         return format!(
             "{} may not approve MyOwnShell {:?} in namespace {}: RBAC must grant the verb \"approve\" on \
              myownshells/{} (the myownshell-approver ClusterRole)",
-            check.user.name, check.class, check.namespace, check.class
+            check.user.username, check.class, check.namespace, check.class
         );
     }
     format!(
         "{} may not use MyOwnShellClass {:?} in namespace {}: RBAC must grant the verb \"use\" on \
          myownshellclasses/{} (kubectl myownshell classes lists the classes you may use)",
-        check.user.name, check.class, check.namespace, check.class
+        check.user.username, check.class, check.namespace, check.class
     )
 }
 

@@ -24,11 +24,16 @@ impl UserInfo<'_> {
     /// The user as SubjectAccessReview takes them (without extras, which the review does not
     /// decode: an authorizer that grants by extras then refuses, never allows more).
     pub fn authenticated(&self) -> myownshell_auth::user::AuthenticatedUser {
-        myownshell_auth::user::AuthenticatedUser {
-            name: self.username.clone().into_owned(),
-            uid: self.uid().map(str::to_owned),
-            groups: self.groups.iter().map(|g| g.clone().into_owned()).collect(),
-            extra: Default::default(),
+        self.borrowed().to_owned_user()
+    }
+
+    /// [`UserInfo::authenticated`], borrowed: to look up a cached review without copying the user.
+    pub fn borrowed(&self) -> myownshell_auth::borrowed::UserRef<'_, Cow<'_, str>> {
+        myownshell_auth::borrowed::UserRef {
+            name: &self.username,
+            uid: self.uid(),
+            groups: &self.groups,
+            extra: &myownshell_auth::borrowed::NO_EXTRA,
             method: myownshell_auth::user::AuthMethod::BearerToken,
         }
     }

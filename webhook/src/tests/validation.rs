@@ -454,7 +454,7 @@ fn a_class_holds_through_scale_and_every_start() {
         let b = body("UPDATE", scale(to), scale(from), Some("scale"));
         let req = decode(&b).unwrap();
         let (response, use_check) = validate_with_classes(&req, &Policy::default(), shells, &classes);
-        (response.allowed, response.message().to_owned(), use_check.map(|c| c.class))
+        (response.allowed, response.message().to_owned(), use_check.map(|c| c.class.into_owned()))
     };
     let fits = index(spec("busybox:1.37.0"));
     assert_eq!(run(&fits, 1, 2), (true, String::new(), None), "within maxSize, running: no use asked");
