@@ -179,7 +179,13 @@ impl Provider {
             id_token_lifespan: lifespan.clone(),
             refresh_id_token_lifespan: lifespan,
         };
-        self.admin.create_client(&client).await?;
+        {
+            // A write to Hydra like a flow's: it meets another test's flow the same way (CI,
+            // 2026-12-02: "Unable to serialize access due to a concurrent update in another
+            // session", a 400 to this POST while a gateway test signed someone in).
+            let _one = self.one_flow_at_a_time().await;
+            self.admin.create_client(&client).await?;
+        }
         let (secret_file, ca_file) = (dir.join("gateway-client-secret"), dir.join("issuer-ca.crt"));
         write_private(&secret_file, &client.client_secret)?;
         write_private(&ca_file, self.ca_pem())?;
@@ -196,7 +202,8 @@ impl Provider {
     }
 
     /// Held while a browser goes through Hydra (the authorization endpoint, the login and
-    /// consent, and the client's code exchange after): Hydra on SQLite in memory (`dsn: memory`)
+    /// consent, and the client's code exchange after), and while a gateway is registered as a
+    /// client ([`Provider::register_gateway`]): Hydra on SQLite in memory (`dsn: memory`)
     /// refuses a flow that meets another's write ("Unable to serialize access due to a
     /// concurrent update in another session", a 400 the client sees as "The error is
     /// unrecognizable"), which the tests of one binary, sharing the provider, otherwise meet.
