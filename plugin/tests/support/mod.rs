@@ -39,7 +39,12 @@ pub fn binary() -> &'static Path {
         let target_dir = profile_dir.parent().unwrap();
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut build = std::process::Command::new(cargo);
-        build.args(["build", "--quiet", "-p", "myownshell-session", "--bin", "myownshell-session", "--target-dir"]);
+        // The whole workspace selected, as `cargo test --workspace` selects it: the binary is the
+        // one already built, left where it is. With `-p myownshell-session` cargo unified
+        // features over that package alone, built a second binary and put it in place of the
+        // workspace's, which the session crate's tests, run beside these by `cargo xtask test`,
+        // read as it changed ("install_copies_the_binary": the copy differed from the original).
+        build.args(["build", "--quiet", "--workspace", "--bin", "myownshell-session", "--target-dir"]);
         build.arg(target_dir);
         if profile_dir.ends_with("release") {
             build.arg("--release");
