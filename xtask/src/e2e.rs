@@ -16,8 +16,7 @@ use crate::progress::Step;
 
 /// The node suites' test targets in the tests crate.
 pub const SUITES: [&str; 3] = ["node", "network_policy", "e2e"];
-/// The operator end to end: two tests on two clusters of their own, side by side (about 8 and 9
-/// minutes), the longest step of a warm run.
+/// The operator end to end: one test of about 14 minutes, the longest step of a warm run.
 pub const E2E: [&str; 1] = ["e2e"];
 /// The node's own suites (about 2 minutes), which run beside the e2e: each cluster takes a
 /// network slot of its own (`myownshell_envtest::node::network`), and `node.rs` already runs two

@@ -29,7 +29,6 @@ mod prometheus;
 mod readme;
 mod session;
 mod test;
-mod test_queue;
 mod web;
 
 use clap::{Parser, Subcommand};

@@ -1,6 +1,6 @@
 //! `cargo xtask test`: the one test command (README, CI).
 //!
-//! Lanes, each step starting as soon as what it needs is there. The `tools` lane (a thread)
+//! Two lanes, each step starting as soon as what it needs is there. The `tools` lane (a thread)
 //! makes the tools the tests run, which do not depend on the Rust build, in the order the tests
 //! need them: first what the workspace's tests need (the envtest binaries, kwok and what a kwok
 //! cluster runs, Helm, the page's JavaScript, Ory Hydra, oauth2-proxy, Prometheus), then, for the node suites,
@@ -9,11 +9,10 @@
 //! `main` lane runs the checks that need no tool (`crdgen --check`, the chart check, `cargo fmt
 //! --check`, `cargo clippy -D warnings`, a check of the fuzz target), builds every binary and
 //! compiles every test binary (the node suites' too); then, as soon as the tools lane has made the
-//! workspace's tools, the alert rules (promtool) and the workspace's tests, one `cargo test` per
-//! test target taken from a queue, the longest first (`test_queue.rs`), in a `tests` lane of its
-//! own; and the e2e as soon as the node's pieces are made, beside them. Once the e2e is done, two
-//! lanes take what is left: the node's own suites, then the queue's targets. At the end, where the
-//! time went.
+//! workspace's tools, the alert rules (promtool) and `cargo test` for the whole workspace (in a
+//! `tests` lane of its own, followed there by the node's own suites), while the tools lane goes
+//! on with the node's pieces; and the e2e as soon as those are made, beside the workspace's
+//! tests. At the end, where the time went.
 //!
 //! Every cargo command selects the whole workspace (`--workspace`, the node suites by `--test`
 //! within it), so each dependency is built with one feature set: a `-p` selection unifies
@@ -91,41 +90,34 @@ fn run_all(extra_args: &[String], started: Instant) -> anyhow::Result<()> {
 fn main_lane(node_suites: bool, extra_args: &[String], made: &Receiver<Made>) -> anyhow::Result<Totals> {
     run_checks(node_suites)?;
     compile_tests(node_suites)?;
-    let workspace = WorkspaceTests::new(extra_args)?;
     let Made::Workspace(tools) = wait_for(made, "the workspace tests' tools")? else {
         bail!("the tools lane made the node's pieces before the workspace's tools");
     };
     // The alerts: promtool checks the PrometheusRule of config/prometheus and runs its unit tests.
     crate::prometheus::check_rules()?;
-    let tools = &tools;
     if !node_suites {
-        // Two at once: alone, the workspace's tests kept 0.6 of the 2 cores busy.
-        let (here, there) = std::thread::scope(|scope| {
-            let there = scope.spawn(|| progress::in_lane("tests", || workspace.run(tools)));
-            (workspace.run(tools), joined(there, "the tests lane"))
-        });
-        workspace.done();
-        return crate::e2e::both(here, there, "the tests lane")?.ran_some();
+        return workspace_tests(&tools, extra_args)?.ran_some();
     }
-    // The e2e (two tests on two clusters of their own, about 9 minutes) here, and the workspace's
-    // tests, one target at a time, in a `tests` lane beside it; once the e2e is done, two lanes
-    // here take what is left (the node's own suites first: they are the longest), three at most at
-    // any time. Each mostly waits (on apiservers, kubelets, pods, a browser): run one after the
-    // other, the workspace's tests and the node suites each kept 0.6 of the 2 cores busy (the time
-    // summary of 2026-11-30's CI run). Every test already bears a busy machine (the lanes ran the
-    // workspace's tests beside Go builds), and each cluster takes a network slot of its own.
+    // Four runs of tests, as soon as what each needs is made, no more than two at once: the
+    // workspace's tests (in a `tests` lane of their own) and the e2e (about 13 minutes) here,
+    // beside them; then the node's own suites (about 2 minutes), each taken by whichever lane is
+    // free first (`OwnSuites`). Each mostly waits (on apiservers, kubelets, pods, a browser): run
+    // one after the other, the workspace's tests and the node suites each kept 0.6 of the 2 cores
+    // busy (the time summary of 2026-11-30's CI run), for 10 and 16 minutes. Every test already
+    // bears a busy machine (the lanes ran the workspace's tests beside Go builds), and each
+    // cluster of the node suites takes a network slot of its own.
     let (suites_tx, suites_rx) = mpsc::channel::<Option<Arc<crate::e2e::Suites>>>();
     let own_suites = crate::e2e::OwnSuites::new();
     let (tests_lane, e2e) = std::thread::scope(|scope| {
-        let (workspace, own_suites) = (&workspace, &own_suites);
+        let (tools, own_suites) = (&tools, &own_suites);
         let tests_lane = scope.spawn(move || {
             progress::in_lane("tests", || {
-                let ran = workspace.run(tools);
+                let workspace = workspace_tests(tools, extra_args);
                 let own = match suites_rx.recv() {
                     Ok(Some(suites)) => own_suites.run_while_left(|suite| suites.run(&[suite], extra_args)),
                     _ => Err(ToolsLaneStopped("the node's pieces").into()),
                 };
-                crate::e2e::both(ran, own, "the node's own suites")
+                crate::e2e::both(workspace, own, "the node's own suites")
             })
         });
         let prepared = wait_for(made, "the node's pieces").and_then(|_| crate::e2e::prepare(&tools.assets));
@@ -134,88 +126,28 @@ fn main_lane(node_suites: bool, extra_args: &[String], made: &Receiver<Made>) ->
                 let suites = Arc::new(suites);
                 let _ = suites_tx.send(Some(suites.clone()));
                 let e2e = suites.run(&crate::e2e::E2E, extra_args);
-                let what_is_left = || {
-                    let own = own_suites.run_while_left(|suite| suites.run(&[suite], extra_args));
-                    crate::e2e::both(own, workspace.run(tools), "the workspace's tests")
-                };
-                let (here, there) = std::thread::scope(|scope| {
-                    let there = scope.spawn(|| progress::in_lane("after", what_is_left));
-                    (what_is_left(), joined(there, "the after lane"))
-                });
-                let left = crate::e2e::both(here, there, "the after lane");
-                crate::e2e::both(e2e, left, "what was left after the e2e")
+                let own = own_suites.run_while_left(|suite| suites.run(&[suite], extra_args));
+                crate::e2e::both(e2e, own, "the node's own suites")
             }
             Err(e) => {
                 let _ = suites_tx.send(None);
                 Err(e)
             }
         };
-        (joined(tests_lane, "the tests lane"), e2e)
+        let tests_lane = tests_lane.join().unwrap_or_else(|_| Err(anyhow::anyhow!("the tests lane's thread panicked")));
+        (tests_lane, e2e)
     });
-    workspace.done();
     crate::e2e::sweep();
     crate::e2e::both(tests_lane, e2e, "the e2e")?.ran_some()
 }
 
-/// A lane's result, or an error saying it panicked.
-fn joined(lane: std::thread::ScopedJoinHandle<'_, anyhow::Result<Totals>>, what: &str) -> anyhow::Result<Totals> {
-    lane.join().unwrap_or_else(|_| Err(anyhow::anyhow!("{what}'s thread panicked")))
-}
-
-/// The workspace's tests: the queue of its test targets (`test_queue.rs`), or, when the extra
-/// arguments select targets or packages of their own, one `cargo test --workspace` as asked.
-struct WorkspaceTests<'a> {
-    queue: Option<crate::test_queue::Queue>,
-    /// Whether the one `cargo test --workspace` is still to run.
-    whole: std::sync::atomic::AtomicBool,
-    extra_args: &'a [String],
-}
-
-impl<'a> WorkspaceTests<'a> {
-    fn new(extra_args: &'a [String]) -> anyhow::Result<Self> {
-        let queue = if selects_its_own(extra_args) {
-            None
-        } else {
-            Some(crate::test_queue::Queue::of_workspace(assets::cache_root().join("test-durations.tsv"))?)
-        };
-        Ok(Self { queue, whole: AtomicBool::new(true), extra_args })
-    }
-
-    /// Run what is left of the workspace's tests in this lane, beside any other lane doing the same.
-    fn run(&self, tools: &Tools) -> anyhow::Result<Totals> {
-        match &self.queue {
-            Some(queue) => {
-                queue.run_while_left(|target| cargo_test(tools, &target.select, &target.name, self.extra_args))
-            }
-            None if self.whole.swap(false, Ordering::Relaxed) => cargo_test(tools, &[], "", self.extra_args),
-            None => Ok(Totals::default()),
-        }
-    }
-
-    /// The durations of this run kept for the next one's order.
-    fn done(&self) {
-        if let Some(queue) = &self.queue {
-            queue.save_durations();
-        }
-    }
-}
-
-/// Whether the extra arguments for `cargo test` hold an option of cargo's own (before any `--`),
-/// which may select targets or packages: `--test node`, `-p myownshell-webhook`. A test name filter
-/// (`cargo xtask test -- FILTER`) goes to each run of the queue.
-fn selects_its_own(extra_args: &[String]) -> bool {
-    extra_args.iter().take_while(|arg| *arg != "--").any(|arg| arg.starts_with('-'))
-}
-
-/// `cargo test --workspace SELECT` with the tools the workspace's tests run, named `cargo test
-/// --workspace NAME` in the summary.
-fn cargo_test(tools: &Tools, select: &[String], name: &str, extra_args: &[String]) -> anyhow::Result<Totals> {
-    let step = Step::start(format!("cargo test --workspace {name}").trim_end().to_owned());
+/// `cargo test` for the whole workspace, with the tools it runs.
+fn workspace_tests(tools: &Tools, extra_args: &[String]) -> anyhow::Result<Totals> {
+    let step = Step::start("cargo test --workspace");
     let mut test = cargo();
     // --no-fail-fast: one run reports every failing test binary, not only the first.
     test.args(["test", "--workspace", "--no-fail-fast"])
         .args(locked())
-        .args(select)
         .args(extra_args)
         .env("KUBEBUILDER_ASSETS", &tools.assets)
         .env(myownshell_envtest::kwok::KWOK_ENV, &tools.kwok)
@@ -450,22 +382,6 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         Ok(())
-    }
-
-    #[test]
-    fn only_an_option_of_cargos_own_runs_the_workspaces_tests_as_one_cargo_test() {
-        let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
-        for (extra, one_run) in [
-            (&[][..], false),
-            (&["webhook"][..], false),
-            (&["--", "--nocapture"][..], false),
-            (&["webhook", "--", "--exact"][..], false),
-            (&["--test", "webhook"][..], true),
-            (&["-p", "myownshell-webhook"][..], true),
-            (&["webhook", "--release"][..], true),
-        ] {
-            assert_eq!(selects_its_own(&args(extra)), one_run, "{extra:?}");
-        }
     }
 
     #[test]

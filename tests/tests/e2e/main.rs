@@ -1,14 +1,9 @@
 //! The operator deployed from `config/` onto the real node, end to end, as kubebuilder's e2e
 //! suite does on Kind: the manifests, the images, the RBAC and the pods are the ones users get.
 //!
-//! Two tests, each on a two-node cluster of its own, which libtest runs side by side: the
-//! operator in use (an upgrade into it, admission, shells, access, the browsers, sessions, doors,
-//! lifetimes, failures, metrics, failover, deletion), and the ways it is installed and its nodes
-//! lost (homes, uninstall, Helm, cert-manager, the production overlay, losing and draining a node).
-//! Within each, the phases run in order, because they share one installation and later ones take
-//! it apart. Each phase says what it was doing when it fails, and prints how long it took. One
-//! test of all of them, one after the other, was the longest step of a warm `cargo xtask test`
-//! (15m53s on 2026-12-02).
+//! One test with phases in order, because the phases share one installation and later ones
+//! take it apart (leader failover, uninstall, the production overlay). Each phase says what
+//! it was doing when it fails, and prints how long it took.
 
 // In tests a panic is the failure report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -34,7 +29,7 @@ mod upgrade;
 use std::time::{Duration, Instant};
 
 use myownshell_envtest::assets::workspace_root;
-use myownshell_envtest::node::{self, Cluster, ClusterOptions, local_path};
+use myownshell_envtest::node::{self, Cluster, ClusterOptions};
 use myownshell_envtest::oidc::Provider;
 use myownshell_envtest::{Kubectl, eventually};
 
@@ -51,17 +46,11 @@ const RELEASE_IMAGE: &str = "ghcr.io/myownshell/myownshell:0.1.0";
 struct E2e {
     cluster: Cluster,
     kubectl: Kubectl,
-    /// The test bed's Ory Hydra on the host, which the apiserver trusts (`oidc.rs`); only the
-    /// cluster whose phases sign people in through it starts one.
-    provider: Option<Provider>,
+    /// The test bed's Ory Hydra on the host, which the apiserver trusts (`oidc.rs`).
+    provider: Provider,
 }
 
 impl E2e {
-    /// Hydra, for a phase on the cluster whose apiserver trusts it.
-    fn provider(&self) -> &Provider {
-        self.provider.as_ref().expect("this phase runs on the cluster whose apiserver trusts Hydra")
-    }
-
     async fn run(&self, args: &[&str]) -> String {
         let out = self.kubectl.run(args).await.unwrap();
         assert!(out.success, "kubectl {}: {}{}", args.join(" "), out.stdout, out.stderr);
@@ -238,25 +227,16 @@ fn node_images() -> Vec<std::path::PathBuf> {
         .unwrap_or_default()
 }
 
-/// A two-node cluster (the production overlay's replicas spread, and one node can be lost or
-/// drained), its apiserver trusting Hydra when `provider` is given, with the images `cargo xtask
-/// e2e` built; what it was, said on stderr.
-async fn two_nodes(provider: Option<(Provider, Vec<String>)>) -> E2e {
+#[tokio::test]
+async fn the_operator_from_config_end_to_end() {
+    // Two nodes: the production overlay's replicas spread, and one node can be lost or drained.
     let started = Instant::now();
-    let (provider, apiserver_args) = provider.map_or((None, Vec::new()), |(p, args)| (Some(p), args));
+    let (provider, apiserver_args) = oidc::trusted_provider().await;
     let cluster = Cluster::start(ClusterOptions { nodes: 2, images: node_images(), apiserver_args })
         .await
         .unwrap_or_else(|e| panic!("the two-node cluster: {e}"));
-    let hydra = provider.as_ref().map(|p| format!("; Hydra at {}", p.issuer())).unwrap_or_default();
-    eprintln!("e2e: {}{hydra} ({:.1?})", cluster.summary(), started.elapsed());
-    E2e { kubectl: cluster.control_plane().kubectl(), cluster, provider }
-}
-
-/// The operator in use: upgraded into from the previous release, then everything its users
-/// and its operators do with it, on a cluster whose apiserver trusts Hydra.
-#[tokio::test]
-async fn the_operator_from_config_end_to_end() {
-    let e2e = two_nodes(Some(oidc::trusted_provider().await)).await;
+    eprintln!("e2e: {}; Hydra at {} ({:.1?})", cluster.summary(), provider.issuer(), started.elapsed());
+    let mut e2e = E2e { kubectl: cluster.control_plane().kubectl(), cluster, provider };
     phase("install the previous release from its own manifests and image", upgrade::install_previous(&e2e)).await;
     phase("upgrade to this release with shells in use: no pod restarted, no apply refused", upgrade::upgrade(&e2e))
         .await;
@@ -293,10 +273,10 @@ async fn the_operator_from_config_end_to_end() {
         lifetime::lifetime(&e2e),
     )
     .await;
-    // The page's shells have homes: claims of the cluster's default class.
-    phase("local-path-provisioner: the default StorageClass, for the page's homes", async {
-        local_path::install(&e2e.cluster).await.unwrap_or_else(|e| panic!("local-path-provisioner: {e}"));
-    })
+    phase(
+        "home: a file in $HOME survives a stop and start, a restarting change and the pod's deletion",
+        home::home(&e2e),
+    )
     .await;
     phase(
         "the page without kubectl in Chromium: no class granted says why; create from the default class, open, stop, \
@@ -314,21 +294,6 @@ async fn the_operator_from_config_end_to_end() {
     .await;
     phase("leader failover", leader_failover(&e2e)).await;
     phase("deleting a shell and a namespace of shells", deletion(&e2e)).await;
-    let E2e { cluster, .. } = e2e;
-    cluster.stop().unwrap();
-}
-
-/// How the operator is installed and taken away, and what its shells and homes go through when
-/// a node is drained or lost, on a cluster of its own (beside the one above).
-#[tokio::test]
-async fn installs_homes_and_nodes_end_to_end() {
-    let mut e2e = two_nodes(None).await;
-    phase("this release from config/overlays/local on a new cluster: the three Deployments Ready", install(&e2e)).await;
-    phase(
-        "home: a file in $HOME survives a stop and start, a restarting change and the pod's deletion",
-        home::home(&e2e),
-    )
-    .await;
     phase("uninstall: the shells, then kubectl delete -k config/overlays/local", uninstall(&e2e)).await;
     phase("helm: install, admission, a shell, upgrade, uninstall keeps the CRD", helm::helm(&e2e)).await;
     phase(

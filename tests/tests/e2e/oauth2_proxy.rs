@@ -115,8 +115,8 @@ async fn start(e2e: &E2e, gateway_port: u16) -> Proxy {
     // 32 hex digits: oauth2-proxy reads them as base64, 24 bytes, an AES-192 key.
     let cookie_secret = random_secret().unwrap()[..32].to_owned();
     let config = ProxyConfig {
-        issuer: e2e.provider().issuer(),
-        issuer_ca_file: file("issuer-ca.crt", e2e.provider().ca_pem()),
+        issuer: e2e.provider.issuer(),
+        issuer_ca_file: file("issuer-ca.crt", e2e.provider.ca_pem()),
         client_secret_file: file("client-secret", &client_secret),
         cookie_secret_file: file("cookie-secret", &cookie_secret),
         origin: origin.clone(),
@@ -133,7 +133,7 @@ async fn start(e2e: &E2e, gateway_port: u16) -> Proxy {
         id_token_lifespan: None,
         refresh_id_token_lifespan: None,
     };
-    e2e.provider().admin().create_client(&client).await.unwrap();
+    e2e.provider.admin().create_client(&client).await.unwrap();
     let binary = oauth2_proxy::locate().unwrap();
     let process = oauth2_proxy::start(&binary, &config, &gateway::serving_ca_file(e2e), &dir, &tls.client)
         .await
@@ -145,7 +145,7 @@ async fn start(e2e: &E2e, gateway_port: u16) -> Proxy {
 /// login page, where `user` logs in as a person does (the form filled in and submitted).
 async fn sign_in(browser: &mut Browser, tab: &Tab, origin: &str, e2e: &E2e, user: &User) {
     browser.navigate(tab, origin).await.unwrap();
-    let login = e2e.provider().login_url();
+    let login = e2e.provider.login_url();
     let at_login = format!("location.origin === {} && !!document.querySelector('input[name=username]')", js(&login));
     until(browser, tab, "Hydra's login page", &at_login, |v| v == true).await;
     let fill = format!(
@@ -201,11 +201,8 @@ async fn another_origin_gets_nothing(e2e: &E2e, browser: &mut Browser, tab: &Tab
 async fn no_token_in_the_logs(e2e: &E2e, proxy: &ManagedProcess) {
     let gateway =
         run(&e2e.kubectl, &["logs", "-n", SYSTEM, "-l", "app.kubernetes.io/component=gateway", "--tail=-1"]).await;
-    let logs = [
-        ("oauth2-proxy", read(proxy.log_path())),
-        ("Hydra", read(&e2e.provider().log_path())),
-        ("the gateway", gateway),
-    ];
+    let logs =
+        [("oauth2-proxy", read(proxy.log_path())), ("Hydra", read(&e2e.provider.log_path())), ("the gateway", gateway)];
     for (whose, log) in logs {
         assert!(!log.is_empty() || whose == "Hydra", "{whose}'s log is empty: nothing was looked at");
         assert!(!log.contains("eyJ"), "{whose}'s log holds a JWT");
