@@ -42,8 +42,8 @@ pub fn binary() -> &'static Path {
         // The whole workspace selected, as `cargo test --workspace` selects it: the binary is the
         // one already built, left where it is. With `-p myownshell-session` cargo unified
         // features over that package alone, built a second binary and put it in place of the
-        // workspace's, which the session crate's tests, run beside these by `cargo xtask test`,
-        // read as it changed ("install_copies_the_binary": the copy differed from the original).
+        // workspace's; the session crate's tests, run beside these (2026-12-02), read it as it
+        // changed ("install_copies_the_binary": the copy differed from the original).
         build.args(["build", "--quiet", "--workspace", "--bin", "myownshell-session", "--target-dir"]);
         build.arg(target_dir);
         if profile_dir.ends_with("release") {
