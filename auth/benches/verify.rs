@@ -47,7 +47,7 @@ async fn measure(iterations: usize) {
         id_token_lifespan: None,
         refresh_id_token_lifespan: None,
     };
-    provider.admin().create_client(&client).await.unwrap();
+    provider.create_client(&client).await.unwrap();
     let tokens = sign_in(&provider, &client, ALICE.name, ALICE.password).await.unwrap();
     let token = tokens.id_token.expose_secret().to_owned();
     let ca = dir.path().join("issuer-ca.crt");

@@ -121,7 +121,7 @@ impl TrustingCluster {
             }
         };
         for c in [&client, &short_lived, &other_audience] {
-            provider.admin().create_client(c).await.map_err(HarnessError::Start)?;
+            provider.create_client(c).await.map_err(HarnessError::Start)?;
         }
         let cluster = Self { provider, control_plane, client, short_lived, other_audience };
         cluster.wait_trusted().await?;

@@ -179,13 +179,7 @@ impl Provider {
             id_token_lifespan: lifespan.clone(),
             refresh_id_token_lifespan: lifespan,
         };
-        {
-            // A write to Hydra like a flow's: it meets another test's flow the same way (CI,
-            // 2026-12-02: "Unable to serialize access due to a concurrent update in another
-            // session", a 400 to this POST while a gateway test signed someone in).
-            let _one = self.one_flow_at_a_time().await;
-            self.admin.create_client(&client).await?;
-        }
+        self.create_client(&client).await?;
         let (secret_file, ca_file) = (dir.join("gateway-client-secret"), dir.join("issuer-ca.crt"));
         write_private(&secret_file, &client.client_secret)?;
         write_private(&ca_file, self.ca_pem())?;
@@ -202,8 +196,8 @@ impl Provider {
     }
 
     /// Held while a browser goes through Hydra (the authorization endpoint, the login and
-    /// consent, and the client's code exchange after), and while a gateway is registered as a
-    /// client ([`Provider::register_gateway`]): Hydra on SQLite in memory (`dsn: memory`)
+    /// consent, and the client's code exchange after), and while a client is registered
+    /// ([`Provider::create_client`]): Hydra on SQLite in memory (`dsn: memory`)
     /// refuses a flow that meets another's write ("Unable to serialize access due to a
     /// concurrent update in another session", a 400 the client sees as "The error is
     /// unrecognizable"), which the tests of one binary, sharing the provider, otherwise meet.
@@ -219,9 +213,14 @@ impl Provider {
         hydra.stop(std::time::Duration::from_secs(10)).map(drop).map_err(|e| format!("stopping Hydra: {e}"))
     }
 
-    /// Hydra's admin API.
-    pub fn admin(&self) -> &Admin {
-        &self.admin
+    /// Register `client` with Hydra's admin API, the one way a test writes to Hydra outside a
+    /// flow (the login page's writes come inside one). It waits for
+    /// [`Provider::one_flow_at_a_time`]: a registration meets another test's flow just as two
+    /// flows meet (CI, 2026-12-02: "Unable to serialize access due to a concurrent update in
+    /// another session", a 400 to this POST while a gateway test signed someone in).
+    pub async fn create_client(&self, client: &admin::Client) -> Result<(), String> {
+        let _one = self.one_flow_at_a_time().await;
+        self.admin.create_client(client).await
     }
 
     /// The login page's base URL.

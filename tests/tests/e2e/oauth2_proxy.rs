@@ -133,7 +133,7 @@ async fn start(e2e: &E2e, gateway_port: u16) -> Proxy {
         id_token_lifespan: None,
         refresh_id_token_lifespan: None,
     };
-    e2e.provider.admin().create_client(&client).await.unwrap();
+    e2e.provider.create_client(&client).await.unwrap();
     let binary = oauth2_proxy::locate().unwrap();
     let process = oauth2_proxy::start(&binary, &config, &gateway::serving_ca_file(e2e), &dir, &tls.client)
         .await
