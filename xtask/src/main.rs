@@ -21,6 +21,7 @@ mod kube_router;
 mod kwok;
 mod local_path;
 mod machine_cpu;
+mod machine_speed;
 mod node;
 mod oauth2_proxy;
 mod previous;

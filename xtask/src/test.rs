@@ -68,8 +68,12 @@ enum Made {
 
 pub fn run(extra_args: &[String]) -> anyhow::Result<()> {
     let started = progress::Started::now();
+    // Before the lanes start: no other child of this process runs while it is measured.
+    let speed = crate::machine_speed::describe(crate::machine_speed::kubectl_run_cpu(&kubectl_binary()));
+    eprintln!("xtask: {speed}");
     let result = run_all(extra_args, started.at);
     progress::print_summary(started);
+    eprintln!("xtask: {speed}");
     result
 }
 
