@@ -2,8 +2,8 @@
 //! said again under its summary: the CPU time of one `kubectl version --client`. kubectl is the
 //! process a run starts most (3,911 times in a warm run), and its start-up is nearly all of what
 //! it costs. The same machine type has given the same process 2.3 times the CPU on a slow day
-//! (docs/benchmarks.md, 2026-12-02: kubectl's runs averaged 0.11 s of CPU in the morning, when
-//! warm runs took 17 to 19 minutes, and 0.047 s in the afternoon, when they took 13 to 14). With
+//! (docs/benchmarks.md, 2026-12-02: kubectl's runs averaged 0.11 s of CPU before 07:00 UTC, when
+//! warm runs took 17 to 19 minutes, and 0.047 s after 07:20 UTC, when they took 13 to 14). With
 //! this figure beside the wall time, a slow run is read as the machine's or the code's.
 //!
 //! Read from the children's CPU time of `/proc/self/stat` (`cutime`, `cstime`), which the kernel
