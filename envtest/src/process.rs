@@ -217,11 +217,24 @@ pub fn is_alive(pid: u32) -> bool {
 /// CPU time `pid` has used so far, user plus system (`utime` + `stime` of `/proc/<pid>/stat`,
 /// in the kernel's fixed 100 ticks per second); `None` if it cannot be read.
 pub fn cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command name (which may hold spaces): state is field 3, utime 14, stime 15.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    Some(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+    stat_cpu_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?, 14)
+}
+
+/// CPU time of the children `pid` has waited for, user plus system (`cutime` + `cstime` of
+/// `/proc/<pid>/stat`): the kernel adds a child's to it when the child is reaped.
+pub fn waited_children_cpu_time(pid: u32) -> Option<Duration> {
+    stat_cpu_time(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?, 16)
+}
+
+/// Fields `user` and `user + 1` (numbered from 1, as `man 5 proc` does) of a `/proc/<pid>/stat`
+/// line added up, in the kernel's fixed 100 ticks per second. Counted after the command name in
+/// parentheses, which may itself hold spaces and parentheses: the first field after it is the
+/// 3rd (the state).
+fn stat_cpu_time(stat: &str, user: usize) -> Option<Duration> {
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(user.checked_sub(3)?);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis((user + system) * 10))
 }
 
 /// The last `lines` lines of a log file (empty if unreadable).
@@ -229,4 +242,37 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_times_are_read_after_the_command_name() {
+        // Fields 3 to 17: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+        // utime stime cutime cstime, then the rest.
+        let tail = "S 1 2 3 4 5 6 7 8 9 10 11 12 130 40 20 0 1";
+        let ms = |ms: u64| Some(Duration::from_millis(ms));
+        for (stat, own, children) in [
+            (format!("42 (xtask) {tail}"), ms(230), ms(1700)),
+            (format!("42 (a (b) c) {tail}"), ms(230), ms(1700)),
+            (format!("42 (x) y) {tail}"), ms(230), ms(1700)),
+            ("42 (xtask) S 1 2 3".to_owned(), None, None),
+            ("42 xtask S 1 2 3 4 5 6 7 8 9 10 11 12 130 40".to_owned(), None, None),
+            (format!("42 (xtask) {}", tail.replace("130", "-")), ms(230), None),
+            (String::new(), None, None),
+        ] {
+            assert_eq!(stat_cpu_time(&stat, 14), own, "utime + stime of {stat:?}");
+            assert_eq!(stat_cpu_time(&stat, 16), children, "cutime + cstime of {stat:?}");
+        }
+    }
+
+    #[test]
+    fn a_waited_child_is_counted() {
+        // `true` costs next to nothing: the reading is a figure, not an error.
+        let before = waited_children_cpu_time(std::process::id()).expect("/proc/self/stat");
+        std::process::Command::new("true").status().expect("true");
+        assert!(waited_children_cpu_time(std::process::id()).expect("/proc/self/stat") >= before);
+    }
 }
